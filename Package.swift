@@ -1,0 +1,60 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "Docket",
+    platforms: [.macOS(.v15), .iOS(.v18)],
+    products: [
+        .library(name: "DocketModel", targets: ["DocketModel"]),
+        .library(name: "DocketServer", targets: ["DocketServer"]),
+        .executable(name: "docketd", targets: ["docketd"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth.git", from: "2.5.0"),
+        .package(url: "https://github.com/vapor/sql-kit.git", from: "3.36.0"),
+        .package(url: "https://github.com/vapor/sqlite-kit.git", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+    ],
+    targets: [
+        .target(name: "DocketModel"),
+        .target(
+            name: "DocketServer",
+            dependencies: [
+                "DocketModel",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "HummingbirdBcrypt", package: "hummingbird-auth"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SQLKit", package: "sql-kit"),
+                .product(name: "SQLiteKit", package: "sqlite-kit"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "docketd",
+            dependencies: [
+                "DocketServer",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .testTarget(name: "DocketModelTests", dependencies: ["DocketModel"]),
+        .testTarget(
+            name: "DocketServerTests",
+            dependencies: [
+                "DocketServer",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,63 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import ServiceLifecycle
+
+/// Builds the docketd application: opens (or creates) the database in the data folder, seeds demo data
+/// when asked and the folder is new, and wires every route. `docketd` and the tests build the very same app.
+public func buildApplication(
+    _ configuration: Configuration, onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
+) async throws -> some ApplicationProtocol {
+    var logger = Logger(label: "docketd")
+    logger.logLevel = configuration.logLevel
+    try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+    let storage = try await SQLiteStorage.open(path: configuration.databasePath, logger: logger)
+    let hasher = PasswordHasher(cost: configuration.bcryptCost)
+    let (store, isNew) = try await RecordStore.open(storage: storage, logger: logger, hashPassword: hasher.hash)
+    if isNew, configuration.demo {
+        try await DemoData.seed(store)
+        logger.info("Seeded demo data", metadata: ["dataDirectory": "\(configuration.dataDirectory)"])
+    }
+    let authenticator = Authenticator(
+        users: UserDirectory(store: store), hasher: hasher, credentialTTL: configuration.credentialCacheTTL,
+        sessionTimeout: configuration.sessionTimeout
+    )
+    store.onChange { event in
+        if ["sys_user", "sys_user_has_role", "sys_user_role"].contains(event.table) {
+            Task { await authenticator.invalidate() }
+        }
+    }
+
+    let router = Router(context: DocketRequestContext.self)
+    router.add(middleware: ServiceNowMiddleware())
+    router.add(middleware: AuthMiddleware(authenticator: authenticator, maxBodySize: configuration.maxBodySize))
+    router.addRoutes(HealthController().endpoints, atPath: "/health")
+    for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
+        router.addRoutes(
+            TableController(store: store, configuration: configuration, version: version).endpoints, atPath: RouterPath(path)
+        )
+    }
+    router.addRoutes(
+        MyWorkController(store: store, configuration: configuration).endpoints,
+        atPath: "/api/x_snc_my_work/v1/tracker"
+    )
+
+    return Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
+        services: [StorageService(storage: storage)],
+        onServerRunning: onServerRunning,
+        logger: logger
+    )
+}
+
+/// Closes the database when the application shuts down.
+struct StorageService: Service {
+    let storage: any Storage
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await storage.close()
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import Logging
+
+/// Everything `docketd` can be told. Flags beat environment variables beat these defaults (see `docketd --help`).
+public struct Configuration: Sendable {
+    /// Address to listen on (`--host`, `DOCKET_HOST`).
+    public var host: String
+    /// Port to listen on; 0 picks a free one (`--port`, `DOCKET_PORT`).
+    public var port: Int
+    /// Folder holding the database (`--data-dir`, `DOCKET_DATA_DIR`); created when missing.
+    public var dataDirectory: String
+    /// Seed demo users and records when the data folder is new (`--demo`, `DOCKET_DEMO`).
+    public var demo: Bool
+    /// Log level (`--log-level`, `DOCKET_LOG_LEVEL`).
+    public var logLevel: Logger.Level
+    /// The base URL used in links (`Link` headers, reference links); nil derives it from each request's Host.
+    public var publicURL: String?
+    /// bcrypt cost for new password hashes.
+    public var bcryptCost: UInt8
+    /// How long a verified Basic credential is remembered, so requests do not each pay a bcrypt check.
+    public var credentialCacheTTL: Duration
+    /// Idle time after which a session cookie stops working (ServiceNow's default is 30 minutes).
+    public var sessionTimeout: Duration
+    /// The largest `sysparm_limit` accepted.
+    public var maxPageSize: Int
+    /// The largest request body accepted, in bytes.
+    public var maxBodySize: Int
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String = "./.docket", demo: Bool = false,
+        logLevel: Logger.Level = .info, publicURL: String? = nil, bcryptCost: UInt8 = 12,
+        credentialCacheTTL: Duration = .seconds(300), sessionTimeout: Duration = .seconds(1800),
+        maxPageSize: Int = 10_000, maxBodySize: Int = 4 * 1024 * 1024
+    ) {
+        self.host = host
+        self.port = port
+        self.dataDirectory = dataDirectory
+        self.demo = demo
+        self.logLevel = logLevel
+        self.publicURL = publicURL
+        self.bcryptCost = bcryptCost
+        self.credentialCacheTTL = credentialCacheTTL
+        self.sessionTimeout = sessionTimeout
+        self.maxPageSize = maxPageSize
+        self.maxBodySize = maxBodySize
+    }
+
+    /// The database file inside the data folder.
+    public var databasePath: String {
+        URL(fileURLWithPath: dataDirectory).appendingPathComponent("docket.sqlite").path
+    }
+}

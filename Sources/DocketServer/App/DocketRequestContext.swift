@@ -1,0 +1,22 @@
+import Hummingbird
+
+/// Per-request state: the authenticated caller, once a middleware has established who it is.
+struct DocketRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    var caller: Caller?
+    /// Set when authentication created or refreshed a session whose cookie the response must carry.
+    var sessionCookie: String?
+    var maxBodySize = 4 * 1024 * 1024
+
+    init(source: Source) {
+        self.coreContext = .init(source: source)
+    }
+
+    var maxUploadSize: Int { maxBodySize }
+
+    /// The caller; routes behind the authentication middleware always have one.
+    func requireCaller() throws -> Caller {
+        guard let caller else { throw ServiceNowError.unauthenticated }
+        return caller
+    }
+}

@@ -1,0 +1,95 @@
+import Crypto
+import DocketModel
+import Foundation
+
+/// Verifies credentials and keeps sessions.
+///
+/// A bcrypt verification costs tens of milliseconds by design, so a successful Basic login is remembered for
+/// a short time as an HMAC of the password under a per-process key (the password itself is never kept).
+/// Sessions are random tokens carried in the `JSESSIONID` cookie, sliding for `sessionTimeout`.
+actor Authenticator {
+    private struct CachedCredential {
+        var digest: Data
+        var userID: String
+        var expires: ContinuousClock.Instant
+    }
+
+    private struct Session {
+        var userID: String
+        var expires: ContinuousClock.Instant
+    }
+
+    private let users: UserDirectory
+    private let hasher: PasswordHasher
+    private let credentialTTL: Duration
+    private let sessionTimeout: Duration
+    private let key = SymmetricKey(size: .bits256)
+    private let clock = ContinuousClock()
+    private var credentials: [String: CachedCredential] = [:]
+    private var sessions: [String: Session] = [:]
+    private var sessionByUser: [String: String] = [:]
+    private var callers: [String: (caller: Caller, expires: ContinuousClock.Instant)] = [:]
+
+    init(users: UserDirectory, hasher: PasswordHasher, credentialTTL: Duration, sessionTimeout: Duration) {
+        self.users = users
+        self.hasher = hasher
+        self.credentialTTL = credentialTTL
+        self.sessionTimeout = sessionTimeout
+    }
+
+    /// The caller for a user name and password, or nil when they are wrong (or the user is inactive or
+    /// locked out).
+    func authenticate(userName: String, password: String) async -> Caller? {
+        let digest = Data(HMAC<SHA256>.authenticationCode(for: Data((userName + "\u{0}" + password).utf8), using: key))
+        let now = clock.now
+        if let cached = credentials[userName], cached.expires > now, cached.digest == digest {
+            return await caller(userID: cached.userID)
+        }
+        guard let account = try? await users.account(userName: userName), account.canLogIn,
+            await hasher.verify(password, hash: account.passwordHash)
+        else { return nil }
+        credentials[userName] = CachedCredential(digest: digest, userID: account.userID, expires: clock.now + credentialTTL)
+        return await caller(userID: account.userID)
+    }
+
+    /// The session token for a caller: one live session per user, so clients that never keep cookies do
+    /// not pile up sessions.
+    func sessionToken(for caller: Caller) -> String {
+        let now = clock.now
+        if let token = sessionByUser[caller.userID], let session = sessions[token], session.expires > now {
+            sessions[token]?.expires = now + sessionTimeout
+            return token
+        }
+        let token = SysID.generate().uppercased()
+        sessions[token] = Session(userID: caller.userID, expires: now + sessionTimeout)
+        sessionByUser[caller.userID] = token
+        if sessions.count > 10_000 { sessions = sessions.filter { $0.value.expires > now } }
+        return token
+    }
+
+    /// The caller of a live session, extending it; nil for unknown or expired tokens.
+    func caller(sessionToken token: String) async -> Caller? {
+        let now = clock.now
+        guard let session = sessions[token] else { return nil }
+        guard session.expires > now else {
+            sessions[token] = nil
+            return nil
+        }
+        sessions[token]?.expires = now + sessionTimeout
+        return await caller(userID: session.userID)
+    }
+
+    /// Forgets cached credentials and callers (after a change to users or roles).
+    func invalidate() {
+        credentials = [:]
+        callers = [:]
+    }
+
+    private func caller(userID: String) async -> Caller? {
+        let now = clock.now
+        if let cached = callers[userID], cached.expires > now { return cached.caller }
+        guard let caller = try? await users.caller(userID: userID) else { return nil }
+        callers[userID] = (caller, now + credentialTTL)
+        return caller
+    }
+}

@@ -1,0 +1,20 @@
+/// Builds the `Link` header of a list response: first and last always, prev and next when they exist.
+enum LinkHeader {
+    static func value(
+        baseURL: String, path: String, parameters: [(String, String)], limit: Int, offset: Int, total: Int
+    ) -> String {
+        let kept = parameters.filter { $0.0 != "sysparm_offset" && $0.0 != "sysparm_limit" }
+        func url(_ offset: Int) -> String {
+            let query = (kept + [("sysparm_limit", String(limit)), ("sysparm_offset", String(offset))])
+                .map { FormQuery.encode($0.0) + "=" + FormQuery.encode($0.1) }.joined(separator: "&")
+            return "<\(baseURL)\(path)?\(query)>"
+        }
+        let step = max(limit, 1)
+        let last = total > 0 ? ((total - 1) / step) * step : 0
+        var links = ["\(url(0));rel=\"first\""]
+        if offset > 0 { links.append("\(url(max(0, offset - step)));rel=\"prev\"") }
+        if offset + step < total { links.append("\(url(offset + step));rel=\"next\"") }
+        links.append("\(url(last));rel=\"last\"")
+        return links.joined(separator: ",")
+    }
+}

@@ -1,0 +1,52 @@
+import DocketModel
+import Foundation
+import Hummingbird
+
+/// Reads a JSON request body into field values, as the Table API accepts them.
+enum RequestBody {
+    /// The body's JSON, or an empty object for an empty body; a 400 in ServiceNow's words for invalid JSON.
+    static func json(from request: Request, context: DocketRequestContext) async throws -> JSONValue {
+        let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        guard buffer.readableBytes > 0 else { return .object([]) }
+        do {
+            return try JSONValue.parse(Data(buffer.readableBytesView))
+        } catch {
+            throw ServiceNowError.badRequest("Exception while reading request", detail: "The payload is not valid JSON.")
+        }
+    }
+
+    /// Field values of a record body: strings as they are, numbers and booleans as their text, null as
+    /// empty, `{"value": …}` objects as their value. Only the first record of an array is used (as
+    /// ServiceNow does).
+    static func record(from request: Request, context: DocketRequestContext) async throws -> [String: String] {
+        var body = try await json(from: request, context: context)
+        if case .array(let elements) = body { body = elements.first ?? .object([]) }
+        guard case .object(let members) = body else {
+            throw ServiceNowError.badRequest("Exception while reading request", detail: "The payload must be a JSON object.")
+        }
+        var values: [String: String] = [:]
+        for (name, value) in members {
+            guard let text = scalar(value) else {
+                throw ServiceNowError.badRequest(
+                    "Invalid value for field '\(name)'", detail: "Expected a string, number, boolean or null"
+                )
+            }
+            values[name] = text
+        }
+        return values
+    }
+
+    private static func scalar(_ value: JSONValue) -> String? {
+        switch value {
+        case .null: return ""
+        case .string(let text): return text
+        case .bool(let flag): return flag ? "true" : "false"
+        case .number(let number):
+            return number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .object:
+            return value["value"].flatMap(scalar)
+        case .array:
+            return nil
+        }
+    }
+}

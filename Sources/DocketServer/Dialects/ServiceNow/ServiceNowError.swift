@@ -1,0 +1,60 @@
+import DocketModel
+import Hummingbird
+
+/// An error answered in ServiceNow's envelope: `{"error":{"message","detail"},"status":"failure"}`.
+struct ServiceNowError: HTTPResponseError {
+    let status: HTTPResponse.Status
+    let message: String
+    let detail: String?
+    var headers: HTTPFields = [:]
+
+    init(_ status: HTTPResponse.Status, _ message: String, detail: String? = nil) {
+        self.status = status
+        self.message = message
+        self.detail = detail
+    }
+
+    static var unauthenticated: ServiceNowError {
+        var error = ServiceNowError(
+            .unauthorized, "User is not authenticated", detail: "Required to provide Auth information"
+        )
+        error.headers[.wwwAuthenticate] = "Basic realm=\"Service-now\""
+        return error
+    }
+
+    static let noResource = ServiceNowError(.badRequest, "Requested URI does not represent any resource")
+
+    static func badRequest(_ message: String, detail: String? = nil) -> ServiceNowError {
+        ServiceNowError(.badRequest, message, detail: detail)
+    }
+
+    /// The envelope for an engine error.
+    init(_ error: EngineError) {
+        switch error.code {
+        case .invalidTable, .badRequest: self.init(.badRequest, error.message, detail: error.detail)
+        case .notFound: self.init(.notFound, error.message, detail: error.detail)
+        case .forbidden, .forbiddenQuery: self.init(.forbidden, error.message, detail: error.detail)
+        case .conflict: self.init(.conflict, error.message, detail: error.detail)
+        }
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        let body = JSONValue.object([
+            ("error", .object([("message", .string(message)), ("detail", detail.map(JSONValue.string) ?? .null)])),
+            ("status", .string("failure")),
+        ])
+        var response = Response.json(body, status: status)
+        for field in headers { response.headers.append(field) }
+        return response
+    }
+}
+
+extension Response {
+    /// A JSON response in ServiceNow's content type.
+    static func json(_ body: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json;charset=UTF-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.serialized()))
+        )
+    }
+}

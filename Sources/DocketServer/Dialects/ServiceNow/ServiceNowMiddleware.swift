@@ -1,0 +1,72 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+
+/// Wraps every `/api` request: checks content negotiation, adds ServiceNow's common headers, and turns every
+/// error (engine, routing, anything unexpected) into the ServiceNow envelope, so no raw 500 page or stack
+/// trace ever reaches a client.
+struct ServiceNowMiddleware: RouterMiddleware {
+    typealias Context = DocketRequestContext
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard request.uri.path.hasPrefix("/api/") || request.uri.path == "/api" else {
+            return try await next(request, context)
+        }
+        var response: Response
+        do {
+            try Self.checkNegotiation(request)
+            response = try await next(request, context)
+        } catch let error as ServiceNowError {
+            response = try error.response(from: request, context: context)
+        } catch let error as EngineError {
+            response = try ServiceNowError(error).response(from: request, context: context)
+        } catch let error as HTTPError {
+            response = try Self.translate(error).response(from: request, context: context)
+        } catch {
+            context.logger.error("Unexpected error", metadata: ["error": "\(String(reflecting: error))"])
+            response = try ServiceNowError(.internalServerError, "Internal server error", detail: nil)
+                .response(from: request, context: context)
+        }
+        response.headers[.cacheControl] = "no-cache,no-store,must-revalidate,max-age=-1"
+        response.headers[.pragma] = "no-store,no-cache"
+        response.headers[.expires] = "0"
+        response.headers[.xContentTypeOptions] = "nosniff"
+        response.headers[.xIsLoggedIn] = response.status == .unauthorized ? "false" : "true"
+        return response
+    }
+
+    private static func translate(_ error: HTTPError) -> ServiceNowError {
+        switch error.status {
+        case .notFound: return .noResource
+        case .methodNotAllowed: return ServiceNowError(.methodNotAllowed, "Method not Supported")
+        case .contentTooLarge: return ServiceNowError(.contentTooLarge, "Request body too large")
+        default: return ServiceNowError(error.status, error.body ?? error.status.reasonPhrase)
+        }
+    }
+
+    /// JSON only: `Accept` must allow it (406 otherwise), a body must be JSON (415 otherwise).
+    private static func checkNegotiation(_ request: Request) throws {
+        if let accept = request.headers[.accept]?.lowercased(), !accept.isEmpty,
+            !accept.contains("json"), !accept.contains("*/*"), !accept.contains("application/*")
+        {
+            throw ServiceNowError(.notAcceptable, "Requested response format is not supported", detail: accept)
+        }
+        if [.post, .put, .patch].contains(request.method), let type = request.headers[.contentType]?.lowercased(),
+            !type.isEmpty, !type.contains("json"), !type.hasPrefix("text/plain")
+        {
+            throw ServiceNowError(.unsupportedMediaType, "Unsupported Media Type", detail: type)
+        }
+    }
+}
+
+extension HTTPField.Name {
+    static let xIsLoggedIn = Self("X-Is-Logged-In")!
+    static let xTotalCount = Self("X-Total-Count")!
+    static let xNoResponseBody = Self("X-no-response-body")!
+    static let xContentTypeOptions = Self("X-Content-Type-Options")!
+    static let link = Self("Link")!
+    static let pragma = Self("Pragma")!
+}

@@ -1,0 +1,143 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// The REST Table API: `/api/now[/v1|/v2]/table/{table}[/{sys_id}]`.
+struct TableController {
+    typealias Context = DocketRequestContext
+
+    let store: RecordStore
+    let configuration: Configuration
+    /// 1 for `/v1` (an empty list is a 404 there), otherwise 2.
+    let version: Int
+
+    var endpoints: RouteCollection<Context> {
+        let routes = RouteCollection(context: Context.self)
+        routes.get(":table", use: list)
+        routes.post(":table", use: create)
+        routes.get(":table/:sys_id", use: read)
+        routes.put(":table/:sys_id", use: update)
+        routes.patch(":table/:sys_id", use: update)
+        routes.delete(":table/:sys_id", use: delete)
+        return routes
+    }
+
+    @Sendable func list(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let (table, parameters) = try prepare(request, context: context)
+        let page = try await store.list(
+            RecordQuery(
+                table: table.name, query: parameters.query, fields: parameters.fields, limit: parameters.limit,
+                offset: parameters.offset, count: true
+            ),
+            caller: caller
+        )
+        if version == 1, page.records.isEmpty {
+            throw ServiceNowError(.notFound, "No Record found", detail: "Records matching query not found")
+        }
+        let baseURL = baseURL(for: request)
+        let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL)
+        var response = Response.json(
+            .object([("result", .array(page.records.map { renderer.render($0, columns: page.columns) }))])
+        )
+        let total = page.total ?? 0
+        if !parameters.noCount { response.headers[.xTotalCount] = String(total) }
+        if !parameters.suppressPaginationHeader, parameters.limit > 0 {
+            response.headers[.link] = LinkHeader.value(
+                baseURL: baseURL, path: request.uri.path, parameters: parameters.all, limit: parameters.limit,
+                offset: parameters.offset, total: total
+            )
+        }
+        return response
+    }
+
+    @Sendable func read(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let (table, parameters) = try prepare(request, context: context)
+        let sysID = try context.parameters.require("sys_id")
+        return try await single(sysID, table: table, parameters: parameters, request: request, caller: caller)
+    }
+
+    @Sendable func create(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let (table, parameters) = try prepare(request, context: context)
+        let values = try await RequestBody.record(from: request, context: context)
+        let sysID = try await store.insert(into: table.name, values: values, caller: caller, options: options(parameters))
+        var response = try await single(
+            sysID, table: table, parameters: parameters, request: request, caller: caller, status: .created
+        )
+        response.headers[.location] = "\(baseURL(for: request))/api/now/table/\(table.name)/\(sysID)"
+        return response
+    }
+
+    @Sendable func update(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let (table, parameters) = try prepare(request, context: context)
+        let sysID = try context.parameters.require("sys_id")
+        let values = try await RequestBody.record(from: request, context: context)
+        try await store.update(sysID, in: table.name, values: values, caller: caller, options: options(parameters))
+        return try await single(sysID, table: table, parameters: parameters, request: request, caller: caller)
+    }
+
+    @Sendable func delete(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let (table, _) = try prepare(request, context: context)
+        try await store.delete(try context.parameters.require("sys_id"), from: table.name, caller: caller)
+        return Response(status: .noContent)
+    }
+
+    // MARK: Helpers
+
+    private func prepare(_ request: Request, context: Context) throws -> (SchemaCatalog.Table, TableParameters) {
+        let catalog = store.catalog
+        let name = try context.parameters.require("table")
+        guard let table = catalog.table(name) else { throw EngineError.invalidTable(name) }
+        let parameters = try TableParameters(
+            query: request.uri.query, table: table, catalog: catalog, maxPageSize: configuration.maxPageSize
+        )
+        return (table, parameters)
+    }
+
+    private func options(_ parameters: TableParameters) -> WriteOptions {
+        WriteOptions(
+            inputDisplayValue: parameters.inputDisplayValue, suppressAutoSysFields: parameters.suppressAutoSysField
+        )
+    }
+
+    private func single(
+        _ sysID: String, table: SchemaCatalog.Table, parameters: TableParameters, request: Request, caller: Caller,
+        status: HTTPResponse.Status = .ok
+    ) async throws -> Response {
+        if request.method != .get, request.headers[.xNoResponseBody]?.lowercased() == "true" {
+            return Response(status: status)
+        }
+        let (columns, record) = try await store.get(sysID, in: table.name, fields: parameters.fields, caller: caller)
+        let page = RecordPage(columns: columns, records: [record], total: nil)
+        let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL(for: request))
+        return Response.json(.object([("result", renderer.render(record, columns: columns))]), status: status)
+    }
+
+    private func renderer(for page: RecordPage, parameters: TableParameters, baseURL: String) async throws
+        -> RecordRenderer
+    {
+        let data = try await store.displayData(for: page, journals: parameters.displayMode != .value)
+        return RecordRenderer(
+            catalog: store.catalog, mode: parameters.displayMode,
+            excludeReferenceLink: parameters.excludeReferenceLink, baseURL: baseURL, data: data
+        )
+    }
+
+    private func baseURL(for request: Request) -> String {
+        BaseURL.of(request, configuration: configuration)
+    }
+}
+
+/// The instance's external base URL, without a trailing slash.
+enum BaseURL {
+    static func of(_ request: Request, configuration: Configuration) -> String {
+        if let url = configuration.publicURL { return url.hasSuffix("/") ? String(url.dropLast()) : url }
+        let host = request.head.authority ?? "\(configuration.host):\(configuration.port)"
+        return "http://\(host)"
+    }
+}

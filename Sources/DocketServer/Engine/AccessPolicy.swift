@@ -1,0 +1,77 @@
+import DocketModel
+
+/// What an access rule allows.
+enum AccessOperation: String, Sendable, Hashable, CaseIterable {
+    case read, create, write, delete
+}
+
+/// One access rule: on a table (and the tables that extend it), for callers holding one of `roles` (any
+/// authenticated caller when empty), an operation is allowed on the records matching `condition`.
+struct AccessRule: Sendable {
+    enum Condition: Sendable {
+        /// Every record.
+        case always
+        /// Records matching an encoded query, which may use dynamic values (`javascript:gs.getUserID()`).
+        case query(EncodedQuery)
+        /// Journal entries whose parent record the caller may read.
+        case parentRecordReadable
+    }
+
+    var table: String
+    var operations: Set<AccessOperation>
+    var roles: Set<String>
+    var condition: Condition
+    /// For writes: the only fields the rule lets the caller change (nil: any field).
+    var writableFields: Set<String>?
+
+    init(
+        _ table: String, _ operations: Set<AccessOperation>, roles: Set<String> = [], condition: Condition = .always,
+        writableFields: Set<String>? = nil
+    ) {
+        self.table = table
+        self.operations = operations
+        self.roles = roles
+        self.condition = condition
+        self.writableFields = writableFields
+    }
+}
+
+/// The access rules of an instance. Admins pass every rule; everybody else needs a rule that grants the
+/// operation, or is denied (reads of lists are filtered instead, as ServiceNow does).
+struct AccessPolicy: Sendable {
+    var rules: [AccessRule]
+
+    /// The rules that grant `operation` on `table` to `caller`.
+    func rules(for operation: AccessOperation, on table: SchemaCatalog.Table, caller: Caller) -> [AccessRule] {
+        rules.filter {
+            $0.operations.contains(operation) && table.ancestry.contains($0.table) && caller.hasAnyRole($0.roles)
+        }
+    }
+
+    /// The rules a new instance starts with.
+    static let standard: AccessPolicy = {
+        let involved = try! EncodedQuery(
+            "assigned_to=javascript:gs.getUserID()^ORopened_by=javascript:gs.getUserID()"
+                + "^ORcaller_id=javascript:gs.getUserID()"
+        )
+        let own = try! EncodedQuery("user=javascript:gs.getUserID()")
+        let everyone: [String] = [
+            "sys_user", "sys_user_group", "sys_user_role", "sys_choice", "sys_db_object", "sys_dictionary",
+            "sys_number",
+        ]
+        return AccessPolicy(
+            rules: [
+                AccessRule("task", [.read, .create, .write, .delete], roles: ["itil"]),
+                AccessRule("task", [.read], condition: .query(involved)),
+                AccessRule("task", [.write], condition: .query(involved), writableFields: ["comments", "work_notes"]),
+                AccessRule("sys_journal_field", [.read], condition: .parentRecordReadable),
+                AccessRule("sys_user_grmember", [.read], roles: ["itil"]),
+                AccessRule("sys_user_grmember", [.read], condition: .query(own)),
+                AccessRule("sys_user_has_role", [.read], roles: ["itil"]),
+                AccessRule("sys_user_has_role", [.read], condition: .query(own)),
+                AccessRule("kb_knowledge", [.read, .create, .write], roles: ["itil"]),
+                AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),
+            ] + everyone.map { AccessRule($0, [.read]) }
+        )
+    }()
+}

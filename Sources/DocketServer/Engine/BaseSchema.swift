@@ -1,0 +1,210 @@
+import DocketModel
+
+/// The tables, fields and choice lists a new instance starts with. They are written into `sys_db_object`,
+/// `sys_dictionary`, `sys_choice` and `sys_number` once, when the data folder is created; from then on the
+/// catalog is loaded from those tables.
+enum BaseSchema {
+    static let tables: [TableDefinition] = [
+        table("sys_db_object", "Table", display: "label", [
+            string("name", "Name", 80), string("label", "Label", 80),
+            ref("super_class", "Extends table", "sys_db_object"), bool("is_extendable", "Extensible"),
+        ], indexes: [["name"]]),
+        table("sys_dictionary", "Dictionary Entry", display: "column_label", [
+            string("name", "Table", 80), string("element", "Column name", 80),
+            string("column_label", "Column label", 80), string("internal_type", "Type", 40),
+            string("reference", "Reference", 80), int("max_length", "Max length"),
+            bool("mandatory", "Mandatory"), bool("read_only", "Read only"), bool("active", "Active", "true"),
+            bool("display", "Display"), string("default_value", "Default value", 512),
+        ], indexes: [["name"]]),
+        table("sys_choice", "Choices", display: "label", [
+            string("name", "Table", 80), string("element", "Element", 80), string("value", "Value", 40),
+            string("label", "Label", 100), int("sequence", "Sequence"), bool("inactive", "Inactive"),
+            string("language", "Language", 40, defaultValue: "en"),
+        ], indexes: [["name", "element"]]),
+        table("sys_number", "Number", display: "prefix", [
+            string("category", "Table", 80), string("prefix", "Prefix", 40), int("number", "Number"),
+            int("maximum_digits", "Number of digits", "7"),
+        ]),
+        table("sys_user", "User", display: "name", [
+            string("user_name", "User ID", 40), string("first_name", "First name", 50),
+            string("last_name", "Last name", 50), string("name", "Name", 151), string("email", "Email", 100),
+            string("title", "Title", 60), string("phone", "Business phone", 40),
+            string("mobile_phone", "Mobile phone", 40), ref("manager", "Manager", "sys_user"),
+            string("department", "Department", 80), string("location", "Location", 80),
+            bool("active", "Active", "true"), bool("locked_out", "Locked out"),
+            bool("web_service_access_only", "Web service access only"), bool("vip", "VIP"),
+            string("time_zone", "Time zone", 40), string("employee_number", "Employee number", 40),
+            glideDateTime("last_login_time", "Last login time"),
+            FieldDefinition(table: "", name: "password", label: "Password", type: .password, maxLength: 255),
+        ], indexes: [["user_name"]]),
+        table("sys_user_group", "Group", display: "name", [
+            string("name", "Name", 80), string("description", "Description", 1000),
+            ref("manager", "Manager", "sys_user"), string("email", "Group email", 100),
+            bool("active", "Active", "true"), ref("parent", "Parent", "sys_user_group"),
+        ]),
+        table("sys_user_grmember", "Group Member", display: nil, [
+            ref("user", "User", "sys_user"), ref("group", "Group", "sys_user_group"),
+        ], indexes: [["user"], ["group"]]),
+        table("sys_user_role", "Role", display: "name", [
+            string("name", "Name", 100), string("description", "Description", 1000),
+        ]),
+        table("sys_user_has_role", "User Role", display: nil, [
+            ref("user", "User", "sys_user"), ref("role", "Role", "sys_user_role"),
+            bool("inherited", "Inherited"), string("state", "State", 40, defaultValue: "active"),
+        ], indexes: [["user"]]),
+        table("sys_journal_field", "Journal Entry", display: nil, [
+            string("element_id", "Element ID", 32), string("element", "Element", 80),
+            string("name", "Name", 80), string("value", "Value", 1_000_000),
+        ], indexes: [["element_id"]]),
+        TableDefinition(
+            name: "task", label: "Task", parent: nil, isExtendable: true, numberPrefix: "TASK", numberStart: 1001,
+            ownFields: taskFields, indexes: [["number"], ["assigned_to"], ["opened_by"], ["sys_created_on"]]
+        ),
+        TableDefinition(
+            name: "incident", label: "Incident", parent: "task", isExtendable: true, numberPrefix: "INC",
+            numberStart: 10001,
+            ownFields: [
+                ref("caller_id", "Caller", "sys_user"), string("category", "Category", 40, defaultValue: "inquiry"),
+                string("subcategory", "Subcategory", 40), int("incident_state", "Incident state", "1"),
+                int("hold_reason", "On hold reason"), string("close_code", "Resolution code", 40),
+                glideDateTime("resolved_at", "Resolved"), ref("resolved_by", "Resolved by", "sys_user"),
+                ref("problem_id", "Problem", "problem"), int("severity", "Severity", "3"),
+                int("reopen_count", "Reopen count", "0"), ref("parent_incident", "Parent Incident", "incident"),
+            ].map { inTable("incident", $0) }, indexes: [["caller_id"]]
+        ),
+        TableDefinition(
+            name: "problem", label: "Problem", parent: "task", isExtendable: true, numberPrefix: "PRB",
+            numberStart: 40001,
+            ownFields: [
+                bool("known_error", "Known error"), string("cause_notes", "Cause notes", 4000),
+                string("fix_notes", "Fix notes", 4000), string("workaround", "Workaround", 4000),
+                string("resolution_code", "Resolution code", 40), ref("duplicate_of", "Duplicate of", "problem"),
+                int("related_incidents", "Related incidents", "0"),
+            ].map { inTable("problem", $0) }
+        ),
+        TableDefinition(
+            name: "change_request", label: "Change Request", parent: "task", isExtendable: true, numberPrefix: "CHG",
+            numberStart: 30001,
+            ownFields: [
+                string("type", "Type", 40, defaultValue: "normal"), int("risk", "Risk", "3"),
+                glideDateTime("start_date", "Planned start date"), glideDateTime("end_date", "Planned end date"),
+                string("implementation_plan", "Implementation plan", 4000),
+                string("backout_plan", "Backout plan", 4000), string("test_plan", "Test plan", 4000),
+                ref("requested_by", "Requested by", "sys_user"), bool("cab_required", "CAB required"),
+                bool("on_hold", "On hold"),
+            ].map { inTable("change_request", $0) }
+        ),
+        table("kb_knowledge", "Knowledge", display: "number", prefix: "KB", start: 10001, [
+            string("number", "Number", 40), string("short_description", "Short description", 160),
+            string("text", "Article body", 65_000), string("workflow_state", "Workflow", 40, defaultValue: "draft"),
+            string("kb_category", "Category", 80), ref("author", "Author", "sys_user"),
+            glideDateTime("published", "Published"), int("sys_view_count", "View count", "0"),
+            bool("active", "Active", "true"),
+        ]),
+    ]
+
+    static let taskFields: [FieldDefinition] = [
+        FieldDefinition(table: "task", name: "number", label: "Number", type: .string, maxLength: 40, isDisplay: true),
+        string("short_description", "Short description", 160), string("description", "Description", 4000),
+        int("state", "State", "1"), bool("active", "Active", "true"), int("priority", "Priority", "4"),
+        int("impact", "Impact", "3"), int("urgency", "Urgency", "3"),
+        ref("assigned_to", "Assigned to", "sys_user"), ref("assignment_group", "Assignment group", "sys_user_group"),
+        glideDateTime("opened_at", "Opened", "javascript:gs.nowDateTime()"),
+        ref("opened_by", "Opened by", "sys_user", defaultValue: "javascript:gs.getUserID()"),
+        glideDateTime("closed_at", "Closed"), ref("closed_by", "Closed by", "sys_user"),
+        string("close_notes", "Close notes", 4000), glideDateTime("due_date", "Due date"),
+        ref("parent", "Parent", "task"), int("escalation", "Escalation", "0"),
+        int("reassignment_count", "Reassignment count", "0"),
+        string("contact_type", "Contact type", 40), string("watch_list", "Watch list", 4000),
+        FieldDefinition(table: "task", name: "comments", label: "Additional comments", type: .journal),
+        FieldDefinition(table: "task", name: "work_notes", label: "Work notes", type: .journal),
+    ].map { inTable("task", $0) }
+
+    /// Choice lists: (table, field) → (value, label) in display order.
+    static let choices: [(String, String, [(String, String)])] = [
+        ("task", "state", [("-5", "Pending"), ("1", "Open"), ("2", "Work in Progress"), ("3", "Closed Complete"),
+                           ("4", "Closed Incomplete"), ("7", "Closed Skipped")]),
+        ("task", "priority", [("1", "1 - Critical"), ("2", "2 - High"), ("3", "3 - Moderate"), ("4", "4 - Low"),
+                              ("5", "5 - Planning")]),
+        ("task", "impact", [("1", "1 - High"), ("2", "2 - Medium"), ("3", "3 - Low")]),
+        ("task", "urgency", [("1", "1 - High"), ("2", "2 - Medium"), ("3", "3 - Low")]),
+        ("task", "escalation", [("0", "Normal"), ("1", "Moderate"), ("2", "High"), ("3", "Overdue")]),
+        ("task", "contact_type", [("email", "Email"), ("phone", "Phone"), ("self-service", "Self-service"),
+                                  ("walk-in", "Walk-in")]),
+        ("incident", "state", [("1", "New"), ("2", "In Progress"), ("3", "On Hold"), ("6", "Resolved"),
+                               ("7", "Closed"), ("8", "Canceled")]),
+        ("incident", "incident_state", [("1", "New"), ("2", "In Progress"), ("3", "On Hold"), ("6", "Resolved"),
+                                        ("7", "Closed"), ("8", "Canceled")]),
+        ("incident", "hold_reason", [("1", "Awaiting Caller"), ("3", "Awaiting Problem"), ("4", "Awaiting Vendor"),
+                                     ("5", "Awaiting Change")]),
+        ("incident", "category", [("inquiry", "Inquiry / Help"), ("software", "Software"), ("hardware", "Hardware"),
+                                  ("network", "Network"), ("database", "Database")]),
+        ("incident", "severity", [("1", "1 - High"), ("2", "2 - Medium"), ("3", "3 - Low")]),
+        ("incident", "close_code", ["Duplicate", "Known error", "Resolved by caller", "Resolved by change",
+                                    "Resolved by problem", "Solution provided", "Workaround provided", "User error"]
+            .map { ($0, $0) }),
+        ("problem", "state", [("101", "New"), ("102", "Assess"), ("103", "Root Cause Analysis"),
+                              ("104", "Fix in Progress"), ("106", "Resolved"), ("107", "Closed")]),
+        ("change_request", "state", [("-5", "New"), ("-4", "Assess"), ("-3", "Authorize"), ("-2", "Scheduled"),
+                                     ("-1", "Implement"), ("0", "Review"), ("3", "Closed"), ("4", "Canceled")]),
+        ("change_request", "type", [("standard", "Standard"), ("normal", "Normal"), ("emergency", "Emergency")]),
+        ("change_request", "risk", [("1", "Very High"), ("2", "High"), ("3", "Moderate"), ("4", "Low")]),
+        ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
+                                            ("retired", "Retired")]),
+    ]
+
+    /// Default `state` of new records per table (the field default is on `task`).
+    static let initialStates: [String: String] = ["incident": "1", "problem": "101", "change_request": "-5"]
+
+    // MARK: Builders
+
+    private static func table(
+        _ name: String, _ label: String, display: String?, prefix: String? = nil, start: Int = 10001,
+        _ fields: [FieldDefinition], indexes: [[String]] = []
+    ) -> TableDefinition {
+        TableDefinition(
+            name: name, label: label, parent: nil, isExtendable: false, numberPrefix: prefix, numberStart: start,
+            ownFields: fields.map { field in
+                var field = inTable(name, field)
+                field.isDisplay = field.name == display
+                return field
+            },
+            indexes: indexes
+        )
+    }
+
+    private static func inTable(_ table: String, _ field: FieldDefinition) -> FieldDefinition {
+        var field = field
+        field.table = table
+        return field
+    }
+
+    private static func string(_ name: String, _ label: String, _ length: Int, defaultValue: String? = nil)
+        -> FieldDefinition
+    {
+        FieldDefinition(table: "", name: name, label: label, type: .string, maxLength: length, defaultValue: defaultValue)
+    }
+
+    private static func int(_ name: String, _ label: String, _ defaultValue: String? = nil) -> FieldDefinition {
+        FieldDefinition(table: "", name: name, label: label, type: .integer, maxLength: 40, defaultValue: defaultValue)
+    }
+
+    private static func bool(_ name: String, _ label: String, _ defaultValue: String = "false") -> FieldDefinition {
+        FieldDefinition(table: "", name: name, label: label, type: .boolean, maxLength: 40, defaultValue: defaultValue)
+    }
+
+    private static func glideDateTime(_ name: String, _ label: String, _ defaultValue: String? = nil)
+        -> FieldDefinition
+    {
+        FieldDefinition(table: "", name: name, label: label, type: .glideDateTime, maxLength: 40, defaultValue: defaultValue)
+    }
+
+    private static func ref(_ name: String, _ label: String, _ target: String, defaultValue: String? = nil)
+        -> FieldDefinition
+    {
+        FieldDefinition(
+            table: "", name: name, label: label, type: .reference, reference: target, maxLength: 32,
+            defaultValue: defaultValue
+        )
+    }
+}

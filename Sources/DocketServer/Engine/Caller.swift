@@ -1,0 +1,18 @@
+import Foundation
+
+/// Who is asking: the authenticated user with their roles, or the system itself (bootstrap, demo data).
+struct Caller: Sendable, Equatable {
+    var userID: String
+    var userName: String
+    var displayName: String
+    var roles: Set<String>
+
+    var isAdmin: Bool { roles.contains("admin") }
+
+    func hasAnyRole(_ required: Set<String>) -> Bool {
+        required.isEmpty || !roles.isDisjoint(with: required)
+    }
+
+    /// The engine acting on its own behalf; passes every access rule.
+    static let system = Caller(userID: "system", userName: "system", displayName: "System", roles: ["admin"])
+}

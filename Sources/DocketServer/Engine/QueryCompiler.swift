@@ -1,0 +1,297 @@
+import DocketModel
+import Foundation
+
+/// Turns encoded queries and access rules into parameterised SQL for one table.
+///
+/// A compiler is used for one statement: dot-walked fields (`caller_id.department.name`) add LEFT JOINs
+/// that ``from`` then includes. Values are always bound; names reach SQL only after they matched the
+/// catalog, and are quoted even then.
+struct QueryCompiler {
+    /// What to do with a term naming a field that does not exist.
+    enum UnknownFields {
+        /// Drop the term, as ServiceNow does for user queries.
+        case ignore
+        /// Match nothing: used for access conditions, where dropping a term would widen access.
+        case matchNothing
+    }
+
+    /// Which fields a term may name.
+    enum Scope {
+        /// The fields of the queried table.
+        case table
+        /// Every column of the table's hierarchy (access conditions on `task` name `caller_id`).
+        case hierarchy
+    }
+
+    let catalog: SchemaCatalog
+    let policy: AccessPolicy
+    let dialect: StorageDialect
+    let caller: Caller
+    let now: Date
+    let table: SchemaCatalog.Table
+    let alias: String
+    private var joins: [SQLFragment] = []
+    private var joinAliases: [String: (alias: String, table: SchemaCatalog.Table)] = [:]
+
+    init(
+        catalog: SchemaCatalog, policy: AccessPolicy, dialect: StorageDialect, caller: Caller, now: Date = Date(),
+        table: SchemaCatalog.Table, alias: String = "t"
+    ) {
+        self.catalog = catalog
+        self.policy = policy
+        self.dialect = dialect
+        self.caller = caller
+        self.now = now
+        self.table = table
+        self.alias = alias
+    }
+
+    /// `physical_table AS t` followed by the joins added so far.
+    var from: SQLFragment {
+        ([SQLFragment.identifier(table.physicalTable) + " AS " + .identifier(alias)] + joins).joined(" ")
+    }
+
+    /// A column of the main table.
+    func column(_ name: String) -> SQLFragment { .column(alias, name) }
+
+    /// Restricts a query on a child table to its classes (`incident` and whatever extends it).
+    func classFilter() -> SQLFragment? {
+        guard table.root != table.name else { return nil }
+        return column("sys_class_name") + " IN (" + .bindList(table.descendants) + ")"
+    }
+
+    // MARK: Conditions
+
+    /// The SQL condition for a query, or nil when it restricts nothing.
+    mutating func condition(
+        for query: EncodedQuery, unknownFields: UnknownFields = .ignore, scope: Scope = .table
+    ) throws(EngineError) -> SQLFragment? {
+        var groups: [SQLFragment] = []
+        for group in query.groups {
+            var clauses: [SQLFragment] = []
+            for clause in group.clauses {
+                var alternatives: [SQLFragment] = []
+                for term in clause.alternatives {
+                    if let sql = try condition(for: term, unknownFields: unknownFields, scope: scope) {
+                        alternatives.append(sql)
+                    }
+                }
+                if alternatives.isEmpty { continue }
+                clauses.append(alternatives.count == 1 ? alternatives[0] : alternatives.joined(" OR ").parenthesized())
+            }
+            // A group whose every term was dropped matches everything, and so does the whole query.
+            if clauses.isEmpty { return nil }
+            groups.append(clauses.count == 1 ? clauses[0] : clauses.joined(" AND ").parenthesized())
+        }
+        if groups.isEmpty { return nil }
+        return groups.count == 1 ? groups[0] : groups.joined(" OR ").parenthesized()
+    }
+
+    private mutating func condition(
+        for term: QueryCondition, unknownFields: UnknownFields, scope: Scope
+    ) throws(EngineError) -> SQLFragment? {
+        let nothing: SQLFragment? = unknownFields == .matchNothing ? "1 = 0" : nil
+        guard let (column, field) = try resolve(term.field, scope: scope) else { return nothing }
+        var value = term.value
+        if value.hasPrefix("javascript:") {
+            guard let dynamic = DynamicValue(value) else { return nothing }
+            value = resolve(dynamic)
+        }
+        let isText = field.columnKind == .text
+        switch term.op {
+        case .equals:
+            if value.isEmpty { return column + " IS NULL" }
+            guard let bound = bindable(value, for: field) else { return "1 = 0" }
+            return column + " = " + .bind(bound)
+        case .notEquals:
+            if value.isEmpty { return column + " IS NOT NULL" }
+            guard let bound = bindable(value, for: field) else { return "1 = 1" }
+            return ("(" + column + " IS NULL OR " + column + " <> " + .bind(bound) + ")")
+        case .lessThan, .lessOrEqual, .greaterThan, .greaterOrEqual:
+            guard !value.isEmpty, let bound = bindable(value, for: field) else { return "1 = 0" }
+            return column + SQLFragment(" \(term.op.rawValue) ") + .bind(bound)
+        case .like, .notLike, .startsWith, .endsWith:
+            let escaped = Self.escapeLike(value.lowercased())
+            let pattern: String
+            switch term.op {
+            case .startsWith: pattern = escaped + "%"
+            case .endsWith: pattern = "%" + escaped
+            default: pattern = "%" + escaped + "%"
+            }
+            let text = isText ? column : dialect.castToText(column)
+            let match = "LOWER(" + text + ") LIKE " + .bind(pattern) + " ESCAPE '\\'"
+            return term.op == .notLike ? "(" + column + " IS NULL OR NOT " + match + ")" : match
+        case .in, .notIn:
+            let values = value.split(separator: ",", omittingEmptySubsequences: true)
+                .compactMap { bindable(String($0), for: field) }
+            if values.isEmpty { return term.op == .in ? "1 = 0" : "1 = 1" }
+            let list = column + " IN (" + .bindAnyList(values) + ")"
+            return term.op == .in ? list : "(" + column + " IS NULL OR NOT " + list + ")"
+        case .isEmpty, .emptyString:
+            return isText ? "(" + column + " IS NULL OR " + column + " = '')" : column + " IS NULL"
+        case .isNotEmpty:
+            return isText ? "(" + column + " IS NOT NULL AND " + column + " <> '')" : column + " IS NOT NULL"
+        case .anything:
+            return "1 = 1"
+        case .between:
+            let bounds = value.split(separator: "@", omittingEmptySubsequences: false).map { part -> String in
+                let text = String(part)
+                return DynamicValue(text).map(resolve) ?? text
+            }
+            guard bounds.count == 2 else {
+                throw .badRequest("Malformed query term '\(term)': BETWEEN takes two values separated by @")
+            }
+            guard let low = bindable(bounds[0], for: field), let high = bindable(bounds[1], for: field) else {
+                return "1 = 0"
+            }
+            return "(" + column + " >= " + .bind(low) + " AND " + column + " <= " + .bind(high) + ")"
+        case .sameAs, .notSameAs:
+            guard let (other, _) = try resolve(value, scope: scope) else { return nothing }
+            return term.op == .sameAs ? column + " = " + other : "(" + column + " IS NULL OR " + column + " <> " + other + ")"
+        case .instanceOf:
+            guard let target = catalog.table(value) else { return "1 = 0" }
+            return column + " IN (" + .bindList(target.descendants) + ")"
+        }
+    }
+
+    // MARK: Sorting
+
+    /// `ORDER BY …` for the sort terms; unknown fields are ignored. Always ends with `sys_id` so that paging
+    /// is stable; with no terms, records come in creation order.
+    mutating func orderBy(_ terms: [OrderTerm]) throws(EngineError) -> SQLFragment {
+        var parts: [SQLFragment] = []
+        for term in terms {
+            guard let (column, _) = try resolve(term.field, scope: .table) else { continue }
+            parts.append(column + (term.descending ? " DESC" : " ASC"))
+        }
+        if parts.isEmpty { parts.append(column("sys_created_on") + " ASC") }
+        parts.append(column("sys_id") + " ASC")
+        return "ORDER BY " + parts.joined(", ")
+    }
+
+    // MARK: Access
+
+    /// The records of this table the caller may `operation`, as a condition; nil means all of them.
+    mutating func accessFilter(_ operation: AccessOperation) throws(EngineError) -> SQLFragment? {
+        if caller.isAdmin { return nil }
+        let rules = policy.rules(for: operation, on: table, caller: caller)
+        var parts: [SQLFragment] = []
+        for rule in rules {
+            switch rule.condition {
+            case .always:
+                return nil
+            case .query(let query):
+                guard let sql = try condition(for: query, unknownFields: .matchNothing, scope: .hierarchy) else {
+                    return nil
+                }
+                parts.append(sql)
+            case .parentRecordReadable:
+                parts.append(try journalParentFilter())
+            }
+        }
+        if parts.isEmpty { return "1 = 0" }
+        return parts.count == 1 ? parts[0] : parts.joined(" OR ").parenthesized()
+    }
+
+    /// Journal entries (`sys_journal_field`) are readable when their parent record is.
+    private func journalParentFilter() throws(EngineError) -> SQLFragment {
+        var parts: [SQLFragment] = []
+        for (index, root) in catalog.roots.enumerated()
+        where hasJournals(root) {
+            var parent = QueryCompiler(
+                catalog: catalog, policy: policy, dialect: dialect, caller: caller, now: now, table: root,
+                alias: alias + "p\(index)"
+            )
+            let classes = column("name") + " IN (" + .bindList(root.descendants) + ")"
+            guard let filter = try parent.accessFilter(.read) else {
+                parts.append(classes)
+                continue
+            }
+            parts.append(
+                "(" + classes + " AND " + column("element_id") + " IN (SELECT " + parent.column("sys_id") + " FROM "
+                    + parent.from + " WHERE " + filter + "))"
+            )
+        }
+        if parts.isEmpty { return "1 = 0" }
+        return parts.joined(" OR ").parenthesized()
+    }
+
+    private func hasJournals(_ root: SchemaCatalog.Table) -> Bool {
+        root.descendants.contains { catalog.table($0)?.journalFields.isEmpty == false }
+    }
+
+    // MARK: Fields and values
+
+    /// The SQL column for a (possibly dot-walked) field name, adding joins as needed; nil when unknown.
+    mutating func resolve(_ name: String, scope: Scope) throws(EngineError) -> (SQLFragment, FieldDefinition)? {
+        let path = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        guard let first = path.first else { return nil }
+        let field = scope == .hierarchy ? catalog.hierarchyField(first, in: table) : table.field(first)
+        guard var current = field else { return nil }
+        var currentAlias = alias
+        for (index, segment) in path.dropFirst().enumerated() {
+            guard try checkQueryable(current), current.type == .reference, let targetName = current.reference,
+                let target = catalog.table(targetName), let next = target.field(segment)
+            else { return nil }
+            let key = path[...index].joined(separator: ".")
+            if let existing = joinAliases[key] {
+                currentAlias = existing.alias
+            } else {
+                let joinAlias = alias + "j\(joinAliases.count + 1)"
+                var on = SQLFragment.column(joinAlias, "sys_id") + " = " + .column(currentAlias, current.name)
+                // A dot-walk only sees referenced records the caller may read, so it cannot be used to probe
+                // hidden ones.
+                var visible = QueryCompiler(
+                    catalog: catalog, policy: policy, dialect: dialect, caller: caller, now: now, table: target,
+                    alias: joinAlias
+                )
+                if let filter = try visible.accessFilter(.read) {
+                    on += " AND " + (visible.joins.isEmpty ? filter : "1 = 0")
+                }
+                joins.append(
+                    "LEFT JOIN " + .identifier(target.physicalTable) + " AS " + .identifier(joinAlias) + " ON "
+                        + on
+                )
+                joinAliases[key] = (joinAlias, target)
+                currentAlias = joinAlias
+            }
+            current = next
+        }
+        guard try checkQueryable(current) else { return nil }
+        return (.column(currentAlias, current.name), current)
+    }
+
+    private func checkQueryable(_ field: FieldDefinition) throws(EngineError) -> Bool {
+        if field.type == .password { throw .forbiddenQuery }
+        return field.type.isStored
+    }
+
+    private func resolve(_ dynamic: DynamicValue) -> String {
+        dynamic.resolve(userID: caller.userID, userName: caller.userName, now: now)
+    }
+
+    /// The value as the column stores it, or nil when it cannot be one (text in an integer column).
+    func bindable(_ value: String, for field: FieldDefinition) -> (any Encodable & Sendable)? {
+        switch field.type {
+        case .integer: return Int(value)
+        case .decimal: return Double(value)
+        case .boolean:
+            switch value.lowercased() {
+            case "true", "1": return 1
+            case "false", "0": return 0
+            default: return nil
+            }
+        case .glideDateTime: return GlideDateTime.normalize(value) ?? value
+        default: return value
+        }
+    }
+
+    static func escapeLike(_ value: String) -> String {
+        var result = ""
+        for char in value {
+            if char == "%" || char == "_" || char == "\\" { result.append("\\") }
+            result.append(char)
+        }
+        return result
+    }
+}

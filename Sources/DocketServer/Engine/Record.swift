@@ -1,0 +1,56 @@
+import DocketModel
+
+/// A record as the engine hands it to dialects: every value a string (`""` when empty), keyed by the
+/// requested field names, which may be dot-walked (`caller_id.email`).
+struct Record: Sendable, Equatable {
+    /// The concrete table (`incident` when read through `task`).
+    var table: String
+    var sysID: String
+    var values: [String: String]
+
+    subscript(field: String) -> String { values[field] ?? "" }
+}
+
+/// A column of a result: the requested name and the field it resolved to (for dot-walks, the last one).
+struct ResultColumn: Sendable {
+    var name: String
+    var field: FieldDefinition
+}
+
+/// One page of a list read.
+struct RecordPage: Sendable {
+    var columns: [ResultColumn]
+    var records: [Record]
+    /// Rows matching the query that the caller may read; nil when counting was not asked for.
+    var total: Int?
+}
+
+/// What to read.
+struct RecordQuery: Sendable {
+    var table: String
+    var query = EncodedQuery()
+    /// Field names to return (dot-walks allowed); nil for all fields of the table. Unknown names are ignored.
+    var fields: [String]? = nil
+    var limit = 10_000
+    var offset = 0
+    var count = true
+}
+
+/// How to interpret written values.
+struct WriteOptions: Sendable {
+    /// Values are display values: choice labels, reference display names.
+    var inputDisplayValue = false
+    /// Keep `sys_` fields as given instead of maintaining them (demo data, imports).
+    var suppressAutoSysFields = false
+}
+
+/// A committed change, as appended to the event log.
+struct ChangeEvent: Sendable, Equatable {
+    enum Operation: String, Sendable { case insert, update, delete }
+    var sequence: Int
+    var table: String
+    var sysID: String
+    var operation: Operation
+    var fields: [String]
+    var userName: String
+}

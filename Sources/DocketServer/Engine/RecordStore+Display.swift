@@ -1,0 +1,35 @@
+import DocketModel
+
+/// What rendering display values needs beyond the records themselves.
+struct DisplayData: Sendable {
+    /// Referenced table → sys_id → display value.
+    var references: [String: [String: String]] = [:]
+    /// Record sys_id → journal entries, newest first.
+    var journals: [String: [JournalEntry]] = [:]
+
+    func referenceDisplay(_ id: String, in table: String?) -> String {
+        guard let table else { return "" }
+        return references[table]?[id] ?? ""
+    }
+}
+
+extension RecordStore {
+    /// Looks up the display values that a page's references and journal fields need.
+    func displayData(for page: RecordPage, journals includeJournals: Bool) async throws -> DisplayData {
+        var wanted: [String: Set<String>] = [:]
+        for column in page.columns where column.field.type == .reference {
+            guard let target = column.field.reference else { continue }
+            for record in page.records {
+                let id = record[column.name]
+                if !id.isEmpty { wanted[target, default: []].insert(id) }
+            }
+        }
+        var data = DisplayData()
+        data.references = try await displayValues(wanted)
+        let journalFields = Set(page.columns.filter { $0.field.type == .journal }.map(\.name))
+        if includeJournals, !journalFields.isEmpty {
+            data.journals = try await journalEntries(for: page.records.map(\.sysID), elements: journalFields)
+        }
+        return data
+    }
+}

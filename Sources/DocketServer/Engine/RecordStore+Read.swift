@@ -1,0 +1,165 @@
+import DocketModel
+import Foundation
+import SQLKit
+
+extension RecordStore {
+    /// Reads a page of records the caller may see.
+    func list(_ request: RecordQuery, caller: Caller) async throws -> RecordPage {
+        let table = try table(request.table)
+        return try await storage.read { db in
+            try await self.select(
+                table, query: request.query, fields: request.fields, limit: request.limit, offset: request.offset,
+                count: request.count, caller: caller, db: db
+            )
+        }
+    }
+
+    /// Reads one record by sys_id; throws ``EngineError/notFound`` when it does not exist or is hidden.
+    func get(_ sysID: String, in tableName: String, fields: [String]? = nil, caller: Caller) async throws
+        -> (columns: [ResultColumn], record: Record)
+    {
+        let table = try table(tableName)
+        let page = try await storage.read { db in
+            try await self.select(
+                table, query: EncodedQuery(), fields: fields, sysID: sysID, limit: 1, offset: 0, count: false,
+                caller: caller, db: db
+            )
+        }
+        guard let record = page.records.first else { throw EngineError.notFound }
+        return (page.columns, record)
+    }
+
+    /// The one SELECT behind every read.
+    func select(
+        _ table: SchemaCatalog.Table, query: EncodedQuery, fields: [String]?, sysID: String? = nil, limit: Int,
+        offset: Int, count: Bool, caller: Caller, db: SQLExecutor
+    ) async throws -> RecordPage {
+        var compiler = compiler(for: table, caller: caller, dialect: db.dialect)
+        var columns: [ResultColumn] = []
+        var expressions: [SQLFragment] = [compiler.column("sys_id") + " AS " + .identifier("_id")]
+        if table.isInHierarchy { expressions.append(compiler.column("sys_class_name") + " AS " + .identifier("_class")) }
+        for name in fields ?? table.fields.map(\.name) {
+            guard !columns.contains(where: { $0.name == name }) else { continue }
+            if let field = table.field(name), field.type == .journal {
+                columns.append(ResultColumn(name: name, field: field))
+                continue
+            }
+            // Unknown and unreadable fields are left out, as ServiceNow does for sysparm_fields.
+            guard let (expression, field) = try? compiler.resolve(name, scope: .table) else { continue }
+            expressions.append(expression + " AS " + .identifier("c\(columns.count)"))
+            columns.append(ResultColumn(name: name, field: field))
+        }
+        var conditions: [SQLFragment] = []
+        if let sysID { conditions.append(compiler.column("sys_id") + " = " + .bind(sysID)) }
+        if let filter = compiler.classFilter() { conditions.append(filter) }
+        if let filter = try compiler.accessFilter(.read) { conditions.append(filter) }
+        if let filter = try compiler.condition(for: query) { conditions.append(filter) }
+        let order = try compiler.orderBy(query.orderBy)
+        let whereClause: SQLFragment = conditions.isEmpty ? "" : " WHERE " + conditions.joined(" AND ")
+        var records: [Record] = []
+        if limit > 0 {
+            let rows = try await db.rows(
+                "SELECT " + expressions.joined(", ") + " FROM " + compiler.from + whereClause + " " + order
+                    + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset)
+            )
+            records.reserveCapacity(rows.count)
+            for row in rows {
+                let id = try row.value(at: "_id", kind: .text).text ?? ""
+                var values: [String: String] = [:]
+                values.reserveCapacity(columns.count)
+                for (index, column) in columns.enumerated() where column.field.type.isStored {
+                    values[column.name] = Self.string(
+                        try row.value(at: "c\(index)", kind: column.field.columnKind), type: column.field.type
+                    )
+                }
+                let concrete = table.isInHierarchy ? try row.value(at: "_class", kind: .text).text ?? table.name : table.name
+                records.append(Record(table: concrete, sysID: id, values: values))
+            }
+        }
+        var total: Int? = nil
+        if count {
+            total = try await db.integer("SELECT COUNT(*) FROM " + compiler.from + whereClause)
+        }
+        return RecordPage(columns: columns, records: records, total: total)
+    }
+
+    /// A stored value in the wire's string form.
+    static func string(_ value: SQLValue, type: FieldType) -> String {
+        switch value {
+        case .null: return ""
+        case .text(let text): return text
+        case .integer(let number): return type == .boolean ? (number != 0 ? "true" : "false") : String(number)
+        case .real(let number):
+            return number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        }
+    }
+
+    // MARK: Display support
+
+    /// Display values of referenced records: table → sys_id → display value.
+    func displayValues(_ references: [String: Set<String>]) async throws -> [String: [String: String]] {
+        let catalog = self.catalog
+        return try await storage.read { db in
+            var result: [String: [String: String]] = [:]
+            for (tableName, ids) in references where !ids.isEmpty {
+                guard let table = catalog.table(tableName), let display = table.displayField,
+                    let field = table.field(display), field.type.isStored
+                else { continue }
+                for chunk in Array(ids).chunked(500) {
+                    for row in try await db.rows(
+                        "SELECT sys_id, " + .identifier(display) + " AS d FROM " + .identifier(table.physicalTable)
+                            + " WHERE sys_id IN (" + .bindList(chunk) + ")"
+                    ) {
+                        let id = try row.value(at: "sys_id", kind: .text).text ?? ""
+                        result[tableName, default: [:]][id] = Self.string(
+                            try row.value(at: "d", kind: field.columnKind), type: field.type
+                        )
+                    }
+                }
+            }
+            return result
+        }
+    }
+
+    /// Journal entries of records, newest first, keyed by record sys_id. Callers pass only records the
+    /// caller may read.
+    func journalEntries(for recordIDs: [String], elements: Set<String>) async throws -> [String: [JournalEntry]] {
+        guard !recordIDs.isEmpty, !elements.isEmpty else { return [:] }
+        return try await storage.read { db in
+            var result: [String: [JournalEntry]] = [:]
+            for chunk in recordIDs.chunked(500) {
+                for row in try await db.rows(
+                    "SELECT j.element_id, j.element, j.value, j.sys_created_on, j.sys_created_by, u.name AS user_display"
+                        + " FROM sys_journal_field AS j LEFT JOIN sys_user AS u ON u.user_name = j.sys_created_by"
+                        + " WHERE j.element_id IN (" + .bindList(chunk) + ") AND j.element IN ("
+                        + .bindList(elements.sorted()) + ") ORDER BY j.sys_created_on DESC, j.sys_id DESC"
+                ) {
+                    let entry = JournalEntry(
+                        element: try row.value(at: "element", kind: .text).text ?? "",
+                        value: try row.value(at: "value", kind: .text).text ?? "",
+                        createdOn: try row.value(at: "sys_created_on", kind: .text).text ?? "",
+                        createdBy: try row.value(at: "sys_created_by", kind: .text).text ?? "",
+                        createdByName: try row.value(at: "user_display", kind: .text).text
+                    )
+                    result[try row.value(at: "element_id", kind: .text).text ?? "", default: []].append(entry)
+                }
+            }
+            return result
+        }
+    }
+}
+
+/// One journal entry (`sys_journal_field` row) with its author's display name.
+struct JournalEntry: Sendable, Equatable {
+    var element: String
+    var value: String
+    var createdOn: String
+    var createdBy: String
+    var createdByName: String?
+}
+
+extension Array {
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

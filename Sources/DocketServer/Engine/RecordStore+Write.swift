@@ -1,0 +1,307 @@
+import DocketModel
+import Foundation
+
+extension RecordStore {
+    /// Validated input of one write.
+    struct PreparedWrite: Sendable {
+        var values: [String: String] = [:]
+        var journals: [(field: String, text: String)] = []
+        var sysID: String?
+        var systemValues: [String: String] = [:]
+    }
+
+    /// Creates a record; returns its sys_id.
+    @discardableResult
+    func insert(
+        into tableName: String, values input: [String: String], caller: Caller, options: WriteOptions = .init()
+    ) async throws -> String {
+        let table = try table(tableName)
+        if !caller.isAdmin, policy.rules(for: .create, on: table, caller: caller).isEmpty {
+            throw EngineError.forbidden(.create)
+        }
+        let prepared = try await prepare(input, for: table, isInsert: true, options: options)
+        let now = GlideDateTime.format(Date())
+        let event = try await storage.write { db in
+            let sysID = prepared.sysID ?? SysID.generate()
+            if prepared.sysID != nil,
+                try await db.integer(
+                    "SELECT COUNT(*) FROM " + .identifier(table.physicalTable) + " WHERE sys_id = " + .bind(sysID)
+                ) > 0
+            {
+                throw EngineError.badRequest("Operation Failed", detail: "A record with sys_id \(sysID) already exists")
+            }
+            var values: [String: String] = [:]
+            for field in table.fields where field.type.isStored {
+                guard let value = field.defaultValue, !value.isEmpty else { continue }
+                let resolved = DynamicValue(value)?.resolve(userID: caller.userID, userName: caller.userName, now: Date())
+                values[field.name] = resolved ?? value
+            }
+            values.merge(prepared.values) { _, new in new }
+            _ = Workflow.apply(
+                to: &values, changed: Set(prepared.values.keys), isInsert: true, table: table, caller: caller, now: now
+            )
+            if table.field("number") != nil, values["number", default: ""].isEmpty,
+                let number = try await self.allocateNumber(for: table, db: db)
+            {
+                values["number"] = number
+            }
+            values["sys_id"] = sysID
+            values["sys_created_on"] = now
+            values["sys_created_by"] = caller.userName
+            values["sys_updated_on"] = now
+            values["sys_updated_by"] = caller.userName
+            values["sys_mod_count"] = "0"
+            if table.isInHierarchy { values["sys_class_name"] = table.name }
+            if options.suppressAutoSysFields { values.merge(prepared.systemValues) { _, given in given } }
+            let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
+            try await db.run(
+                "INSERT INTO " + .identifier(table.physicalTable) + " ("
+                    + stored.map { SQLFragment.identifier($0.name) }.joined(", ") + ") VALUES ("
+                    + stored.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }.joined(", ") + ")"
+            )
+            try await self.appendJournals(prepared.journals, to: sysID, table: table, caller: caller, now: now, db: db)
+            return try await self.appendEvent(
+                table: table.name, sysID: sysID, operation: .insert,
+                fields: stored.map(\.name) + prepared.journals.map(\.field), caller: caller, now: now, db: db
+            )
+        }
+        notify(event)
+        return event.sysID
+    }
+
+    /// Changes a record (only the given fields); returns the sys_id. Journal fields add entries.
+    @discardableResult
+    func update(
+        _ sysID: String, in tableName: String, values input: [String: String], caller: Caller,
+        options: WriteOptions = .init()
+    ) async throws -> String {
+        let urlTable = try table(tableName)
+        let now = GlideDateTime.format(Date())
+        // Validation needs the concrete class (PATCH /table/task/<incident> may set incident fields).
+        let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
+        let prepared = try await prepare(input, for: concrete, isInsert: false, options: options)
+        let event = try await storage.write { db -> ChangeEvent? in
+            let page = try await self.select(
+                concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
+                caller: caller, db: db
+            )
+            guard let current = page.records.first else { throw EngineError.notFound }
+            var values = current.values
+            var changed = Set<String>()
+            for (name, value) in prepared.values where values[name, default: ""] != value {
+                values[name] = value
+                changed.insert(name)
+            }
+            try await self.checkAccess(
+                .write, on: concrete, sysID: sysID, fields: changed.union(prepared.journals.map(\.field)),
+                caller: caller, db: db
+            )
+            if changed.isEmpty && prepared.journals.isEmpty { return nil }
+            changed.formUnion(
+                Workflow.apply(to: &values, changed: changed, isInsert: false, table: concrete, caller: caller, now: now)
+            )
+            var assignments: [SQLFragment] = changed.sorted().compactMap { name in
+                guard let field = concrete.field(name) else { return nil }
+                return .identifier(name) + " = " + FieldCoercion.sqlValue(values[name, default: ""], for: field).fragment
+            }
+            if options.suppressAutoSysFields {
+                for (name, value) in prepared.systemValues where name != "sys_id" {
+                    assignments.append(.identifier(name) + " = " + .bind(value))
+                }
+            } else {
+                assignments += [
+                    "sys_updated_on = " + .bind(now), "sys_updated_by = " + .bind(caller.userName),
+                    "sys_mod_count = sys_mod_count + 1",
+                ]
+            }
+            if !assignments.isEmpty {
+                try await db.run(
+                    "UPDATE " + .identifier(concrete.physicalTable) + " SET " + assignments.joined(", ")
+                        + " WHERE sys_id = " + .bind(sysID)
+                )
+            }
+            try await self.appendJournals(prepared.journals, to: sysID, table: concrete, caller: caller, now: now, db: db)
+            return try await self.appendEvent(
+                table: concrete.name, sysID: sysID, operation: .update,
+                fields: changed.sorted() + prepared.journals.map(\.field), caller: caller, now: now, db: db
+            )
+        }
+        if let event { notify(event) }
+        return sysID
+    }
+
+    /// Deletes a record and its journal entries.
+    func delete(_ sysID: String, from tableName: String, caller: Caller) async throws {
+        let urlTable = try table(tableName)
+        let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
+        let now = GlideDateTime.format(Date())
+        let event = try await storage.write { db in
+            try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
+            try await db.run("DELETE FROM " + .identifier(concrete.physicalTable) + " WHERE sys_id = " + .bind(sysID))
+            try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
+            return try await self.appendEvent(
+                table: concrete.name, sysID: sysID, operation: .delete, fields: [], caller: caller, now: now, db: db
+            )
+        }
+        notify(event)
+    }
+
+    // MARK: Steps
+
+    /// The concrete class of a record the caller may read through `table`; 404 otherwise.
+    private func concreteTable(of sysID: String, in table: SchemaCatalog.Table, caller: Caller) async throws
+        -> SchemaCatalog.Table
+    {
+        let (_, record) = try await get(sysID, in: table.name, fields: ["sys_id"], caller: caller)
+        return catalog.table(record.table) ?? table
+    }
+
+    private func prepare(
+        _ input: [String: String], for table: SchemaCatalog.Table, isInsert: Bool, options: WriteOptions
+    ) async throws -> PreparedWrite {
+        var prepared = PreparedWrite()
+        for (name, raw) in input.sorted(by: { $0.key < $1.key }) {
+            if name == "sys_id" {
+                if isInsert, !raw.isEmpty {
+                    guard SysID.isValid(raw) else { throw EngineError.badRequest("Invalid sys_id '\(raw.prefix(40))'") }
+                    prepared.sysID = raw
+                }
+                continue
+            }
+            guard let field = table.field(name) else { continue }
+            if SystemFields.names.contains(name) {
+                if options.suppressAutoSysFields, name != "sys_class_name" {
+                    prepared.systemValues[name] = try FieldCoercion.normalize(raw, for: field)
+                }
+                continue
+            }
+            switch field.type {
+            case .journal:
+                let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+                if !text.isEmpty { prepared.journals.append((name, raw)) }
+            case .password:
+                if !raw.isEmpty { prepared.values[name] = await hash(raw) }
+            default:
+                var value = raw
+                if options.inputDisplayValue { value = try await storedValue(forDisplay: raw, field: field, in: table) }
+                prepared.values[name] = try FieldCoercion.normalize(value, for: field)
+            }
+        }
+        return prepared
+    }
+
+    /// Resolves a display value (choice label, reference display name) to the value to store.
+    private func storedValue(forDisplay value: String, field: FieldDefinition, in table: SchemaCatalog.Table)
+        async throws -> String
+    {
+        guard !value.isEmpty else { return value }
+        if let stored = catalog.choiceValue(forLabel: value, field: field.name, in: table) { return stored }
+        guard field.type == .reference, let targetName = field.reference, let target = catalog.table(targetName),
+            let display = target.displayField
+        else { return value }
+        return try await storage.read { db in
+            let rows = try await db.rows(
+                "SELECT sys_id FROM " + .identifier(target.physicalTable) + " WHERE sys_id = " + .bind(value) + " OR "
+                    + .identifier(display) + " = " + .bind(value) + " ORDER BY sys_id LIMIT 1"
+            )
+            return try rows.first?.value(at: "sys_id", kind: .text).text ?? value
+        }
+    }
+
+    /// Throws unless a rule lets the caller `operation` this record, changing only `fields`.
+    func checkAccess(
+        _ operation: AccessOperation, on table: SchemaCatalog.Table, sysID: String, fields: Set<String>,
+        caller: Caller, db: SQLExecutor
+    ) async throws {
+        if caller.isAdmin { return }
+        let rules = policy.rules(for: operation, on: table, caller: caller).filter { rule in
+            rule.writableFields.map { fields.isSubset(of: $0) } ?? true
+        }
+        guard !rules.isEmpty else { throw EngineError.forbidden(operation) }
+        var compiler = QueryCompiler(
+            catalog: catalog, policy: AccessPolicy(rules: rules), dialect: db.dialect, caller: caller, table: table
+        )
+        guard let filter = try compiler.accessFilter(operation) else { return }
+        let matches = try await db.integer(
+            "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + compiler.column("sys_id") + " = " + .bind(sysID)
+                + " AND " + filter
+        )
+        if matches == 0 { throw EngineError.forbidden(operation) }
+    }
+
+    private func allocateNumber(for table: SchemaCatalog.Table, db: SQLExecutor) async throws -> String? {
+        guard let owner = table.ancestry.lazy.compactMap({ self.catalog.table($0) })
+            .first(where: { $0.definition.numberPrefix != nil }), let prefix = owner.definition.numberPrefix
+        else { return nil }
+        let key = SQLFragment.bind(owner.name)
+        var next = try await db.rows("SELECT next_value FROM docket_number_counter WHERE table_name = " + key)
+            .first.map { try $0.value(at: "next_value", kind: .integer).intValue ?? 1 }
+        if next == nil {
+            next = owner.definition.numberStart
+            try await db.run(
+                "INSERT INTO docket_number_counter (table_name, next_value) VALUES (" + key + ", "
+                    + .bind(owner.definition.numberStart) + ")"
+            )
+        }
+        let value = next ?? 1
+        try await db.run(
+            "UPDATE docket_number_counter SET next_value = " + .bind(value + 1) + " WHERE table_name = " + key
+        )
+        let digits = String(value)
+        return prefix + String(repeating: "0", count: max(0, 7 - digits.count)) + digits
+    }
+
+    private func appendJournals(
+        _ entries: [(field: String, text: String)], to sysID: String, table: SchemaCatalog.Table, caller: Caller,
+        now: String, db: SQLExecutor
+    ) async throws {
+        for entry in entries {
+            let values: [(String, SQLValue)] = [
+                ("sys_id", .text(SysID.generate())), ("element_id", .text(sysID)), ("element", .text(entry.field)),
+                ("name", .text(table.name)), ("value", .text(entry.text)), ("sys_created_on", .text(now)),
+                ("sys_created_by", .text(caller.userName)), ("sys_updated_on", .text(now)),
+                ("sys_updated_by", .text(caller.userName)), ("sys_mod_count", .integer(0)),
+            ]
+            try await db.run(
+                "INSERT INTO sys_journal_field (" + values.map { SQLFragment.identifier($0.0) }.joined(", ")
+                    + ") VALUES (" + values.map(\.1.fragment).joined(", ") + ")"
+            )
+        }
+    }
+
+    private func appendEvent(
+        table: String, sysID: String, operation: ChangeEvent.Operation, fields: [String], caller: Caller, now: String,
+        db: SQLExecutor
+    ) async throws -> ChangeEvent {
+        let sequence = try await db.integer(
+            "INSERT INTO docket_event_log (table_name, record_id, operation, fields, user_name, created_on) VALUES ("
+                + .bind(table) + ", " + .bind(sysID) + ", " + .bind(operation.rawValue) + ", "
+                + .bind(fields.joined(separator: ",")) + ", " + .bind(caller.userName) + ", " + .bind(now)
+                + ") RETURNING seq"
+        )
+        return ChangeEvent(
+            sequence: sequence, table: table, sysID: sysID, operation: operation, fields: fields,
+            userName: caller.userName
+        )
+    }
+
+    /// Events after a sequence number, oldest first (the audit trail; later, the source of live updates).
+    func events(after sequence: Int, limit: Int = 1000) async throws -> [ChangeEvent] {
+        try await storage.read { db in
+            try await db.rows(
+                "SELECT seq, table_name, record_id, operation, fields, user_name FROM docket_event_log WHERE seq > "
+                    + .bind(sequence) + " ORDER BY seq LIMIT " + .bind(limit)
+            ).map { row in
+                ChangeEvent(
+                    sequence: try row.value(at: "seq", kind: .integer).intValue ?? 0,
+                    table: try row.value(at: "table_name", kind: .text).text ?? "",
+                    sysID: try row.value(at: "record_id", kind: .text).text ?? "",
+                    operation: ChangeEvent.Operation(rawValue: try row.value(at: "operation", kind: .text).text ?? "")
+                        ?? .update,
+                    fields: (try row.value(at: "fields", kind: .text).text ?? "").split(separator: ",").map(String.init),
+                    userName: try row.value(at: "user_name", kind: .text).text ?? ""
+                )
+            }
+        }
+    }
+}

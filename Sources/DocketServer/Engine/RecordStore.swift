@@ -1,0 +1,63 @@
+import DocketModel
+import Foundation
+import Logging
+import Synchronization
+
+/// The record engine: every read goes through ``QueryCompiler`` and every write through one path that
+/// checks access, fills defaults and numbers, applies business rules, writes the row and its journal
+/// entries and appends to the event log, in one transaction.
+final class RecordStore: Sendable {
+    let storage: any Storage
+    let policy: AccessPolicy
+    let logger: Logger
+    private let catalogBox: Mutex<SchemaCatalog>
+    private let hashPassword: @Sendable (String) async -> String
+    private let listeners = Mutex<[@Sendable (ChangeEvent) -> Void]>([])
+
+    /// The current schema.
+    var catalog: SchemaCatalog { catalogBox.withLock { $0 } }
+
+    init(
+        storage: any Storage, catalog: SchemaCatalog, policy: AccessPolicy = .standard, logger: Logger,
+        hashPassword: @escaping @Sendable (String) async -> String
+    ) {
+        self.storage = storage
+        self.catalogBox = Mutex(catalog)
+        self.policy = policy
+        self.logger = logger
+        self.hashPassword = hashPassword
+    }
+
+    /// Opens the engine on a storage: creates the schema on a new database, then loads the catalog.
+    static func open(
+        storage: any Storage, policy: AccessPolicy = .standard, logger: Logger,
+        hashPassword: @escaping @Sendable (String) async -> String
+    ) async throws -> (store: RecordStore, isNew: Bool) {
+        let isNew = try await SchemaStore.prepare(storage)
+        let catalog = try await SchemaStore.loadCatalog(storage)
+        let store = RecordStore(
+            storage: storage, catalog: catalog, policy: policy, logger: logger, hashPassword: hashPassword
+        )
+        return (store, isNew)
+    }
+
+    /// Calls `listener` after every committed change (for caches and, later, live updates).
+    func onChange(_ listener: @escaping @Sendable (ChangeEvent) -> Void) {
+        listeners.withLock { $0.append(listener) }
+    }
+
+    func table(_ name: String) throws(EngineError) -> SchemaCatalog.Table {
+        guard let table = catalog.table(name) else { throw .invalidTable(name) }
+        return table
+    }
+
+    func compiler(for table: SchemaCatalog.Table, caller: Caller, dialect: StorageDialect) -> QueryCompiler {
+        QueryCompiler(catalog: catalog, policy: policy, dialect: dialect, caller: caller, table: table)
+    }
+
+    func notify(_ event: ChangeEvent) {
+        for listener in listeners.withLock({ $0 }) { listener(event) }
+    }
+
+    func hash(_ password: String) async -> String { await hashPassword(password) }
+}

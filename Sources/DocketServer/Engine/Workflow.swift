@@ -1,0 +1,77 @@
+import DocketModel
+
+/// The business rules that run on every write, before the row is stored.
+enum Workflow {
+    /// (impact, urgency) → priority, the base system's lookup.
+    static func priority(impact: Int, urgency: Int) -> Int {
+        let matrix = [[1, 2, 3], [2, 3, 4], [3, 4, 5]]
+        guard (1...3).contains(impact), (1...3).contains(urgency) else { return 4 }
+        return matrix[impact - 1][urgency - 1]
+    }
+
+    /// States in which a record of a class is no longer active.
+    static func inactiveStates(for table: SchemaCatalog.Table) -> Set<String> {
+        switch table.ancestry.first(where: { ["incident", "problem", "change_request", "task"].contains($0) }) {
+        case "incident": return ["7", "8"]
+        case "problem": return ["107"]
+        case "change_request": return ["3", "4"]
+        default: return ["3", "4", "7"]
+        }
+    }
+
+    /// Applies the rules to `values` (the record after the change); returns the fields it changed itself.
+    /// `changed` names the fields the caller changed; `isInsert` tells a new record.
+    static func apply(
+        to values: inout [String: String], changed: Set<String>, isInsert: Bool, table: SchemaCatalog.Table,
+        caller: Caller, now: String
+    ) -> Set<String> {
+        var touched = Set<String>()
+        func set(_ field: String, _ value: String) {
+            guard table.field(field) != nil, values[field, default: ""] != value else { return }
+            values[field] = value
+            touched.insert(field)
+        }
+        if table.ancestry.contains("task") {
+            if isInsert, !changed.contains("state"), let initial = BaseSchema.initialStates[table.ancestry.first { BaseSchema.initialStates[$0] != nil } ?? ""] {
+                set("state", initial)
+            }
+            if isInsert || changed.contains("impact") || changed.contains("urgency") {
+                let impact = Int(values["impact", default: "3"]) ?? 3
+                let urgency = Int(values["urgency", default: "3"]) ?? 3
+                set("priority", String(priority(impact: impact, urgency: urgency)))
+            }
+            if isInsert || changed.contains("state") {
+                let state = values["state", default: ""]
+                let inactive = inactiveStates(for: table).contains(state)
+                set("active", inactive ? "false" : "true")
+                if inactive, values["closed_at", default: ""].isEmpty {
+                    set("closed_at", now)
+                    set("closed_by", caller.userID)
+                }
+                if table.ancestry.contains("incident") {
+                    set("incident_state", state)
+                    if state == "6", values["resolved_at", default: ""].isEmpty {
+                        set("resolved_at", now)
+                        set("resolved_by", caller.userID)
+                    }
+                }
+            }
+            if !isInsert, changed.contains("assigned_to") || changed.contains("assignment_group") {
+                set("reassignment_count", String((Int(values["reassignment_count", default: "0"]) ?? 0) + 1))
+            }
+        }
+        if table.name == "sys_user", changed.contains("first_name") || changed.contains("last_name"),
+            !changed.contains("name")
+        {
+            let full = [values["first_name", default: ""], values["last_name", default: ""]]
+                .filter { !$0.isEmpty }.joined(separator: " ")
+            set("name", full)
+        }
+        if table.name == "kb_knowledge", changed.contains("workflow_state"),
+            values["workflow_state"] == "published", values["published", default: ""].isEmpty
+        {
+            set("published", now)
+        }
+        return touched
+    }
+}

@@ -1,0 +1,78 @@
+import SQLKit
+
+/// A piece of SQL built from literal text, quoted identifiers and bound values.
+///
+/// Values only ever enter SQL as binds, so the text never contains user data; serialising through SQLKit
+/// gives each dialect its own placeholders (`?` for SQLite, `$1` for PostgreSQL).
+struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
+    enum Piece: Sendable {
+        case raw(String)
+        case identifier(String)
+        case bind(any Encodable & Sendable)
+    }
+
+    private(set) var pieces: [Piece]
+
+    init(_ raw: String = "") { pieces = raw.isEmpty ? [] : [.raw(raw)] }
+    init(stringLiteral value: String) { self.init(value) }
+
+    static func identifier(_ name: String) -> SQLFragment {
+        var fragment = SQLFragment()
+        fragment.pieces = [.identifier(name)]
+        return fragment
+    }
+
+    static func bind(_ value: any Encodable & Sendable) -> SQLFragment {
+        var fragment = SQLFragment()
+        fragment.pieces = [.bind(value)]
+        return fragment
+    }
+
+    /// `alias.column`, both quoted.
+    static func column(_ alias: String, _ name: String) -> SQLFragment {
+        .identifier(alias) + "." + .identifier(name)
+    }
+
+    var isEmpty: Bool { pieces.isEmpty }
+
+    static func + (lhs: SQLFragment, rhs: SQLFragment) -> SQLFragment {
+        var result = lhs
+        result.pieces += rhs.pieces
+        return result
+    }
+
+    static func += (lhs: inout SQLFragment, rhs: SQLFragment) { lhs.pieces += rhs.pieces }
+
+    /// A comma-separated list of bound values: `?, ?, ?`.
+    static func bindList<T: Encodable & Sendable>(_ values: some Sequence<T>) -> SQLFragment {
+        values.map { SQLFragment.bind($0) }.joined(", ")
+    }
+
+    /// Like ``bindList(_:)`` for values of mixed types.
+    static func bindAnyList(_ values: [any Encodable & Sendable]) -> SQLFragment {
+        values.map { SQLFragment.bind($0) }.joined(", ")
+    }
+
+    func parenthesized() -> SQLFragment { "(" + self + ")" }
+
+    func serialize(to serializer: inout SQLSerializer) {
+        for piece in pieces {
+            switch piece {
+            case .raw(let text): serializer.write(text)
+            case .identifier(let name): SQLIdentifier(name).serialize(to: &serializer)
+            case .bind(let value): serializer.write(bind: value)
+            }
+        }
+    }
+}
+
+extension Sequence where Element == SQLFragment {
+    func joined(_ separator: String) -> SQLFragment {
+        var result = SQLFragment()
+        for (index, fragment) in enumerated() {
+            if index > 0 { result += SQLFragment(separator) }
+            result += fragment
+        }
+        return result
+    }
+}

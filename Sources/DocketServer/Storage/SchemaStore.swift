@@ -1,0 +1,205 @@
+import DocketModel
+import Foundation
+import SQLKit
+
+/// Creates and migrates the physical tables, and loads the catalog from `sys_db_object`, `sys_dictionary`,
+/// `sys_choice` and `sys_number`.
+enum SchemaStore {
+    static let schemaVersion = 1
+
+    /// Prepares a database: on a new one, creates the system tables and writes the base schema; on every
+    /// start, adds any column the catalog has and the physical table lacks. Returns whether it was new.
+    static func prepare(_ storage: any Storage, now: Date = Date()) async throws -> Bool {
+        try await storage.write { db in
+            let exists = try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty == false
+            if exists { return false }
+            try await createSystemTables(db)
+            let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
+            for root in catalog.roots { try await createPhysicalTable(root, catalog: catalog, db: db) }
+            try await writeBaseMetadata(db, now: GlideDateTime.format(now))
+            try await db.run(
+                "INSERT INTO docket_meta (key, value) VALUES ('schema_version', " + .bind(String(schemaVersion)) + ")"
+            )
+            return true
+        }
+    }
+
+    /// Reads the catalog from the metadata tables.
+    static func loadCatalog(_ storage: any Storage) async throws -> SchemaCatalog {
+        try await storage.read { db in
+            let tableRows = try await db.rows(
+                "SELECT sys_id, name, label, super_class, is_extendable FROM sys_db_object ORDER BY name"
+            )
+            var namesByID: [String: String] = [:]
+            var raw: [(name: String, label: String, parentID: String?, extensible: Bool)] = []
+            for row in tableRows {
+                let id = try row.value(at: "sys_id", kind: .text).text ?? ""
+                let name = try row.value(at: "name", kind: .text).text ?? ""
+                namesByID[id] = name
+                raw.append((
+                    name, try row.value(at: "label", kind: .text).text ?? name,
+                    try row.value(at: "super_class", kind: .text).text,
+                    try row.value(at: "is_extendable", kind: .integer).intValue == 1
+                ))
+            }
+            var fieldsByTable: [String: [FieldDefinition]] = [:]
+            for row in try await db.rows(
+                """
+                SELECT name, element, column_label, internal_type, reference, max_length, mandatory, read_only,
+                display, default_value FROM sys_dictionary WHERE active = 1 ORDER BY name, element
+                """
+            ) {
+                let element = try row.value(at: "element", kind: .text).text ?? ""
+                let table = try row.value(at: "name", kind: .text).text ?? ""
+                guard !element.isEmpty, !SystemFields.names.contains(element),
+                    let type = FieldType(rawValue: try row.value(at: "internal_type", kind: .text).text ?? "")
+                else { continue }
+                fieldsByTable[table, default: []].append(
+                    FieldDefinition(
+                        table: table, name: element,
+                        label: try row.value(at: "column_label", kind: .text).text ?? element, type: type,
+                        reference: try row.value(at: "reference", kind: .text).text,
+                        maxLength: try row.value(at: "max_length", kind: .integer).intValue ?? 255,
+                        mandatory: try row.value(at: "mandatory", kind: .integer).intValue == 1,
+                        readOnly: try row.value(at: "read_only", kind: .integer).intValue == 1,
+                        defaultValue: try row.value(at: "default_value", kind: .text).text,
+                        isDisplay: try row.value(at: "display", kind: .integer).intValue == 1
+                    )
+                )
+            }
+            var numbering: [String: (String, Int)] = [:]
+            for row in try await db.rows("SELECT category, prefix, number FROM sys_number") {
+                if let table = try row.value(at: "category", kind: .text).text,
+                    let prefix = try row.value(at: "prefix", kind: .text).text
+                {
+                    numbering[table] = (prefix, try row.value(at: "number", kind: .integer).intValue ?? 10001)
+                }
+            }
+            var choices: [String: ChoiceLists] = [:]
+            for row in try await db.rows(
+                "SELECT name, element, value, label, sequence FROM sys_choice WHERE inactive = 0 ORDER BY sequence"
+            ) {
+                guard let table = try row.value(at: "name", kind: .text).text,
+                    let element = try row.value(at: "element", kind: .text).text
+                else { continue }
+                choices[table, default: [:]][element, default: []].append(
+                    ChoiceDefinition(
+                        value: try row.value(at: "value", kind: .text).text ?? "",
+                        label: try row.value(at: "label", kind: .text).text ?? "",
+                        sequence: try row.value(at: "sequence", kind: .integer).intValue ?? 0
+                    )
+                )
+            }
+            let definitions = raw.map { entry in
+                TableDefinition(
+                    name: entry.name, label: entry.label, parent: entry.parentID.flatMap { namesByID[$0] },
+                    isExtendable: entry.extensible, numberPrefix: numbering[entry.name]?.0,
+                    numberStart: numbering[entry.name]?.1 ?? 10001, ownFields: fieldsByTable[entry.name] ?? []
+                )
+            }
+            return SchemaCatalog(tables: definitions, choices: choices)
+        }
+    }
+
+    // MARK: Creation
+
+    private static func createSystemTables(_ db: SQLExecutor) async throws {
+        try await db.run("CREATE TABLE docket_meta (key TEXT PRIMARY KEY, value TEXT)")
+        try await db.run(
+            "CREATE TABLE docket_number_counter (table_name TEXT PRIMARY KEY, next_value "
+                + SQLFragment(db.dialect.integerType) + " NOT NULL)"
+        )
+        // The event log: one row per committed change, in commit order (the sequence never goes back).
+        try await db.run(
+            "CREATE TABLE docket_event_log (seq " + SQLFragment(db.dialect.sequencePrimaryKey)
+                + ", table_name TEXT NOT NULL, record_id TEXT NOT NULL, operation TEXT NOT NULL,"
+                + " fields TEXT NOT NULL, user_name TEXT NOT NULL, created_on TEXT NOT NULL)"
+        )
+    }
+
+    static func createPhysicalTable(_ root: SchemaCatalog.Table, catalog: SchemaCatalog, db: SQLExecutor)
+        async throws
+    {
+        let columns = catalog.physicalColumns(root: root.name).map { field -> SQLFragment in
+            let type: String
+            switch field.columnKind {
+            case .integer: type = db.dialect.integerType
+            case .real: type = db.dialect.realType
+            case .text: type = "TEXT"
+            }
+            return .identifier(field.name) + " " + SQLFragment(type)
+                + (field.name == "sys_id" ? " PRIMARY KEY NOT NULL" : "")
+        }
+        try await db.run("CREATE TABLE " + .identifier(root.physicalTable) + " (" + columns.joined(", ") + ")")
+        for (index, columns) in root.definition.indexes.enumerated() {
+            try await db.run(
+                "CREATE INDEX " + .identifier("ix_\(root.physicalTable)_\(index)") + " ON "
+                    + .identifier(root.physicalTable) + " (" + columns.map { SQLFragment.identifier($0) }.joined(", ")
+                    + ")"
+            )
+        }
+    }
+
+    private static func writeBaseMetadata(_ db: SQLExecutor, now: String) async throws {
+        func insert(_ table: String, _ values: [(String, SQLValue)], id: String) async throws {
+            let all: [(String, SQLValue)] = values + [
+                ("sys_id", .text(id)), ("sys_created_on", .text(now)), ("sys_created_by", .text("system")),
+                ("sys_updated_on", .text(now)), ("sys_updated_by", .text("system")), ("sys_mod_count", .integer(0)),
+            ]
+            try await db.run(
+                "INSERT INTO " + .identifier(table) + " (" + all.map { SQLFragment.identifier($0.0) }.joined(", ")
+                    + ") VALUES (" + all.map(\.1.fragment).joined(", ") + ")"
+            )
+        }
+        for table in BaseSchema.tables {
+            try await insert("sys_db_object", [
+                ("name", .text(table.name)), ("label", .text(table.label)),
+                ("super_class", table.parent.map { .text(SysID.stable("sys_db_object:" + $0)) } ?? .null),
+                ("is_extendable", .integer(table.isExtendable ? 1 : 0)),
+            ], id: SysID.stable("sys_db_object:" + table.name))
+            let system = table.parent == nil ? SystemFields.definitions(for: table.name, extensible: table.isExtendable) : []
+            for field in system + table.ownFields {
+                try await insert("sys_dictionary", [
+                    ("name", .text(table.name)), ("element", .text(field.name)),
+                    ("column_label", .text(field.label)), ("internal_type", .text(field.type.rawValue)),
+                    ("reference", field.reference.map(SQLValue.text) ?? .null),
+                    ("max_length", .integer(field.maxLength)), ("mandatory", .integer(field.mandatory ? 1 : 0)),
+                    ("read_only", .integer(field.readOnly ? 1 : 0)), ("active", .integer(1)),
+                    ("display", .integer(field.isDisplay ? 1 : 0)),
+                    ("default_value", field.defaultValue.map(SQLValue.text) ?? .null),
+                ], id: SysID.stable("sys_dictionary:\(table.name).\(field.name)"))
+            }
+            if let prefix = table.numberPrefix {
+                try await insert("sys_number", [
+                    ("category", .text(table.name)), ("prefix", .text(prefix)),
+                    ("number", .integer(table.numberStart)), ("maximum_digits", .integer(7)),
+                ], id: SysID.stable("sys_number:" + table.name))
+                try await db.run(
+                    "INSERT INTO docket_number_counter (table_name, next_value) VALUES (" + .bind(table.name) + ", "
+                        + .bind(table.numberStart) + ")"
+                )
+            }
+        }
+        for (table, field, list) in BaseSchema.choices {
+            for (index, (value, label)) in list.enumerated() {
+                try await insert("sys_choice", [
+                    ("name", .text(table)), ("element", .text(field)), ("value", .text(value)),
+                    ("label", .text(label)), ("sequence", .integer(index * 10)), ("inactive", .integer(0)),
+                    ("language", .text("en")),
+                ], id: SysID.stable("sys_choice:\(table).\(field).\(value)"))
+            }
+        }
+    }
+}
+
+extension SQLValue {
+    var text: String? {
+        switch self {
+        case .text(let value): return value
+        case .integer(let value): return String(value)
+        case .real(let value): return String(value)
+        case .null: return nil
+        }
+    }
+}
+

@@ -1,0 +1,50 @@
+/// The SQL dialects the engine runs on. Every statement that differs between them is chosen here and only
+/// here, so the engine itself stays dialect-neutral.
+enum StorageDialect: Sendable {
+    case sqlite
+    case postgres
+
+    /// Starts a write transaction. SQLite takes the write lock up front so that a transaction never has to
+    /// upgrade a read lock (which can deadlock with another writer).
+    var beginTransaction: String {
+        switch self {
+        case .sqlite: return "BEGIN IMMEDIATE"
+        case .postgres: return "BEGIN"
+        }
+    }
+
+    /// The column type for an auto-incrementing 64-bit primary key.
+    var sequencePrimaryKey: String {
+        switch self {
+        case .sqlite: return "INTEGER PRIMARY KEY AUTOINCREMENT"
+        case .postgres: return "BIGSERIAL PRIMARY KEY"
+        }
+    }
+
+    var integerType: String {
+        switch self {
+        case .sqlite: return "INTEGER"
+        case .postgres: return "BIGINT"
+        }
+    }
+
+    var realType: String {
+        switch self {
+        case .sqlite: return "REAL"
+        case .postgres: return "DOUBLE PRECISION"
+        }
+    }
+
+    /// Casts an expression to text, for LIKE on numeric columns.
+    func castToText(_ expression: SQLFragment) -> SQLFragment {
+        "CAST(" + expression + " AS TEXT)"
+    }
+
+    /// A query returning one row when a table exists.
+    func tableExists(_ name: String) -> SQLFragment {
+        switch self {
+        case .sqlite: return "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = " + .bind(name)
+        case .postgres: return "SELECT 1 FROM information_schema.tables WHERE table_name = " + .bind(name)
+        }
+    }
+}

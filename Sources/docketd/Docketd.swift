@@ -1,0 +1,71 @@
+import ArgumentParser
+import DocketServer
+import Foundation
+import Hummingbird
+import Logging
+
+@main
+struct Docketd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "docketd",
+        abstract: "Docket's server: a self-hosted work tracker that speaks the ServiceNow Table and My Work APIs.",
+        discussion: """
+            Each option can also be set with the environment variable shown; an option on the command line wins.
+            Data lives in one SQLite file inside the data folder. With --demo, a new data folder is seeded with
+            demo users (admin/admin, john.doe/password, beth.anglin/password, abel.tuter/password) and records.
+
+            When ready, docketd prints one line to standard output: "docketd listening on http://HOST:PORT".
+            Logs go to standard error. SIGINT or SIGTERM shuts it down cleanly.
+            """
+    )
+
+    @Option(help: "Address to listen on (env DOCKET_HOST; default 127.0.0.1).")
+    var host: String?
+
+    @Option(help: "Port to listen on; 0 picks a free port (env DOCKET_PORT; default 8080).")
+    var port: Int?
+
+    @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
+    var dataDirectory: String?
+
+    @Flag(help: "Seed demo data when the data folder is new (env DOCKET_DEMO=1).")
+    var demo = false
+
+    @Option(help: "trace, debug, info, notice, warning, error or critical (env DOCKET_LOG_LEVEL; default info).")
+    var logLevel: String?
+
+    @Option(help: "External base URL used in links, e.g. https://docket.example.com (env DOCKET_PUBLIC_URL).")
+    var publicURL: String?
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let levelName = logLevel ?? environment["DOCKET_LOG_LEVEL"] ?? "info"
+        guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
+            throw ValidationError("Unknown log level '\(levelName)'. Use trace, debug, info, notice, warning, error or critical.")
+        }
+        let portText = port.map(String.init) ?? environment["DOCKET_PORT"] ?? "8080"
+        guard let port = Int(portText), (0...65_535).contains(port) else {
+            throw ValidationError("Port must be a number from 0 to 65535, not '\(portText)'.")
+        }
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let configuration = Configuration(
+            host: host ?? environment["DOCKET_HOST"] ?? "127.0.0.1",
+            port: port,
+            dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket",
+            demo: demo || ["1", "true", "yes"].contains(environment["DOCKET_DEMO"]?.lowercased() ?? ""),
+            logLevel: level,
+            publicURL: publicURL ?? environment["DOCKET_PUBLIC_URL"]
+        )
+        let host = configuration.host
+        let app = try await buildApplication(configuration) { channel in
+            let actualPort = channel.localAddress?.port ?? configuration.port
+            // Written in one call, unbuffered, so scripts waiting for this line see it at once.
+            FileHandle.standardOutput.write(Data("docketd listening on http://\(host):\(actualPort)\n".utf8))
+        }
+        try await app.runService()
+    }
+}
