@@ -115,9 +115,14 @@ public enum JSONValue: Sendable, Equatable {
 }
 
 extension JSONValue: Codable {
-    /// Parses JSON text. Object members come back sorted by key (JSON objects are unordered).
+    /// Parses JSON text strictly, keeping object members in document order.
     public static func parse(_ data: Data) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: data)
+        try JSONParser.parse(Array(data))
+    }
+
+    /// Parses JSON bytes strictly, keeping object members in document order.
+    public static func parse(_ bytes: [UInt8]) throws -> JSONValue {
+        try JSONParser.parse(bytes)
     }
 
     public init(from decoder: any Decoder) throws {

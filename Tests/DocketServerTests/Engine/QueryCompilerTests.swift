@@ -1,0 +1,127 @@
+import DocketModel
+import Foundation
+import Logging
+import SQLKit
+import SQLiteKit
+import Testing
+
+@testable import DocketServer
+
+/// Looks at the SQL the compiler produces, with no data involved.
+@Suite("Query compiler SQL")
+struct QueryCompilerTests {
+    let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
+
+    /// Compiles a WHERE clause for `query` on `table` and serialises it as SQLite SQL.
+    func compile(
+        _ query: String, table: String = "incident", caller: Caller = Callers.admin
+    ) async throws -> (sql: String, binds: [String]) {
+        let connection = try await SQLiteConnection.open(storage: .memory)
+        defer { Task { try? await connection.close() } }
+        var compiler = QueryCompiler(
+            catalog: catalog, policy: .standard, dialect: .sqlite, caller: caller,
+            now: GlideDateTime.parse("2024-03-10 15:30:00")!, table: catalog.table(table)!
+        )
+        var parts: [SQLFragment] = []
+        if let filter = try compiler.accessFilter(.read) { parts.append(filter) }
+        if let condition = try compiler.condition(for: try EncodedQuery(query)) { parts.append(condition) }
+        let statement = "SELECT 1 FROM " + compiler.from + (parts.isEmpty ? "" : " WHERE " + parts.joined(" AND "))
+        let (sql, binds) = connection.sql().serialize(statement)
+        return (sql, binds.map { "\($0)" })
+    }
+
+    @Test("comparison values are bound, never spliced")
+    func bindsValues() async throws {
+        let (sql, binds) = try await compile("short_description=x' OR 1=1--^priority<=2")
+        #expect(sql == #"SELECT 1 FROM "task" AS "t" WHERE ("t"."short_description" = ?1 AND "t"."priority" <= ?2)"#)
+        #expect(binds == ["x' OR 1=1--", "2"])
+    }
+
+    @Test("OR binds tighter than AND, NQ ORs whole groups")
+    func precedence() async throws {
+        let (sql, _) = try await compile("state=1^ORstate=2^active=true^NQpriority=1")
+        #expect(
+            sql == #"SELECT 1 FROM "task" AS "t" WHERE ((("t"."state" = ?1 OR "t"."state" = ?2) AND "t"."active" = ?3) OR "t"."priority" = ?4)"#
+        )
+    }
+
+    @Test("LIKE is case-insensitive with wildcards escaped")
+    func like() async throws {
+        let (sql, binds) = try await compile("short_descriptionLIKE50%_off")
+        #expect(sql.hasSuffix(#"WHERE LOWER("t"."short_description") LIKE ?1 ESCAPE '\'"#))
+        #expect(binds == [#"%50\%\_off%"#])
+    }
+
+    @Test("IN binds each value; NOT IN keeps empty values")
+    func inLists() async throws {
+        let (sql, binds) = try await compile("stateIN1,2,3^priorityNOT IN4,5")
+        #expect(sql.contains(#""t"."state" IN (?1, ?2, ?3)"#))
+        #expect(sql.contains(#"("t"."priority" IS NULL OR NOT "t"."priority" IN (?4, ?5))"#))
+        #expect(binds == ["1", "2", "3", "4", "5"])
+    }
+
+    @Test("dot-walks join the referenced table")
+    func dotWalk() async throws {
+        let (sql, binds) = try await compile("assigned_to.user_name=beth.anglin")
+        #expect(
+            sql == #"SELECT 1 FROM "task" AS "t" LEFT JOIN "sys_user" AS "tj1" ON "tj1"."sys_id" = "t"."assigned_to" WHERE "tj1"."user_name" = ?1"#
+        )
+        #expect(binds == ["beth.anglin"])
+    }
+
+    @Test("unknown fields are dropped; an entirely unknown query filters nothing")
+    func unknownFields() async throws {
+        #expect(try await compile("nonsense=1^active=true").sql.hasSuffix(#"WHERE "t"."active" = ?1"#))
+        #expect(try await compile("nonsense=1").sql == #"SELECT 1 FROM "task" AS "t""#)
+    }
+
+    @Test("dynamic values resolve to bound values for the caller")
+    func dynamicValues() async throws {
+        let (sql, binds) = try await compile("assigned_to=javascript:gs.getUserID()^opened_at>javascript:gs.daysAgoStart(1)", caller: Callers.john)
+        #expect(sql.contains(#""t"."assigned_to" = ?"#))
+        #expect(binds.contains(Callers.john.userID))
+        #expect(binds.contains("2024-03-09 00:00:00"))
+    }
+
+    @Test("an unknown script is not executed and its term is dropped")
+    func unknownScript() async throws {
+        #expect(try await compile("assigned_to=javascript:gs.sleep(1000)").sql == #"SELECT 1 FROM "task" AS "t""#)
+    }
+
+    @Test("text in an integer comparison matches nothing instead of failing")
+    func wrongType() async throws {
+        #expect(try await compile("priority=high").sql.hasSuffix("WHERE 1 = 0"))
+    }
+
+    @Test("querying the password field is forbidden")
+    func password() async throws {
+        await #expect(throws: EngineError.forbiddenQuery) { try await compile("password=x", table: "sys_user") }
+        await #expect(throws: EngineError.forbiddenQuery) { try await compile("caller_id.passwordSTARTSWITH$2") }
+    }
+
+    @Test("a user without roles reads only tasks they are involved in")
+    func accessFilter() async throws {
+        let (sql, binds) = try await compile("", table: "task", caller: Callers.abel)
+        #expect(sql.contains(#""t"."assigned_to" = ?1 OR "t"."opened_by" = ?2 OR "t"."caller_id" = ?3"#))
+        #expect(binds == Array(repeating: Callers.abel.userID, count: 3))
+    }
+
+    @Test("itil reads every task, admin everything, without filters")
+    func unrestricted() async throws {
+        #expect(try await compile("", table: "task", caller: Callers.john).sql == #"SELECT 1 FROM "task" AS "t""#)
+        #expect(try await compile("", table: "sys_journal_field", caller: Callers.admin).sql == #"SELECT 1 FROM "sys_journal_field" AS "t""#)
+    }
+
+    @Test("journal entries are readable through their parent record")
+    func journalAccess() async throws {
+        let (sql, _) = try await compile("", table: "sys_journal_field", caller: Callers.abel)
+        #expect(sql.contains(#""t"."element_id" IN (SELECT "tp"#))
+        #expect(sql.contains(#""assigned_to" = "#))
+    }
+
+    @Test("BETWEEN needs two values")
+    func between() async throws {
+        #expect(try await compile("priorityBETWEEN1@3").sql.hasSuffix(#"("t"."priority" >= ?1 AND "t"."priority" <= ?2)"#))
+        await #expect(throws: EngineError.self) { try await compile("priorityBETWEEN1") }
+    }
+}
