@@ -27,6 +27,7 @@ enum TestApp {
     }
 
     /// Runs `test` against a freshly built demo app in-process.
+    @discardableResult
     static func withRouter<T: Sendable>(
         demo: Bool = true, _ test: @Sendable (any TestClientProtocol) async throws -> T
     ) async throws -> T {
@@ -36,6 +37,7 @@ enum TestApp {
     }
 
     /// An engine on a new demo database, for engine tests.
+    @discardableResult
     static func withStore<T: Sendable>(_ test: @Sendable (RecordStore) async throws -> T) async throws -> T {
         let directory = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)

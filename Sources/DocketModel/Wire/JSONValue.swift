@@ -96,6 +96,16 @@ public enum JSONValue: Sendable, Equatable {
 
     static func writeString(_ string: String, to output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
+        // Most strings need no escaping: copy them in one go.
+        let copied = string.utf8.withContiguousStorageIfAvailable { buffer -> Bool in
+            for byte in buffer where byte < 0x20 || byte == 0x22 || byte == 0x5c { return false }
+            output.append(contentsOf: buffer)
+            return true
+        }
+        if copied == true {
+            output.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): output.append(contentsOf: [0x5c, 0x22])

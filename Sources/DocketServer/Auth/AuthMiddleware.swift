@@ -20,10 +20,9 @@ struct AuthMiddleware: RouterMiddleware {
         let presented = request.cookies[Self.cookieName]?.value
         var issue: String? = nil
         if let basic = request.headers.basic {
-            guard let caller = await authenticator.authenticate(userName: basic.username, password: basic.password)
+            guard let (caller, token) = await authenticator.login(userName: basic.username, password: basic.password)
             else { throw ServiceNowError.unauthenticated }
             context.caller = caller
-            let token = await authenticator.sessionToken(for: caller)
             if token != presented { issue = token }
         } else if request.headers[.authorization] != nil {
             throw ServiceNowError.unauthenticated

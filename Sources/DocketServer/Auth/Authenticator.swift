@@ -29,6 +29,9 @@ actor Authenticator {
     private var sessions: [String: Session] = [:]
     private var sessionByUser: [String: String] = [:]
     private var callers: [String: (caller: Caller, expires: ContinuousClock.Instant)] = [:]
+    /// Verifications under way, by credential digest: concurrent requests with the same credentials wait for
+    /// one bcrypt check instead of each running their own.
+    private var verifying: [Data: Task<String?, Never>] = [:]
 
     init(users: UserDirectory, hasher: PasswordHasher, credentialTTL: Duration, sessionTimeout: Duration) {
         self.users = users
@@ -45,11 +48,30 @@ actor Authenticator {
         if let cached = credentials[userName], cached.expires > now, cached.digest == digest {
             return await caller(userID: cached.userID)
         }
-        guard let account = try? await users.account(userName: userName), account.canLogIn,
-            await hasher.verify(password, hash: account.passwordHash)
-        else { return nil }
-        credentials[userName] = CachedCredential(digest: digest, userID: account.userID, expires: clock.now + credentialTTL)
-        return await caller(userID: account.userID)
+        let verification: Task<String?, Never>
+        if let pending = verifying[digest] {
+            verification = pending
+        } else {
+            let (users, hasher) = (self.users, self.hasher)
+            verification = Task {
+                guard let account = try? await users.account(userName: userName), account.canLogIn,
+                    await hasher.verify(password, hash: account.passwordHash)
+                else { return nil }
+                return account.userID
+            }
+            verifying[digest] = verification
+        }
+        let userID = await verification.value
+        verifying[digest] = nil
+        guard let userID else { return nil }
+        credentials[userName] = CachedCredential(digest: digest, userID: userID, expires: clock.now + credentialTTL)
+        return await caller(userID: userID)
+    }
+
+    /// Authenticates Basic credentials and returns the caller with their session token, in one actor hop.
+    func login(userName: String, password: String) async -> (caller: Caller, sessionToken: String)? {
+        guard let caller = await authenticate(userName: userName, password: password) else { return nil }
+        return (caller, sessionToken(for: caller))
     }
 
     /// The session token for a caller: one live session per user, so clients that never keep cookies do

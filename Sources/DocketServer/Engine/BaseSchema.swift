@@ -165,18 +165,14 @@ enum BaseSchema {
         TableDefinition(
             name: name, label: label, parent: nil, isExtendable: false, numberPrefix: prefix, numberStart: start,
             ownFields: fields.map { field in
-                var field = inTable(name, field)
-                field.isDisplay = field.name == display
-                return field
+                field.copy(table: name, isDisplay: field.name == display)
             },
             indexes: indexes
         )
     }
 
     private static func inTable(_ table: String, _ field: FieldDefinition) -> FieldDefinition {
-        var field = field
-        field.table = table
-        return field
+        field.copy(table: table)
     }
 
     private static func string(_ name: String, _ label: String, _ length: Int, defaultValue: String? = nil)

@@ -14,8 +14,10 @@ struct DisplayData: Sendable {
 }
 
 extension RecordStore {
-    /// Looks up the display values that a page's references and journal fields need.
-    func displayData(for page: RecordPage, journals includeJournals: Bool) async throws -> DisplayData {
+    /// Looks up the display values that a page's references and journal fields need; nothing when only raw
+    /// values are wanted.
+    func displayData(for page: RecordPage, displayValues: Bool) async throws -> DisplayData {
+        guard displayValues else { return DisplayData() }
         var wanted: [String: Set<String>] = [:]
         for column in page.columns where column.field.type == .reference {
             guard let target = column.field.reference else { continue }
@@ -25,9 +27,9 @@ extension RecordStore {
             }
         }
         var data = DisplayData()
-        data.references = try await displayValues(wanted)
+        data.references = try await self.displayValues(wanted)
         let journalFields = Set(page.columns.filter { $0.field.type == .journal }.map(\.name))
-        if includeJournals, !journalFields.isEmpty {
+        if !journalFields.isEmpty {
             data.journals = try await journalEntries(for: page.records.map(\.sysID), elements: journalFields)
         }
         return data

@@ -19,14 +19,45 @@ extension RecordStore {
         -> (columns: [ResultColumn], record: Record)
     {
         let table = try table(tableName)
+        // Callers who may read every record of the table, asking for plain fields, can be served from the
+        // record cache; anyone whose access depends on the row goes through SQL every time.
+        var compiler = compiler(for: table, caller: caller, dialect: storage.dialect)
+        let cacheable = try compiler.accessFilter(.read) == nil && !(fields ?? []).contains { $0.contains(".") }
+        if cacheable, let hit = cachedRecord(sysID, table: table, fields: fields) { return hit }
+        let generation = cache.generation
         let page = try await storage.read { db in
             try await self.select(
-                table, query: EncodedQuery(), fields: fields, sysID: sysID, limit: 1, offset: 0, count: false,
-                caller: caller, db: db
+                table, query: EncodedQuery(), fields: cacheable ? nil : fields, sysID: sysID, limit: 1, offset: 0,
+                count: false, caller: caller, db: db
             )
         }
         guard let record = page.records.first else { throw EngineError.notFound }
-        return (page.columns, record)
+        guard cacheable else { return (page.columns, record) }
+        cache.store(.init(viewTable: table.name, record: record), physicalTable: table.physicalTable, generation: generation)
+        return cachedRecord(sysID, table: table, fields: fields) ?? (page.columns, record)
+    }
+
+    /// A cached record shaped for a read through `table`, if the cache holds one with all its fields.
+    private func cachedRecord(_ sysID: String, table: SchemaCatalog.Table, fields: [String]?)
+        -> (columns: [ResultColumn], record: Record)?
+    {
+        guard let entry = cache.entry(table: table.physicalTable, sysID: sysID),
+            table.descendants.contains(entry.record.table),
+            let view = catalog.table(entry.viewTable), view.ancestry.contains(table.name)
+        else { return nil }
+        guard let fields else {
+            // Extra values of a child class are harmless: renderers only read the columns they are given.
+            return (table.readableColumns, Record(table: entry.record.table, sysID: sysID, values: entry.record.values))
+        }
+        var columns: [ResultColumn] = []
+        var seen = Set<String>()
+        var values: [String: String] = [:]
+        for name in fields where seen.insert(name).inserted {
+            guard let field = table.field(name), field.type != .password else { continue }
+            columns.append(ResultColumn(name: name, field: field))
+            if field.type.isStored { values[name] = entry.record[name] }
+        }
+        return (columns, Record(table: entry.record.table, sysID: sysID, values: values))
     }
 
     /// The one SELECT behind every read.
@@ -38,8 +69,9 @@ extension RecordStore {
         var columns: [ResultColumn] = []
         var expressions: [SQLFragment] = [compiler.column("sys_id") + " AS " + .identifier("_id")]
         if table.isInHierarchy { expressions.append(compiler.column("sys_class_name") + " AS " + .identifier("_class")) }
+        var seen = Set<String>()
         for name in fields ?? table.fields.map(\.name) {
-            guard !columns.contains(where: { $0.name == name }) else { continue }
+            guard seen.insert(name).inserted else { continue }
             if let field = table.field(name), field.type == .journal {
                 columns.append(ResultColumn(name: name, field: field))
                 continue

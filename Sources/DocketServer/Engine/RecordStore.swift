@@ -13,6 +13,7 @@ final class RecordStore: Sendable {
     private let catalogBox: Mutex<SchemaCatalog>
     private let hashPassword: @Sendable (String) async -> String
     private let listeners = Mutex<[@Sendable (ChangeEvent) -> Void]>([])
+    let cache = RecordCache()
 
     /// The current schema.
     var catalog: SchemaCatalog { catalogBox.withLock { $0 } }
@@ -55,7 +56,9 @@ final class RecordStore: Sendable {
         QueryCompiler(catalog: catalog, policy: policy, dialect: dialect, caller: caller, table: table)
     }
 
+    /// Called after every commit: forgets the cached row, then tells the listeners.
     func notify(_ event: ChangeEvent) {
+        if let table = catalog.table(event.table) { cache.invalidate(table: table.physicalTable, sysID: event.sysID) }
         for listener in listeners.withLock({ $0 }) { listener(event) }
     }
 

@@ -17,6 +17,8 @@ struct SchemaCatalog: Sendable {
         /// This table and its ancestors, nearest first.
         let ancestry: [String]
         let displayField: String?
+        /// What a read of every field returns: all fields but passwords, in order.
+        let readableColumns: [ResultColumn]
 
         var name: String { definition.name }
         var label: String { definition.label }
@@ -75,7 +77,8 @@ struct SchemaCatalog: Sendable {
                 ?? (fieldsByName["name"] != nil ? "name" : fieldsByName["number"] != nil ? "number" : nil)
             tables[definition.name] = Table(
                 definition: definition, fields: fields, fieldsByName: fieldsByName, root: root,
-                descendants: descendants(of: definition.name), ancestry: chain, displayField: display
+                descendants: descendants(of: definition.name), ancestry: chain, displayField: display,
+                readableColumns: fields.filter { $0.type != .password }.map { ResultColumn(name: $0.name, field: $0) }
             )
         }
         var hierarchy: [String: [String: FieldDefinition]] = [:]

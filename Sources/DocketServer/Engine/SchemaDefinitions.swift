@@ -18,29 +18,53 @@ struct TableDefinition: Sendable {
     var indexes: [[String]] = []
 }
 
-/// A field as described by a `sys_dictionary` row.
-struct FieldDefinition: Sendable {
+/// A field as described by a `sys_dictionary` row. A class, because fields are read on every request and
+/// passing a reference costs one retain where a struct of strings costs one per string.
+final class FieldDefinition: Sendable {
     /// The table that declares the field.
-    var table: String
-    var name: String
-    var label: String
-    var type: FieldType
+    let table: String
+    let name: String
+    let label: String
+    let type: FieldType
     /// Target table of a reference.
-    var reference: String?
-    var maxLength: Int = 255
-    var mandatory = false
-    var readOnly = false
+    let reference: String?
+    let maxLength: Int
+    let mandatory: Bool
+    let readOnly: Bool
     /// Default for new records; may be a whitelisted `javascript:` dynamic value.
-    var defaultValue: String?
+    let defaultValue: String?
     /// Whether this is the table's display field.
-    var isDisplay = false
+    let isDisplay: Bool
+    let columnKind: ColumnKind
 
-    var columnKind: ColumnKind {
+    init(
+        table: String, name: String, label: String, type: FieldType, reference: String? = nil, maxLength: Int = 255,
+        mandatory: Bool = false, readOnly: Bool = false, defaultValue: String? = nil, isDisplay: Bool = false
+    ) {
+        self.table = table
+        self.name = name
+        self.label = label
+        self.type = type
+        self.reference = reference
+        self.maxLength = maxLength
+        self.mandatory = mandatory
+        self.readOnly = readOnly
+        self.defaultValue = defaultValue
+        self.isDisplay = isDisplay
         switch type {
-        case .integer, .boolean: return .integer
-        case .decimal: return .real
-        default: return .text
+        case .integer, .boolean: columnKind = .integer
+        case .decimal: columnKind = .real
+        default: columnKind = .text
         }
+    }
+
+    /// The same field declared by another table, or marked as the display field.
+    func copy(table: String? = nil, isDisplay: Bool? = nil) -> FieldDefinition {
+        FieldDefinition(
+            table: table ?? self.table, name: name, label: label, type: type, reference: reference,
+            maxLength: maxLength, mandatory: mandatory, readOnly: readOnly, defaultValue: defaultValue,
+            isDisplay: isDisplay ?? self.isDisplay
+        )
     }
 }
 

@@ -59,10 +59,23 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
         for piece in pieces {
             switch piece {
             case .raw(let text): serializer.write(text)
-            case .identifier(let name): SQLIdentifier(name).serialize(to: &serializer)
+            case .identifier(let name):
+                // Catalog names are plain [a-z0-9_]; quoting them needs no escaping, and skipping SQLKit's
+                // generic escape saves a string search per identifier on every statement.
+                if Self.isPlain(name) {
+                    serializer.write("\"" + name + "\"")
+                } else {
+                    SQLIdentifier(name).serialize(to: &serializer)
+                }
             case .bind(let value): serializer.write(bind: value)
             }
         }
+    }
+}
+
+extension SQLFragment {
+    static func isPlain(_ name: String) -> Bool {
+        name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f }
     }
 }
 

@@ -13,27 +13,25 @@ protocol Storage: Sendable {
     func close() async throws
 }
 
+/// Executes serialised statements on one connection of some driver.
+protocol SQLRunner: Sendable {
+    func rows(_ sql: SQLFragment) async throws -> [ResultRow]
+}
+
 /// A connection and its dialect, handed to engine code for the span of one read or one transaction.
 struct SQLExecutor: Sendable {
-    let database: any SQLDatabase
+    let runner: any SQLRunner
     let dialect: StorageDialect
 
     /// Runs a statement and returns its rows.
-    func rows(_ sql: SQLFragment) async throws -> [any SQLRow] {
-        let collected = Mutex<[any SQLRow]>([])
-        try await database.execute(sql: sql) { row in collected.withLock { $0.append(row) } }
-        return collected.withLock { $0 }
-    }
+    func rows(_ sql: SQLFragment) async throws -> [ResultRow] { try await runner.rows(sql) }
 
     /// Runs a statement that returns no rows.
-    func run(_ sql: SQLFragment) async throws {
-        try await database.execute(sql: sql) { _ in }
-    }
+    func run(_ sql: SQLFragment) async throws { _ = try await runner.rows(sql) }
 
     /// Runs a statement that returns one integer (a count).
     func integer(_ sql: SQLFragment) async throws -> Int {
-        guard let row = try await rows(sql).first else { return 0 }
-        return try row.value(at: row.allColumns[0], kind: .integer).intValue ?? 0
+        try await rows(sql).first?.first.intValue ?? 0
     }
 }
 
@@ -42,6 +40,45 @@ enum ColumnKind: Sendable {
     case text
     case integer
     case real
+}
+
+/// A result row, read by column name.
+enum ResultRow: Sendable {
+    case sqlite(SQLiteRow)
+    case generic(any SQLRow)
+
+    /// The first column's value (for single-value queries).
+    var first: SQLValue {
+        switch self {
+        case .sqlite(let row): return row.columns.first.map { Self.value($0.data) } ?? .null
+        case .generic(let row): return (try? value(at: row.allColumns[0], kind: .integer)) ?? .null
+        }
+    }
+
+    /// One column as a driver-neutral value.
+    func value(at column: String, kind: ColumnKind) throws -> SQLValue {
+        switch self {
+        case .sqlite(let row):
+            return row.column(column).map(Self.value) ?? .null
+        case .generic(let row):
+            if try row.decodeNil(column: column) { return .null }
+            switch kind {
+            case .text: return .text(try row.decode(column: column, as: String.self))
+            case .integer: return .integer(try row.decode(column: column, as: Int.self))
+            case .real: return .real(try row.decode(column: column, as: Double.self))
+            }
+        }
+    }
+
+    private static func value(_ data: SQLiteData) -> SQLValue {
+        switch data {
+        case .integer(let value): return .integer(value)
+        case .float(let value): return .real(value)
+        case .text(let value): return .text(value)
+        case .blob(let buffer): return .text(String(buffer: buffer))
+        case .null: return .null
+        }
+    }
 }
 
 extension SQLValue {
@@ -55,25 +92,24 @@ extension SQLValue {
     }
 }
 
-extension SQLRow {
-    /// Reads one column as a driver-neutral value.
-    func value(at column: String, kind: ColumnKind) throws -> SQLValue {
-        if let row = self as? SQLiteRow {
-            // Fast path: SQLite rows already hold typed values; no Decoder round trip.
-            switch row.column(column) {
-            case .integer(let value): return .integer(value)
-            case .float(let value): return .real(value)
-            case .text(let value): return .text(value)
-            case .blob(let buffer): return .text(String(buffer: buffer))
-            case .null, .none: return .null
+/// Runs statements directly on an SQLiteNIO connection: SQLKit still serialises them (SQLite's dialect), but
+/// rows come back as SQLite's own typed values with no Decoder round trip.
+struct SQLiteRunner: SQLRunner {
+    let connection: SQLiteConnection
+
+    func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        let (text, binds) = connection.sql().serialize(sql)
+        let data = try binds.map { bind -> SQLiteData in
+            switch bind {
+            case let value as String: return .text(value)
+            case let value as Int: return .integer(value)
+            case let value as Double: return .float(value)
+            default: return try SQLiteDataEncoder().encode(bind)
             }
         }
-        if try decodeNil(column: column) { return .null }
-        switch kind {
-        case .text: return .text(try decode(column: column, as: String.self))
-        case .integer: return .integer(try decode(column: column, as: Int.self))
-        case .real: return .real(try decode(column: column, as: Double.self))
-        }
+        let collected = Mutex<[ResultRow]>([])
+        try await connection.query(text, data) { row in collected.withLock { $0.append(.sqlite(row)) } }
+        return collected.withLock { $0 }
     }
 }
 
@@ -95,13 +131,13 @@ final class SQLiteStorage: Storage {
     static func open(path: String, readers readerCount: Int = 4, logger: Logger) async throws -> SQLiteStorage {
         let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         do {
-            let database = writer.sql()
-            try await database.execute(sql: SQLRaw("PRAGMA journal_mode=WAL")) { _ in }
-            try await database.execute(sql: SQLRaw("PRAGMA synchronous=NORMAL")) { _ in }
+            let runner = SQLiteRunner(connection: writer)
+            _ = try await runner.rows("PRAGMA journal_mode=WAL")
+            _ = try await runner.rows("PRAGMA synchronous=NORMAL")
             var readers: [SQLiteConnection] = []
             for _ in 0..<max(1, readerCount) {
                 let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-                try await reader.sql().execute(sql: SQLRaw("PRAGMA query_only=ON")) { _ in }
+                _ = try await SQLiteRunner(connection: reader).rows("PRAGMA query_only=ON")
                 readers.append(reader)
             }
             return SQLiteStorage(writer: writer, readers: readers)
@@ -116,11 +152,11 @@ final class SQLiteStorage: Storage {
             value = (value + 1) % readers.count
             return value
         }
-        return try await body(SQLExecutor(database: readers[index].sql(), dialect: dialect))
+        return try await body(SQLExecutor(runner: SQLiteRunner(connection: readers[index]), dialect: dialect))
     }
 
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        let executor = SQLExecutor(database: writer.sql(), dialect: dialect)
+        let executor = SQLExecutor(runner: SQLiteRunner(connection: writer), dialect: dialect)
         return try await writeLock.withLock {
             try await executor.run(SQLFragment(self.dialect.beginTransaction))
             do {

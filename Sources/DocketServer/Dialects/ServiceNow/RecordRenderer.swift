@@ -10,41 +10,67 @@ struct RecordRenderer {
     let baseURL: String
     let data: DisplayData
 
-    func render(_ record: Record, columns: [ResultColumn]) -> JSONValue {
+    /// Writes one record as a JSON object.
+    func write(_ record: Record, columns: [ResultColumn], to writer: inout JSONWriter) {
         let recordTable = catalog.table(record.table)
-        return .object(columns.map { column in
-            (column.name, render(column, value: record[column.name], record: record, recordTable: recordTable))
-        })
+        writer.beginObject()
+        for column in columns {
+            writer.key(column.name)
+            write(column, value: record[column.name], record: record, recordTable: recordTable, to: &writer)
+        }
+        writer.endObject()
     }
 
-    private func render(
-        _ column: ResultColumn, value: String, record: Record, recordTable: SchemaCatalog.Table?
-    ) -> JSONValue {
+    private func write(
+        _ column: ResultColumn, value: String, record: Record, recordTable: SchemaCatalog.Table?,
+        to writer: inout JSONWriter
+    ) {
         let field = column.field
         if field.type == .reference {
-            return renderReference(field, value: value)
+            writeReference(field, value: value, to: &writer)
+            return
         }
-        guard mode != .value else { return .string(value) }
+        guard mode != .value else { return writer.string(value) }
         let display = displayValue(column, value: value, record: record, recordTable: recordTable)
-        if mode == .display { return .string(display) }
-        return .object([("display_value", .string(display)), ("value", .string(value))])
+        if mode == .display { return writer.string(display) }
+        writer.beginObject()
+        writer.key("display_value")
+        writer.string(display)
+        writer.key("value")
+        writer.string(value)
+        writer.endObject()
     }
 
-    private func renderReference(_ field: FieldDefinition, value: String) -> JSONValue {
-        let link = "\(baseURL)/api/now/table/\(field.reference ?? "")/\(value)"
-        let display = data.referenceDisplay(value, in: field.reference)
+    private func writeReference(_ field: FieldDefinition, value: String, to writer: inout JSONWriter) {
+        let withLink = !value.isEmpty && !excludeReferenceLink
+        let display = mode == .value ? "" : data.referenceDisplay(value, in: field.reference)
+        func link() {
+            writer.key("link")
+            writer.string("\(baseURL)/api/now/table/\(field.reference ?? "")/\(value)")
+        }
         switch mode {
         case .value:
-            if value.isEmpty || excludeReferenceLink { return .string(value) }
-            return .object([("link", .string(link)), ("value", .string(value))])
+            guard withLink else { return writer.string(value) }
+            writer.beginObject()
+            link()
+            writer.key("value")
+            writer.string(value)
+            writer.endObject()
         case .display:
-            if value.isEmpty || excludeReferenceLink { return .string(display) }
-            return .object([("display_value", .string(display)), ("link", .string(link))])
+            guard withLink else { return writer.string(display) }
+            writer.beginObject()
+            writer.key("display_value")
+            writer.string(display)
+            link()
+            writer.endObject()
         case .all:
-            if value.isEmpty || excludeReferenceLink {
-                return .object([("display_value", .string(display)), ("value", .string(value))])
-            }
-            return .object([("display_value", .string(display)), ("link", .string(link)), ("value", .string(value))])
+            writer.beginObject()
+            writer.key("display_value")
+            writer.string(display)
+            if withLink { link() }
+            writer.key("value")
+            writer.string(value)
+            writer.endObject()
         }
     }
 

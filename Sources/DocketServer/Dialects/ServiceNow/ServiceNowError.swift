@@ -52,9 +52,18 @@ struct ServiceNowError: HTTPResponseError {
 extension Response {
     /// A JSON response in ServiceNow's content type.
     static func json(_ body: JSONValue, status: HTTPResponse.Status = .ok) -> Response {
+        json(bytes: body.serialized(), status: status)
+    }
+
+    /// A JSON response from a writer's bytes.
+    static func json(_ writer: JSONWriter, status: HTTPResponse.Status = .ok) -> Response {
+        json(bytes: writer.bytes, status: status)
+    }
+
+    private static func json(bytes: [UInt8], status: HTTPResponse.Status) -> Response {
         Response(
             status: status, headers: [.contentType: "application/json;charset=UTF-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.serialized()))
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
         )
     }
 }

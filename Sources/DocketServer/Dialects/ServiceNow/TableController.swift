@@ -38,9 +38,14 @@ struct TableController {
         }
         let baseURL = baseURL(for: request)
         let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL)
-        var response = Response.json(
-            .object([("result", .array(page.records.map { renderer.render($0, columns: page.columns) }))])
-        )
+        var writer = JSONWriter(capacity: 512 * max(1, page.records.count))
+        writer.beginObject()
+        writer.key("result")
+        writer.beginArray()
+        for record in page.records { renderer.write(record, columns: page.columns, to: &writer) }
+        writer.endArray()
+        writer.endObject()
+        var response = Response.json(writer)
         let total = page.total ?? 0
         if !parameters.noCount { response.headers[.xTotalCount] = String(total) }
         if !parameters.suppressPaginationHeader, parameters.limit > 0 {
@@ -115,13 +120,18 @@ struct TableController {
         let (columns, record) = try await store.get(sysID, in: table.name, fields: parameters.fields, caller: caller)
         let page = RecordPage(columns: columns, records: [record], total: nil)
         let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL(for: request))
-        return Response.json(.object([("result", renderer.render(record, columns: columns))]), status: status)
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("result")
+        renderer.write(record, columns: columns, to: &writer)
+        writer.endObject()
+        return Response.json(writer, status: status)
     }
 
     private func renderer(for page: RecordPage, parameters: TableParameters, baseURL: String) async throws
         -> RecordRenderer
     {
-        let data = try await store.displayData(for: page, journals: parameters.displayMode != .value)
+        let data = try await store.displayData(for: page, displayValues: parameters.displayMode != .value)
         return RecordRenderer(
             catalog: store.catalog, mode: parameters.displayMode,
             excludeReferenceLink: parameters.excludeReferenceLink, baseURL: baseURL, data: data

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Load benchmark of docketd's Table API with wrk, against a release build on loopback.
+#
+#   Benchmarks/table-api.sh [duration-seconds] [connections]
+#
+# Starts a release docketd with demo data on a free port in a temporary data folder, adds incidents so
+# that a 100-record page is full, then measures three requests in one run:
+#   1. GET /health                                                     (no auth, no database)
+#   2. GET /api/now/table/incident/<sys_id>                            (Basic auth, one record)
+#   3. GET /api/now/table/incident?sysparm_limit=100&sysparm_display_value=all   (Basic auth, 100 records)
+# and prints a Markdown table for docs/performance.md. Needs wrk (apt-get install -y wrk) and curl.
+set -euo pipefail
+duration="${1:-10}"
+connections="${2:-32}"
+threads=2
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)" >&2; exit 1; }
+swift build -c release --product docketd >&2
+bin="$(swift build -c release --show-bin-path)/docketd"
+
+data="$(mktemp -d)"
+log="$data/docketd.log"
+"$bin" --demo --port 0 --data-dir "$data/db" --log-level warning >"$data/stdout" 2>"$log" &
+server=$!
+trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$data"' EXIT
+
+for _ in $(seq 1 100); do
+    grep -q 'listening on' "$data/stdout" 2>/dev/null && break
+    sleep 0.1
+done
+base="$(sed -n 's/^docketd listening on //p' "$data/stdout")"
+[ -n "$base" ] || { echo "docketd did not start:" >&2; cat "$log" >&2; exit 1; }
+
+auth="admin:admin"
+for i in $(seq 1 120); do
+    curl -sf -u "$auth" -H 'Content-Type: application/json' -o /dev/null \
+        -d "{\"short_description\":\"Benchmark incident $i\",\"impact\":\"2\",\"urgency\":\"2\",\"caller_id\":\"$(curl -sf -u "$auth" "$base/api/now/table/sys_user?user_name=abel.tuter&sysparm_fields=sys_id" | sed 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/')\"}" \
+        "$base/api/now/table/incident"
+done
+id="$(curl -sf -u "$auth" "$base/api/now/table/incident?number=INC0010001&sysparm_fields=sys_id" | sed 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/')"
+header="Authorization: Basic $(printf '%s' "$auth" | base64)"
+
+run() { # name, path, [auth]
+    local out
+    if [ "${3:-}" = auth ]; then
+        out="$(wrk -t"$threads" -c"$connections" -d"${duration}s" --latency -H "$header" "$base$2")"
+    else
+        out="$(wrk -t"$threads" -c"$connections" -d"${duration}s" --latency "$base$2")"
+    fi
+    local rps p50 p99 errors
+    rps="$(awk '/^Requests\/sec/ {print $2}' <<<"$out")"
+    p50="$(awk '$1 == "50%" {print $2}' <<<"$out")"
+    p99="$(awk '$1 == "99%" {print $2}' <<<"$out")"
+    errors="$(awk '/Non-2xx/ {print $5}' <<<"$out")"
+    echo "$1|$rps|$p50|$p99|${errors:-0}"
+}
+
+health="$(run "GET /health" "/health")"
+one="$(run "GET one incident (Basic)" "/api/now/table/incident/$id" auth)"
+page="$(run "GET 100 incidents, display_value=all (Basic)" "/api/now/table/incident?sysparm_limit=100&sysparm_display_value=all" auth)"
+
+echo "| request | requests/s | p50 | p99 | non-2xx |"
+echo "|---|---:|---:|---:|---:|"
+for row in "$health" "$one" "$page"; do
+    IFS='|' read -r name rps p50 p99 errors <<<"$row"
+    echo "| $name | $rps | $p50 | $p99 | $errors |"
+done
+health_rps="$(cut -d'|' -f2 <<<"$health")"
+one_rps="$(cut -d'|' -f2 <<<"$one")"
+awk -v a="$one_rps" -v b="$health_rps" 'BEGIN { printf "\nsingle-record GET = %.0f%% of /health (target: >= 5000 req/s and >= 50%%)\n", 100 * a / b }'
+echo "($threads wrk threads, $connections connections, ${duration}s each, $(nproc) cores, $(date -u +%Y-%m-%d))"

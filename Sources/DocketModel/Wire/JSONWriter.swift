@@ -1,0 +1,58 @@
+/// Writes compact JSON straight into bytes, for responses too hot to build a ``JSONValue`` tree first.
+///
+/// ```swift
+/// var writer = JSONWriter()
+/// writer.beginObject()
+/// writer.key("result"); writer.string("ok")
+/// writer.endObject()
+/// writer.bytes // {"result":"ok"}
+/// ```
+public struct JSONWriter: Sendable {
+    /// The JSON written so far.
+    public private(set) var bytes: [UInt8] = []
+    private var needsComma: [Bool] = []
+
+    /// Creates a writer, optionally reserving room.
+    public init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
+
+    public mutating func beginObject() { open(UInt8(ascii: "{")) }
+    public mutating func endObject() { close(UInt8(ascii: "}")) }
+    public mutating func beginArray() { open(UInt8(ascii: "[")) }
+    public mutating func endArray() { close(UInt8(ascii: "]")) }
+
+    /// Writes an object member's name; the value follows.
+    public mutating func key(_ name: String) {
+        separate()
+        JSONValue.writeString(name, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        // The value after a key takes no comma of its own.
+        if !needsComma.isEmpty { needsComma[needsComma.count - 1] = false }
+    }
+
+    public mutating func string(_ value: String) {
+        separate()
+        JSONValue.writeString(value, to: &bytes)
+    }
+
+    public mutating func value(_ value: JSONValue) {
+        separate()
+        value.write(to: &bytes)
+    }
+
+    private mutating func separate() {
+        guard let last = needsComma.last else { return }
+        if last { bytes.append(UInt8(ascii: ",")) }
+        needsComma[needsComma.count - 1] = true
+    }
+
+    private mutating func open(_ byte: UInt8) {
+        separate()
+        bytes.append(byte)
+        needsComma.append(false)
+    }
+
+    private mutating func close(_ byte: UInt8) {
+        needsComma.removeLast()
+        bytes.append(byte)
+    }
+}
