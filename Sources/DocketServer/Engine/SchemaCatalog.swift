@@ -2,10 +2,11 @@ import Foundation
 import DocketModel
 
 /// An immutable snapshot of every table, field and choice list, with the derived facts the engine needs
-/// on each request (inherited fields, descendants, physical tables) computed once.
-struct SchemaCatalog: Sendable {
+/// on each request (inherited fields, descendants, physical tables) computed once. Classes, because they are
+/// handed around on every request and a reference is cheaper to pass than a struct of collections.
+final class SchemaCatalog: Sendable {
     /// A table with everything derived from the hierarchy.
-    struct Table: Sendable {
+    final class Table: Sendable {
         let definition: TableDefinition
         /// All fields: system fields, then inherited ones (root first), then the table's own.
         let fields: [FieldDefinition]
@@ -19,6 +20,21 @@ struct SchemaCatalog: Sendable {
         let displayField: String?
         /// What a read of every field returns: all fields but passwords, in order.
         let readableColumns: [ResultColumn]
+
+        init(
+            definition: TableDefinition, fields: [FieldDefinition], fieldsByName: [String: FieldDefinition],
+            root: String, descendants: [String], ancestry: [String], displayField: String?,
+            readableColumns: [ResultColumn]
+        ) {
+            self.definition = definition
+            self.fields = fields
+            self.fieldsByName = fieldsByName
+            self.root = root
+            self.descendants = descendants
+            self.ancestry = ancestry
+            self.displayField = displayField
+            self.readableColumns = readableColumns
+        }
 
         var name: String { definition.name }
         var label: String { definition.label }

@@ -120,7 +120,7 @@ struct TableController {
         let (columns, record) = try await store.get(sysID, in: table.name, fields: parameters.fields, caller: caller)
         let page = RecordPage(columns: columns, records: [record], total: nil)
         let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL(for: request))
-        var writer = JSONWriter()
+        var writer = JSONWriter(capacity: 4096)
         writer.beginObject()
         writer.key("result")
         renderer.write(record, columns: columns, to: &writer)
