@@ -29,6 +29,21 @@ public struct JSONWriter: Sendable {
         if !needsComma.isEmpty { needsComma[needsComma.count - 1] = false }
     }
 
+    /// Writes a member name prepared with ``encodedKey(_:)`` (saves escaping the same name again and again).
+    public mutating func key(encoded: [UInt8]) {
+        separate()
+        bytes.append(contentsOf: encoded)
+        if !needsComma.isEmpty { needsComma[needsComma.count - 1] = false }
+    }
+
+    /// A member name as ``key(encoded:)`` takes it: the quoted, escaped name and a colon.
+    public static func encodedKey(_ name: String) -> [UInt8] {
+        var bytes: [UInt8] = []
+        JSONValue.writeString(name, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        return bytes
+    }
+
     public mutating func string(_ value: String) {
         separate()
         JSONValue.writeString(value, to: &bytes)

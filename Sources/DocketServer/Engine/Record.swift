@@ -13,8 +13,16 @@ struct Record: Sendable, Equatable {
 
 /// A column of a result: the requested name and the field it resolved to (for dot-walks, the last one).
 struct ResultColumn: Sendable {
-    var name: String
-    var field: FieldDefinition
+    let name: String
+    let field: FieldDefinition
+    /// The name as a JSON member name, encoded once.
+    let jsonKey: [UInt8]
+
+    init(name: String, field: FieldDefinition) {
+        self.name = name
+        self.field = field
+        self.jsonKey = JSONWriter.encodedKey(name)
+    }
 }
 
 /// One page of a list read.

@@ -15,7 +15,7 @@ struct RecordRenderer {
         let recordTable = catalog.table(record.table)
         writer.beginObject()
         for column in columns {
-            writer.key(column.name)
+            writer.key(encoded: column.jsonKey)
             write(column, value: record[column.name], record: record, recordTable: recordTable, to: &writer)
         }
         writer.endObject()

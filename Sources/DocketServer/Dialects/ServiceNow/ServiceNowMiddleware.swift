@@ -30,13 +30,20 @@ struct ServiceNowMiddleware: RouterMiddleware {
             response = try ServiceNowError(.internalServerError, "Internal server error", detail: nil)
                 .response(from: request, context: context)
         }
-        response.headers[.cacheControl] = "no-cache,no-store,must-revalidate,max-age=-1"
-        response.headers[.pragma] = "no-store,no-cache"
-        response.headers[.expires] = "0"
-        response.headers[.xContentTypeOptions] = "nosniff"
-        response.headers[.xIsLoggedIn] = response.status == .unauthorized ? "false" : "true"
+        // Handlers never set these, so appending (no search for an existing value) is enough.
+        response.headers.append(contentsOf: response.status == .unauthorized ? Self.loggedOutHeaders : Self.loggedInHeaders)
         return response
     }
+
+    private static func commonHeaders(loggedIn: Bool) -> HTTPFields {
+        [
+            .cacheControl: "no-cache,no-store,must-revalidate,max-age=-1", .pragma: "no-store,no-cache", .expires: "0",
+            .xContentTypeOptions: "nosniff", .xIsLoggedIn: loggedIn ? "true" : "false",
+        ]
+    }
+
+    private static let loggedInHeaders = commonHeaders(loggedIn: true)
+    private static let loggedOutHeaders = commonHeaders(loggedIn: false)
 
     private static func translate(_ error: HTTPError) -> ServiceNowError {
         switch error.status {
