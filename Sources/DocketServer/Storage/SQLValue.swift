@@ -19,4 +19,24 @@ enum SQLValue: Sendable, Equatable {
         if let value = bindable { return .bind(value) }
         return "NULL"
     }
+
+    /// The value as text (numbers in their decimal form); nil for NULL.
+    var text: String? {
+        switch self {
+        case .text(let value): return value
+        case .integer(let value): return String(value)
+        case .real(let value): return String(value)
+        case .null: return nil
+        }
+    }
+
+    /// The value as an integer when it is one (or text of one); nil otherwise.
+    var intValue: Int? {
+        switch self {
+        case .integer(let value): return value
+        case .real(let value): return Int(value)
+        case .text(let value): return Int(value)
+        case .null: return nil
+        }
+    }
 }

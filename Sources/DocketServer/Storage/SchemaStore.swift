@@ -191,15 +191,3 @@ enum SchemaStore {
         }
     }
 }
-
-extension SQLValue {
-    var text: String? {
-        switch self {
-        case .text(let value): return value
-        case .integer(let value): return String(value)
-        case .real(let value): return String(value)
-        case .null: return nil
-        }
-    }
-}
-

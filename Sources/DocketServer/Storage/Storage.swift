@@ -81,17 +81,6 @@ enum ResultRow: Sendable {
     }
 }
 
-extension SQLValue {
-    var intValue: Int? {
-        switch self {
-        case .integer(let value): return value
-        case .real(let value): return Int(value)
-        case .text(let value): return Int(value)
-        case .null: return nil
-        }
-    }
-}
-
 /// Runs statements directly on an SQLiteNIO connection: SQLKit still serialises them (SQLite's dialect), but
 /// rows come back as SQLite's own typed values with no Decoder round trip.
 struct SQLiteRunner: SQLRunner {
