@@ -8,6 +8,8 @@ let package = Package(
         .library(name: "DocketModel", targets: ["DocketModel"]),
         .library(name: "DocketServer", targets: ["DocketServer"]),
         .executable(name: "docketd", targets: ["docketd"]),
+        .library(name: "DocketKit", targets: ["DocketKit"]),
+        .executable(name: "docket", targets: ["docket"]),
     ],
     dependencies: [
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
@@ -47,7 +49,21 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        .target(name: "DocketKit", dependencies: ["DocketModel"]),
+        .target(
+            name: "DocketCLI",
+            dependencies: ["DocketKit", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(name: "docket", dependencies: ["DocketCLI"]),
         .testTarget(name: "DocketModelTests", dependencies: ["DocketModel"]),
+        .testTarget(
+            name: "DocketKitTests",
+            dependencies: ["DocketKit", "DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird")]
+        ),
+        .testTarget(
+            name: "DocketCLITests",
+            dependencies: ["DocketCLI", "DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird")]
+        ),
         .testTarget(
             name: "DocketServerTests",
             dependencies: [

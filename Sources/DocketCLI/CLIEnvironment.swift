@@ -1,0 +1,81 @@
+import DocketKit
+import Foundation
+
+/// Everything a command touches outside itself, so tests can run commands in-process.
+public struct CLIEnvironment: Sendable {
+    /// Writes to standard output.
+    public var out: @Sendable (String) -> Void
+    /// Writes to standard error.
+    public var err: @Sendable (String) -> Void
+    /// Reads one line of standard input (for `--password-stdin`).
+    public var readLine: @Sendable () -> String?
+    /// Asks for a password without echo.
+    public var readPassword: @Sendable (String) -> String?
+    /// Whether standard error is a terminal (progress is shown only then).
+    public var stderrIsTerminal: Bool
+    /// Folder of `config.json`.
+    public var configDirectory: URL
+    public var credentialStore: any CredentialStore
+    public var transport: any Transport
+
+    /// The environment of a real run: the process's streams, `~/.config/docket`, the platform store.
+    public static func standard() -> CLIEnvironment {
+        CLIEnvironment(
+            out: { text in FileHandle.standardOutput.write(Data(text.utf8)) },
+            err: { text in FileHandle.standardError.write(Data(text.utf8)) },
+            readLine: { Swift.readLine(strippingNewline: true) },
+            readPassword: { prompt in Terminal.readPassword(prompt: prompt) },
+            stderrIsTerminal: isatty(2) == 1,
+            configDirectory: FileCredentialStore.defaultDirectory(),
+            credentialStore: defaultCredentialStore(),
+            transport: URLSessionTransport()
+        )
+    }
+
+    /// Creates an environment.
+    public init(
+        out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void,
+        readLine: @escaping @Sendable () -> String?, readPassword: @escaping @Sendable (String) -> String?,
+        stderrIsTerminal: Bool, configDirectory: URL, credentialStore: any CredentialStore, transport: any Transport
+    ) {
+        self.out = out
+        self.err = err
+        self.readLine = readLine
+        self.readPassword = readPassword
+        self.stderrIsTerminal = stderrIsTerminal
+        self.configDirectory = configDirectory
+        self.credentialStore = credentialStore
+        self.transport = transport
+    }
+
+    @TaskLocal static var current = CLIEnvironment.standard()
+
+    func print(_ text: String) { out(text + "\n") }
+}
+
+/// A failure the CLI reports as one line on stderr with exit code 1.
+struct CLIFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Turning off echo for password prompts.
+enum Terminal {
+    static func readPassword(prompt: String) -> String? {
+        FileHandle.standardError.write(Data(prompt.utf8))
+        var original = termios()
+        let isTerminal = tcgetattr(0, &original) == 0
+        if isTerminal {
+            var silent = original
+            silent.c_lflag &= ~tcflag_t(ECHO)
+            tcsetattr(0, TCSAFLUSH, &silent)
+        }
+        defer {
+            if isTerminal {
+                tcsetattr(0, TCSAFLUSH, &original)
+                FileHandle.standardError.write(Data("\n".utf8))
+            }
+        }
+        return Swift.readLine(strippingNewline: true)
+    }
+}

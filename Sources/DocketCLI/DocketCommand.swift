@@ -1,0 +1,62 @@
+import ArgumentParser
+import DocketKit
+import Foundation
+
+/// The `docket` command.
+public struct DocketCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
+        commandName: "docket",
+        abstract: "Your work in a ServiceNow-compatible tracker (docketd or a real instance), from the terminal.",
+        discussion: """
+            Start with 'docket login INSTANCE --user NAME'. INSTANCE is a URL (http://127.0.0.1:8080) or a
+            ServiceNow instance name (acme → https://acme.service-now.com). Read commands take --json for scripts.
+            Exit codes: 0 success, 1 failure, 2 wrong usage.
+            """,
+        subcommands: [
+            LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
+            CommentCommand.self, RecordsCommand.self,
+        ]
+    )
+
+    public init() {}
+
+    /// Runs the command line and returns the exit code (0, 1, or 2 for usage errors).
+    public static func run(_ arguments: [String], environment: CLIEnvironment = .standard()) async -> Int32 {
+        await CLIEnvironment.$current.withValue(environment) {
+            let command: any ParsableCommand
+            do {
+                command = try parseAsRoot(arguments)
+            } catch {
+                let code = exitCode(for: error)
+                let message = fullMessage(for: error)
+                if code == .success {
+                    environment.out(message + "\n")
+                    return 0
+                }
+                environment.err(message + "\n")
+                return 2
+            }
+            do {
+                if var command = command as? any AsyncParsableCommand {
+                    try await command.run()
+                } else {
+                    var command = command
+                    try command.run()
+                }
+                return 0
+            } catch let error as CLIFailure {
+                environment.err("docket: \(error.description)\n")
+                return 1
+            } catch let error as DocketError {
+                environment.err("docket: \(error.description)\n")
+                return 1
+            } catch let error as ValidationError {
+                environment.err("docket: \(error.message)\n")
+                return 2
+            } catch {
+                environment.err("docket: \(error)\n")
+                return 1
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import ArgumentParser
+import DocketKit
+import DocketModel
+import Foundation
+
+struct ShowCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Show a task's main fields and its latest comments and work notes."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Task number (INC0010001) or sys_id.")
+    var task: String
+
+    @Option(help: "How many journal entries to show.")
+    var comments = 5
+
+    @Flag(help: "Print JSON.")
+    var json = false
+
+    static let fields: [(String, String)] = [
+        ("number", "Number"), ("sys_class_name", "Type"), ("short_description", "Short description"),
+        ("state", "State"), ("priority", "Priority"), ("assigned_to", "Assigned to"),
+        ("assignment_group", "Group"), ("opened_by", "Opened by"), ("opened_at", "Opened"),
+        ("sys_updated_on", "Updated"), ("description", "Description"),
+    ]
+
+    func run() async throws {
+        let client = try connection.client()
+        let record = try await Self.find(task, client: client)
+        let entries = try await client.myWork.comments(for: record.sysID, limit: comments)
+        let environment = CLIEnvironment.current
+        if json {
+            let value = JSONValue.object([
+                ("record", record.json),
+                ("journal", .array(entries.map {
+                    .object([
+                        ("element", .string($0.element)), ("value", .string($0.value)),
+                        ("sys_created_on", .string($0.createdOn)), ("sys_created_by", .string($0.createdBy)),
+                    ])
+                })),
+            ])
+            environment.print(String(decoding: value.serialized(), as: UTF8.self))
+            return
+        }
+        let width = Self.fields.map(\.1.count).max() ?? 0
+        for (field, label) in Self.fields {
+            guard let value = record.displayValue(field), !value.isEmpty else { continue }
+            environment.print("\(label.padding(toLength: width, withPad: " ", startingAt: 0))  \(value)")
+        }
+        environment.print("")
+        if entries.isEmpty {
+            environment.print("No comments or work notes.")
+        }
+        for entry in entries {
+            let kind = entry.element == "work_notes" ? "work note" : entry.element == "comments" ? "comment" : entry.element
+            environment.print("\(entry.createdOn)  \(entry.createdBy)  (\(kind))")
+            for line in entry.value.split(separator: "\n", omittingEmptySubsequences: false) { environment.print("  \(line)") }
+        }
+    }
+
+    /// A task by number or sys_id, with display values.
+    static func find(_ reference: String, client: DocketClient) async throws -> TableRecord {
+        let looksLikeID = reference.count == 32 && reference.allSatisfy(\.isHexDigit)
+        if looksLikeID {
+            do {
+                return try await client.myWork.task(reference)
+            } catch let error as DocketError where error.status == 404 {
+                throw CLIFailure("no task \(reference)")
+            }
+        }
+        guard let record = try await client.myWork.task(number: reference.uppercased()) else {
+            throw CLIFailure("no task \(reference)")
+        }
+        return record
+    }
+}
+
+struct CommentCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "comment", abstract: "Add a comment to a task (through the My Work API)."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Task number (INC0010001) or sys_id.")
+    var task: String
+
+    @Argument(help: "The comment text.")
+    var text: String
+
+    func validate() throws {
+        if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw ValidationError("the comment is empty") }
+    }
+
+    func run() async throws {
+        let client = try connection.client()
+        let record = try await ShowCommand.find(task, client: client)
+        try await client.myWork.addComment(text, to: record.sysID)
+        CLIEnvironment.current.print("Added a comment to \(record["number"] ?? task).")
+    }
+}

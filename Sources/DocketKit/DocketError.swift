@@ -1,0 +1,110 @@
+import Foundation
+
+/// Everything that can go wrong talking to an instance: one struct, so that new kinds never break callers.
+///
+/// ```swift
+/// do { _ = try await client.table.record(id, in: "incident") }
+/// catch let error as DocketError where error.status == 404 { print("gone") }
+/// ```
+public struct DocketError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+
+        /// No response: the instance could not be reached.
+        public static let transport = Kind("transport")
+        /// The instance answered with an error status.
+        public static let http = Kind("http")
+        /// The response could not be read.
+        public static let decoding = Kind("decoding")
+        /// A request could not be built from the arguments.
+        public static let invalidRequest = Kind("invalidRequest")
+
+        public var description: String { name }
+    }
+
+    /// The kind of failure.
+    public let kind: Kind
+    /// The HTTP status, for ``Kind/http``.
+    public let status: Int?
+    /// The server's message (`error.message` of ServiceNow's envelope) or a summary.
+    public let message: String
+    /// The server's detail, if any.
+    public let detail: String?
+    /// `METHOD URL` of the request, without credentials.
+    public let request: String?
+    /// The underlying error, for transport and decoding failures.
+    public let underlying: (any Error)?
+
+    init(
+        kind: Kind, status: Int? = nil, message: String, detail: String? = nil, request: String? = nil,
+        underlying: (any Error)? = nil
+    ) {
+        self.kind = kind
+        self.status = status
+        self.message = message
+        self.detail = detail
+        self.request = request
+        self.underlying = underlying
+    }
+
+    static func transport(_ error: any Error, request: HTTPRequestData) -> DocketError {
+        let host = request.url.host ?? request.url.absoluteString
+        let port = request.url.port.map { ":\($0)" } ?? ""
+        return DocketError(
+            kind: .transport, message: "cannot reach \(host)\(port)", detail: (error as NSError).localizedDescription,
+            request: "\(request.method) \(request.url.absoluteString)", underlying: error
+        )
+    }
+
+    static func http(_ response: HTTPResponseData, request: HTTPRequestData) -> DocketError {
+        var message = HTTPURLResponseStatus.text(response.status)
+        var detail: String? = nil
+        if let body = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any] {
+            if let error = body["error"] as? [String: Any] {
+                message = (error["message"] as? String) ?? message
+                detail = error["detail"] as? String
+            } else if let description = body["error_description"] as? String {
+                message = description
+            }
+        }
+        return DocketError(
+            kind: .http, status: response.status, message: message, detail: detail?.isEmpty == true ? nil : detail,
+            request: "\(request.method) \(request.url.absoluteString)"
+        )
+    }
+
+    static func decoding(_ error: any Error, request: HTTPRequestData) -> DocketError {
+        DocketError(
+            kind: .decoding, message: "unexpected response from the instance", detail: "\(error)",
+            request: "\(request.method) \(request.url.absoluteString)", underlying: error
+        )
+    }
+
+    /// A sentence a person can act on.
+    public var description: String {
+        switch (kind, status) {
+        case (.http, 401): return "wrong user name or password (\(message))"
+        case (.http, 403): return "not allowed: \(detail ?? message)"
+        case (.http, let status?):
+            return "\(message)\(detail.map { ": \($0)" } ?? "") (HTTP \(status))"
+        default:
+            return detail.map { "\(message): \($0)" } ?? message
+        }
+    }
+}
+
+enum HTTPURLResponseStatus {
+    static func text(_ status: Int) -> String {
+        switch status {
+        case 400: return "Bad request"
+        case 401: return "Not authenticated"
+        case 403: return "Forbidden"
+        case 404: return "Not found"
+        case 429: return "Too many requests"
+        case 500...599: return "Server error"
+        default: return "HTTP \(status)"
+        }
+    }
+}

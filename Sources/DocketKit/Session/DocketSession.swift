@@ -1,0 +1,188 @@
+import Foundation
+
+/// An authenticated conversation with one instance: it holds the credentials, the session cookies and OAuth
+/// tokens, and sends every request of a ``DocketClient``.
+///
+/// With ``Credentials/basic(userName:password:)`` the first request carries Basic credentials and later ones
+/// only the session cookies the instance set, as ServiceNow's own example apps do. A 401 makes it log in
+/// again once and retry. A 429 waits for `Retry-After` (with jitter, at most ``RetryPolicy/maximumDelay``)
+/// and retries up to ``RetryPolicy/maximumRetries`` times.
+public actor DocketSession {
+    /// How rate-limited requests are retried.
+    public struct RetryPolicy: Sendable {
+        /// Retries of one request after 429 answers.
+        public var maximumRetries: Int
+        /// The longest wait before a retry, whatever `Retry-After` says.
+        public var maximumDelay: Duration
+
+        /// Creates a policy.
+        public init(maximumRetries: Int = 3, maximumDelay: Duration = .seconds(30)) {
+            self.maximumRetries = maximumRetries
+            self.maximumDelay = maximumDelay
+        }
+    }
+
+    struct OAuthToken: Sendable {
+        var accessToken: String
+        var refreshToken: String?
+        var expires: Date
+    }
+
+    /// The instance this session talks to.
+    public nonisolated let instance: Instance
+    /// The credentials it logs in with.
+    public nonisolated let credentials: Credentials
+    private let transport: any Transport
+    private let retryPolicy: RetryPolicy
+    private var cookies: [String: String] = [:]
+    private var token: OAuthToken?
+
+    /// Creates a session; nothing is sent until the first request.
+    public init(
+        instance: Instance, credentials: Credentials, transport: any Transport = URLSessionTransport(),
+        retryPolicy: RetryPolicy = RetryPolicy()
+    ) {
+        self.instance = instance
+        self.credentials = credentials
+        self.transport = transport
+        self.retryPolicy = retryPolicy
+    }
+
+    /// Whether the session holds cookies from the instance (after a successful Basic login).
+    public var hasSessionCookies: Bool { !cookies.isEmpty }
+
+    /// Sends a request to a path of the instance; returns the response when its status is 2xx and throws
+    /// ``DocketError`` otherwise.
+    public func send(
+        _ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil
+    ) async throws -> HTTPResponseData {
+        try await send(method, url: instance.url(path, query: query), body: body)
+    }
+
+    /// Sends a request to an absolute URL on the instance (a `Link` header's, for instance).
+    public func send(_ method: String, url: URL, body: Data? = nil) async throws -> HTTPResponseData {
+        guard url.host == instance.baseURL.host, url.port == instance.baseURL.port else {
+            throw DocketError(kind: .invalidRequest, message: "refusing to send credentials to \(url.host ?? "?")")
+        }
+        var request = HTTPRequestData(method: method, url: url, headers: ["Accept": "application/json"], body: body)
+        if body != nil { request.headers["Content-Type"] = "application/json" }
+        var loggedInAgain = false
+        var retries = 0
+        while true {
+            let usedCookies = try await authorize(&request, fresh: loggedInAgain)
+            let response: HTTPResponseData
+            do {
+                response = try await transport.send(request)
+            } catch let error as DocketError {
+                throw error
+            } catch {
+                throw DocketError.transport(error, request: request)
+            }
+            keepCookies(from: response)
+            switch response.status {
+            case 200..<300:
+                return response
+            case 401 where !loggedInAgain && (usedCookies || token != nil):
+                // The session or token expired: log in again, once.
+                cookies = [:]
+                token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
+                loggedInAgain = true
+            case 429 where retries < retryPolicy.maximumRetries:
+                retries += 1
+                try await Task.sleep(for: delay(after: response, attempt: retries))
+            default:
+                throw DocketError.http(response, request: request)
+            }
+        }
+    }
+
+    /// Adds credentials; returns whether only cookies were sent.
+    private func authorize(_ request: inout HTTPRequestData, fresh: Bool) async throws -> Bool {
+        request.headers["Authorization"] = nil
+        request.headers["Cookie"] = nil
+        switch credentials {
+        case .basic(let userName, let password):
+            if !cookies.isEmpty, !fresh {
+                request.headers["Cookie"] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                    .joined(separator: "; ")
+                return true
+            }
+            request.headers["Authorization"] = "Basic " + Data("\(userName):\(password)".utf8).base64EncodedString()
+            return false
+        case .oauth:
+            request.headers["Authorization"] = "Bearer " + (try await accessToken())
+            return false
+        }
+    }
+
+    private func delay(after response: HTTPResponseData, attempt: Int) -> Duration {
+        let requested = response.header("retry-after").flatMap(Double.init) ?? Double(1 << min(attempt, 5))
+        let jitter = Double.random(in: 0..<0.25)
+        let seconds = min(max(requested, 0) + jitter, Double(retryPolicy.maximumDelay.components.seconds))
+        return .milliseconds(Int(seconds * 1000))
+    }
+
+    private func keepCookies(from response: HTTPResponseData) {
+        for header in response.headers["set-cookie"] ?? [] {
+            guard let pair = header.split(separator: ";").first, let equals = pair.firstIndex(of: "=") else { continue }
+            let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
+            let value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
+            let expired = header.lowercased().contains("max-age=0")
+            cookies[name] = value.isEmpty || expired ? nil : value
+        }
+    }
+
+    // MARK: OAuth
+
+    /// A valid access token: the current one, a refreshed one, or one from a new password grant.
+    func accessToken() async throws -> String {
+        guard case .oauth(let clientID, let clientSecret, let userName, let password) = credentials else {
+            throw DocketError(kind: .invalidRequest, message: "this session does not use OAuth")
+        }
+        if let token, token.expires > Date().addingTimeInterval(30), !token.accessToken.isEmpty {
+            return token.accessToken
+        }
+        if let refresh = token?.refreshToken,
+            let refreshed = try? await grant([
+                ("grant_type", "refresh_token"), ("client_id", clientID), ("client_secret", clientSecret),
+                ("refresh_token", refresh),
+            ])
+        {
+            return refreshed
+        }
+        return try await grant([
+            ("grant_type", "password"), ("client_id", clientID), ("client_secret", clientSecret),
+            ("username", userName), ("password", password),
+        ])
+    }
+
+    private func grant(_ form: [(String, String)]) async throws -> String {
+        let body = Data(form.map { Instance.encode($0.0) + "=" + Instance.encode($0.1) }.joined(separator: "&").utf8)
+        let request = HTTPRequestData(
+            method: "POST", url: instance.url("/oauth_token.do"),
+            headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"], body: body
+        )
+        let response: HTTPResponseData
+        do {
+            response = try await transport.send(request)
+        } catch {
+            throw DocketError.transport(error, request: request)
+        }
+        guard response.status == 200 else { throw DocketError.http(response, request: request) }
+        struct Grant: Decodable {
+            var access_token: String
+            var refresh_token: String?
+            var expires_in: Double?
+        }
+        do {
+            let grant = try JSONDecoder().decode(Grant.self, from: response.body)
+            token = OAuthToken(
+                accessToken: grant.access_token, refreshToken: grant.refresh_token ?? token?.refreshToken,
+                expires: Date().addingTimeInterval(grant.expires_in ?? 1800)
+            )
+            return grant.access_token
+        } catch {
+            throw DocketError.decoding(error, request: request)
+        }
+    }
+}

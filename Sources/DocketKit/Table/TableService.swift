@@ -1,0 +1,202 @@
+import DocketModel
+import Foundation
+
+/// The ServiceNow Table API: `/api/now/table/{table}`.
+///
+/// ```swift
+/// let page = try await client.table.records(in: "incident", query: .where("active", .equals, "true"), limit: 20)
+/// for record in page.records { print(record["number"] ?? "", record["short_description"] ?? "") }
+/// ```
+public struct TableService: Sendable {
+    let session: DocketSession
+
+    /// Reads one page of records with their total count.
+    public func records(
+        in table: String, query: EncodedQuery? = nil, fields: [String]? = nil, limit: Int? = nil, offset: Int? = nil,
+        displayValue: DisplayValue = .false
+    ) async throws -> RecordPage {
+        let response = try await session.send(
+            "GET", Self.path(table), query: Self.listQuery(query, fields, limit, offset, displayValue)
+        )
+        return try Self.page(from: response)
+    }
+
+    /// Reads one record by sys_id; a missing record is a ``DocketError`` with status 404.
+    public func record(
+        _ sysID: String, in table: String, fields: [String]? = nil, displayValue: DisplayValue = .false
+    ) async throws -> TableRecord {
+        var query: [(String, String)] = [("sysparm_display_value", displayValue.rawValue)]
+        if let fields { query.append(("sysparm_fields", fields.joined(separator: ","))) }
+        return try Self.single(from: try await session.send("GET", Self.path(table, sysID), query: query))
+    }
+
+    /// Creates a record; returns it as stored (with sys_id, number and defaults).
+    public func createRecord(with values: [String: String], in table: String) async throws -> TableRecord {
+        try Self.single(from: try await session.send("POST", Self.path(table), body: try Self.body(values)))
+    }
+
+    /// Changes the given fields of a record; returns it as stored. Setting `comments` or `work_notes` adds a
+    /// journal entry.
+    public func updateRecord(_ sysID: String, in table: String, with values: [String: String]) async throws
+        -> TableRecord
+    {
+        try Self.single(from: try await session.send("PATCH", Self.path(table, sysID), body: try Self.body(values)))
+    }
+
+    /// Deletes a record.
+    public func deleteRecord(_ sysID: String, in table: String) async throws {
+        _ = try await session.send("DELETE", Self.path(table, sysID))
+    }
+
+    /// Pages through every matching record, following the `Link` header's `next`.
+    ///
+    /// ```swift
+    /// for try await page in client.table.paginator(in: "incident", pageSize: 500) { … }
+    /// ```
+    public func paginator(
+        in table: String, query: EncodedQuery? = nil, fields: [String]? = nil, pageSize: Int = 1000,
+        displayValue: DisplayValue = .false
+    ) -> RecordPaginator {
+        RecordPaginator(
+            session: session,
+            first: session.instance.url(
+                Self.path(table), query: Self.listQuery(query, fields, pageSize, 0, displayValue)
+            )
+        )
+    }
+
+    // MARK: Decodable variants
+
+    /// Reads one page decoded as `T` (use string properties: every Table API value is a string).
+    public func records<T: Decodable>(
+        _ type: T.Type, in table: String, query: EncodedQuery? = nil, fields: [String]? = nil, limit: Int? = nil,
+        offset: Int? = nil
+    ) async throws -> [T] {
+        let response = try await session.send(
+            "GET", Self.path(table), query: Self.listQuery(query, fields, limit, offset, .false)
+        )
+        return try Self.decode([T].self, from: response)
+    }
+
+    /// Reads one record decoded as `T`.
+    public func record<T: Decodable>(_ type: T.Type, _ sysID: String, in table: String) async throws -> T {
+        try Self.decode(T.self, from: try await session.send("GET", Self.path(table, sysID)))
+    }
+
+    /// Creates a record from an `Encodable` value and decodes the stored record as `T`.
+    public func createRecord<Value: Encodable, T: Decodable>(
+        _ value: Value, in table: String, as type: T.Type
+    ) async throws -> T {
+        let body = try JSONEncoder().encode(value)
+        return try Self.decode(T.self, from: try await session.send("POST", Self.path(table), body: body))
+    }
+
+    /// Updates a record from an `Encodable` value and decodes the stored record as `T`.
+    public func updateRecord<Value: Encodable, T: Decodable>(
+        _ sysID: String, in table: String, with value: Value, as type: T.Type
+    ) async throws -> T {
+        let body = try JSONEncoder().encode(value)
+        return try Self.decode(T.self, from: try await session.send("PATCH", Self.path(table, sysID), body: body))
+    }
+
+    // MARK: Helpers
+
+    static func path(_ table: String, _ sysID: String? = nil) -> String {
+        "/api/now/table/" + Instance.encode(table) + (sysID.map { "/" + Instance.encode($0) } ?? "")
+    }
+
+    static func listQuery(
+        _ query: EncodedQuery?, _ fields: [String]?, _ limit: Int?, _ offset: Int?, _ displayValue: DisplayValue
+    ) -> [(String, String)] {
+        var items: [(String, String)] = []
+        if let query, !query.description.isEmpty { items.append(("sysparm_query", query.description)) }
+        if let fields { items.append(("sysparm_fields", fields.joined(separator: ","))) }
+        if let limit { items.append(("sysparm_limit", String(limit))) }
+        if let offset { items.append(("sysparm_offset", String(offset))) }
+        if displayValue != .false { items.append(("sysparm_display_value", displayValue.rawValue)) }
+        return items
+    }
+
+    static func body(_ values: [String: String]) throws -> Data {
+        try JSONEncoder().encode(values)
+    }
+
+    static func page(from response: HTTPResponseData) throws -> RecordPage {
+        let json = try parse(response)
+        guard let list = json["result"]?.arrayValue else {
+            throw DocketError(kind: .decoding, message: "unexpected response from the instance", detail: "no result list")
+        }
+        return RecordPage(
+            records: list.map(TableRecord.init(json:)),
+            totalCount: response.header("x-total-count").flatMap { Int($0) },
+            next: response.header("link").flatMap(LinkHeader.next)
+        )
+    }
+
+    static func single(from response: HTTPResponseData) throws -> TableRecord {
+        guard let result = try parse(response)["result"], case .object = result else {
+            throw DocketError(kind: .decoding, message: "unexpected response from the instance", detail: "no result object")
+        }
+        return TableRecord(json: result)
+    }
+
+    static func parse(_ response: HTTPResponseData) throws -> JSONValue {
+        do {
+            return try JSONValue.parse(response.body)
+        } catch {
+            throw DocketError(kind: .decoding, message: "unexpected response from the instance", detail: "\(error)")
+        }
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from response: HTTPResponseData) throws -> T {
+        do {
+            return try JSONDecoder().decode(ResultEnvelope<T>.self, from: response.body).result
+        } catch {
+            throw DocketError(kind: .decoding, message: "could not decode \(T.self)", detail: "\(error)")
+        }
+    }
+}
+
+/// `{"result": …}`, the Table API's success envelope.
+struct ResultEnvelope<T: Decodable>: Decodable {
+    var result: T
+}
+
+/// Pages of a list read, fetched one at a time as the sequence is iterated.
+public struct RecordPaginator: AsyncSequence, Sendable {
+    public typealias Element = RecordPage
+
+    let session: DocketSession
+    let first: URL
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let session: DocketSession
+        var next: URL?
+
+        public mutating func next() async throws -> RecordPage? {
+            guard let url = next else { return nil }
+            let page = try TableService.page(from: try await session.send("GET", url: url))
+            // Stop on an empty page even if a next link came back, so a misbehaving server cannot loop us.
+            next = page.records.isEmpty ? nil : page.next
+            return page
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(session: session, next: first) }
+}
+
+/// Reads `rel="next"` from a `Link` header. URLs are taken between `<` and `>`, so commas inside them
+/// (`sysparm_fields=number,state`) do not split entries.
+enum LinkHeader {
+    static func next(_ header: String) -> URL? {
+        var rest = Substring(header)
+        while let open = rest.firstIndex(of: "<"), let close = rest[open...].firstIndex(of: ">") {
+            let url = rest[rest.index(after: open)..<close]
+            let after = rest[rest.index(after: close)...]
+            let parameters = after.prefix { $0 != "<" }
+            if parameters.replacingOccurrences(of: " ", with: "").contains(#"rel="next""#) { return URL(string: String(url)) }
+            rest = after
+        }
+        return nil
+    }
+}

@@ -1,0 +1,43 @@
+import Foundation
+
+/// An HTTP request as DocketKit sends it.
+public struct HTTPRequestData: Sendable {
+    /// `GET`, `POST`, …
+    public var method: String
+    public var url: URL
+    /// Header fields; names are case-insensitive.
+    public var headers: [String: String]
+    public var body: Data?
+
+    /// Creates a request.
+    public init(method: String, url: URL, headers: [String: String] = [:], body: Data? = nil) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// An HTTP response as a ``Transport`` returns it.
+public struct HTTPResponseData: Sendable {
+    public var status: Int
+    /// Header fields, names lower-cased. `set-cookie` may hold several values, one per element.
+    public var headers: [String: [String]]
+    public var body: Data
+
+    /// Creates a response.
+    public init(status: Int, headers: [String: [String]] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: +)
+        self.body = body
+    }
+
+    /// The first value of a header.
+    public func header(_ name: String) -> String? { headers[name.lowercased()]?.first }
+}
+
+/// Sends HTTP requests. ``URLSessionTransport`` is the default; tests and apps can supply their own.
+public protocol Transport: Sendable {
+    /// Sends a request and returns the response, whatever its status. Throws only when no response came.
+    func send(_ request: HTTPRequestData) async throws -> HTTPResponseData
+}

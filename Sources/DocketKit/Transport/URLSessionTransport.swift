@@ -1,0 +1,112 @@
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The default ``Transport``, on `URLSession`. Cookies are handled by ``DocketSession``, not by the URL
+/// loading system, so that each client keeps its own session.
+public final class URLSessionTransport: Transport {
+    private let session: URLSession
+    private let challenges = ChallengeDecliner()
+
+    /// Creates a transport with an ephemeral session and the given request timeout.
+    public init(timeout: TimeInterval = 60) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.urlCredentialStorage = nil
+        configuration.timeoutIntervalForRequest = timeout
+        session = URLSession(configuration: configuration, delegate: challenges, delegateQueue: nil)
+    }
+
+    deinit { session.finishTasksAndInvalidate() }
+
+    public func send(_ request: HTTPRequestData) async throws -> HTTPResponseData {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        urlRequest.httpBody = request.body
+        let taskID = Mutex<Int?>(nil)
+        let challenges = self.challenges
+        let started = Mutex<URLSessionDataTask?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<HTTPResponseData, any Error>) in
+                let task = session.dataTask(with: urlRequest) { data, response, error in
+                    let id = taskID.withLock { $0 }
+                    // A declined challenge cancels the task; the 401 that carried it is the answer.
+                    if let id, let challenged = challenges.take(id) {
+                        continuation.resume(
+                            returning: HTTPResponseData(status: challenged.statusCode, headers: Self.headers(of: challenged))
+                        )
+                    } else if let error {
+                        continuation.resume(throwing: error)
+                    } else if let http = response as? HTTPURLResponse {
+                        continuation.resume(
+                            returning: HTTPResponseData(status: http.statusCode, headers: Self.headers(of: http), body: data ?? Data())
+                        )
+                    } else {
+                        continuation.resume(throwing: URLError(.badServerResponse))
+                    }
+                }
+                taskID.withLock { $0 = task.taskIdentifier }
+                started.withLock { $0 = task }
+                task.resume()
+            }
+        } onCancel: {
+            started.withLock { $0?.cancel() }
+        }
+    }
+
+    private static func headers(of http: HTTPURLResponse) -> [String: [String]] {
+        var headers: [String: [String]] = [:]
+        for (name, value) in http.allHeaderFields {
+            guard let name = name as? String, let value = value as? String else { continue }
+            let key = name.lowercased()
+            // Foundation joins repeated Set-Cookie headers with commas; split them back at cookie boundaries.
+            headers[key, default: []] += key == "set-cookie" ? splitCookies(value) : [value]
+        }
+        return headers
+    }
+
+    /// Splits a comma-joined Set-Cookie value. A comma starts a new cookie only when `name=` follows it,
+    /// which never happens inside an `Expires=Wed, 21 Oct 2026 07:28:00 GMT` date.
+    static func splitCookies(_ joined: String) -> [String] {
+        var cookies: [String] = []
+        var current = ""
+        for part in joined.components(separatedBy: ",") {
+            let startsCookie = part.range(of: #"^\s*[^;,=\s]+="#, options: .regularExpression) != nil
+            if startsCookie, !current.isEmpty {
+                cookies.append(current.trimmingCharacters(in: .whitespaces))
+                current = part
+            } else {
+                current += current.isEmpty ? part : "," + part
+            }
+        }
+        if !current.trimmingCharacters(in: .whitespaces).isEmpty {
+            cookies.append(current.trimmingCharacters(in: .whitespaces))
+        }
+        return cookies
+    }
+}
+
+/// Declines HTTP authentication challenges and keeps the 401 that carried them, so that ``DocketSession``
+/// decides how to log in again. (Default handling stalls on Linux when a 401 carries `WWW-Authenticate`.)
+private final class ChallengeDecliner: NSObject, URLSessionTaskDelegate, Sendable {
+    private let failures = Mutex<[Int: HTTPURLResponse]>([:])
+
+    func take(_ taskID: Int) -> HTTPURLResponse? {
+        failures.withLock { $0.removeValue(forKey: taskID) }
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        if let failure = challenge.failureResponse as? HTTPURLResponse {
+            failures.withLock { $0[task.taskIdentifier] = failure }
+        }
+        completionHandler(.rejectProtectionSpace, nil)
+    }
+}

@@ -1,0 +1,4 @@
+import DocketCLI
+import Foundation
+
+exit(await DocketCommand.run(Array(CommandLine.arguments.dropFirst())))
