@@ -56,14 +56,14 @@ let package = Package(
         ),
         .executableTarget(name: "docket", dependencies: ["DocketCLI"]),
         .testTarget(name: "DocketModelTests", dependencies: ["DocketModel"]),
-        .testTarget(
-            name: "DocketKitTests",
-            dependencies: ["DocketKit", "DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird")]
+        // Runs a live docketd for the SDK and CLI end-to-end tests.
+        .target(
+            name: "DocketTestSupport",
+            dependencies: ["DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird")],
+            path: "Tests/DocketTestSupport"
         ),
-        .testTarget(
-            name: "DocketCLITests",
-            dependencies: ["DocketCLI", "DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird")]
-        ),
+        .testTarget(name: "DocketKitTests", dependencies: ["DocketKit", "DocketTestSupport"]),
+        .testTarget(name: "DocketCLITests", dependencies: ["DocketCLI", "DocketTestSupport"]),
         .testTarget(
             name: "DocketServerTests",
             dependencies: [

@@ -50,12 +50,19 @@ public struct DocketCommand: AsyncParsableCommand {
             } catch let error as DocketError {
                 environment.err("docket: \(error.description)\n")
                 return 1
-            } catch let error as ValidationError {
-                environment.err("docket: \(error.message)\n")
-                return 2
             } catch {
-                environment.err("docket: \(error)\n")
-                return 1
+                // ArgumentParser's own outcomes: help (CleanExit) and validation failures.
+                switch exitCode(for: error) {
+                case .success:
+                    environment.out(fullMessage(for: error) + "\n")
+                    return 0
+                case .validationFailure:
+                    environment.err(fullMessage(for: error) + "\n")
+                    return 2
+                default:
+                    environment.err("docket: \(error)\n")
+                    return 1
+                }
             }
         }
     }

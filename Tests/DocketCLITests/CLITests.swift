@@ -1,0 +1,155 @@
+import DocketCLI
+import DocketKit
+import DocketTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// Runs `docket` commands in-process with captured output, a throw-away config folder and stdin lines.
+final class CLIHarness: Sendable {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-cli-\(UUID().uuidString)")
+    private let output = Mutex(("", ""))
+    private let input: Mutex<[String]>
+
+    init(stdin: [String] = []) { input = Mutex(stdin) }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    var environment: CLIEnvironment {
+        CLIEnvironment(
+            out: { text in self.output.withLock { $0.0 += text } },
+            err: { text in self.output.withLock { $0.1 += text } },
+            readLine: { self.input.withLock { $0.isEmpty ? nil : $0.removeFirst() } },
+            readPassword: { _ in self.input.withLock { $0.isEmpty ? nil : $0.removeFirst() } },
+            stderrIsTerminal: false, configDirectory: directory,
+            credentialStore: FileCredentialStore(directory: directory), transport: URLSessionTransport()
+        )
+    }
+
+    /// Runs one command; returns the exit code, stdout and stderr of that command alone.
+    func run(_ arguments: String..., stdin: [String] = []) async -> (code: Int32, out: String, err: String) {
+        input.withLock { $0 += stdin }
+        output.withLock { $0 = ("", "") }
+        let code = await DocketCommand.run(arguments, environment: environment)
+        let (out, err) = output.withLock { $0 }
+        return (code, out, err)
+    }
+
+    func login(_ base: String, user: String = "john.doe", password: String = "password") async -> Int32 {
+        await run("login", base, "--user", user, "--password-stdin", stdin: [password]).code
+    }
+}
+
+@Suite("docket command")
+struct CLITests {
+    @Test("login saves credentials (0600) and whoami shows the user; logout forgets them")
+    func loginFlow() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            let login = await cli.run("login", base, "--user", "john.doe", "--password-stdin", stdin: ["password"])
+            #expect(login.code == 0)
+            #expect(login.out == "Logged in to \(base) as John Doe (john.doe).\n")
+            let file = cli.directory.appendingPathComponent("credentials.json").path
+            let mode = try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? Int
+            #expect(mode == 0o600)
+            let whoami = await cli.run("whoami")
+            #expect(whoami.code == 0)
+            #expect(whoami.out == "John Doe (john.doe) on \(base) <john.doe@example.com>\n")
+            #expect(await cli.run("whoami", "--json").out.contains(#""user_name":"john.doe""#))
+            #expect(await cli.run("logout").code == 0)
+            let after = await cli.run("whoami")
+            #expect(after.code == 1)
+            #expect(after.err.contains("not logged in"))
+        }
+    }
+
+    @Test("a wrong password is exit 1 with a message a person can act on, and saves nothing")
+    func wrongPassword() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            let result = await cli.run("login", base, "--user", "john.doe", "--password-stdin", stdin: ["wrong"])
+            #expect(result.code == 1)
+            #expect(result.err.hasPrefix("docket: wrong user name or password"))
+            #expect(!FileManager.default.fileExists(atPath: cli.directory.appendingPathComponent("credentials.json").path))
+        }
+    }
+
+    @Test("tasks lists my active tasks under type headings with number, age and description")
+    func tasks() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let result = await cli.run("tasks")
+            #expect(result.code == 0)
+            let lines = result.out.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            #expect(lines.first == "Incident (10)")
+            #expect(lines[1].hasPrefix("  INC0010001  "))
+            #expect(lines[1].hasSuffix("Unable to connect to office wifi"))
+            #expect(lines[1].contains("d  "))
+            #expect(lines.contains("Problem (4)"))
+            #expect(lines.contains { $0.hasPrefix("Change Request (") })
+            let json = await cli.run("tasks", "--json").out
+            #expect(json.hasPrefix(#"{"Incident":[{"number":"INC0010001""#))
+            let empty = CLIHarness()
+            #expect(await empty.login(base, user: "abel.tuter") == 0)
+            #expect(await empty.run("tasks").out == "No active tasks assigned to you.\n")
+        }
+    }
+
+    @Test("show prints main fields and the latest journal; comment adds one; unknown tasks are exit 1")
+    func showAndComment() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let comment = await cli.run("comment", "inc0010001", "Replaced the router")
+            #expect(comment.code == 0)
+            #expect(comment.out == "Added a comment to INC0010001.\n")
+            let show = await cli.run("show", "INC0010001")
+            #expect(show.code == 0)
+            #expect(show.out.contains("Number             INC0010001\n"))
+            #expect(show.out.contains("State              In Progress\n"))
+            #expect(show.out.contains("Assigned to        John Doe\n"))
+            #expect(show.out.contains("john.doe  (work note)\n  Replaced the router\n"))
+            let byID = await cli.run("show", Demo.incident1, "--json")
+            #expect(byID.code == 0)
+            #expect(byID.out.contains(#""value":"Replaced the router""#))
+            let missing = await cli.run("show", "INC0000000")
+            #expect(missing.code == 1)
+            #expect(missing.err == "docket: no task INC0000000\n")
+        }
+    }
+
+    @Test("records pages through a table as a table or JSON")
+    func records() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            #expect(await cli.login(base, user: "admin", password: "admin") == 0)
+            let table = await cli.run("records", "incident", "--fields", "number,priority", "--limit", "3", "--display-value", "true")
+            #expect(table.code == 0)
+            #expect(table.out.hasPrefix("number      priority\nINC0010001  3 - Moderate\n"))
+            #expect(table.out.hasSuffix("(3 of 22)\n"))
+            let json = await cli.run("records", "incident", "--fields", "number", "--limit", "22", "--page-size", "5", "--json")
+            #expect(json.code == 0)
+            let parsed = try JSONSerialization.jsonObject(with: Data(json.out.utf8)) as? [[String: String]]
+            #expect(parsed?.count == 22)
+            #expect(Set(parsed?.compactMap { $0["number"] } ?? []).count == 22)
+            let query = await cli.run("records", "incident", "--query", "number=INC0010002", "--fields", "number", "--json")
+            #expect(query.out == #"[{"number":"INC0010002"}]"# + "\n")
+        }
+    }
+
+    @Test("usage errors are exit 2; --help is exit 0")
+    func usage() async {
+        let cli = CLIHarness()
+        #expect(await cli.run("records").code == 2)
+        #expect(await cli.run("records", "incident", "--limit", "0").code == 2)
+        #expect(await cli.run("records", "incident", "--query", "stateFOO1").code == 2)
+        #expect(await cli.run("frobnicate").code == 2)
+        let help = await cli.run("--help")
+        #expect(help.code == 0)
+        #expect(help.out.contains("login"))
+        let notLoggedIn = await cli.run("tasks")
+        #expect(notLoggedIn.code == 1)
+        #expect(notLoggedIn.err.contains("docket login"))
+    }
+}

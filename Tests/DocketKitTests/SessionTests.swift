@@ -1,0 +1,141 @@
+@testable import DocketKit
+import Foundation
+import Synchronization
+import Testing
+
+/// A transport that answers from a script and records what it was sent.
+final class ScriptedTransport: Transport {
+    private let state: Mutex<(responses: [HTTPResponseData], sent: [HTTPRequestData])>
+
+    init(_ responses: [HTTPResponseData]) { state = Mutex((responses, [])) }
+
+    var sent: [HTTPRequestData] { state.withLock { $0.sent } }
+
+    func send(_ request: HTTPRequestData) async throws -> HTTPResponseData {
+        try state.withLock { state in
+            state.sent.append(request)
+            guard !state.responses.isEmpty else { throw URLError(.cannotConnectToHost) }
+            return state.responses.removeFirst()
+        }
+    }
+}
+
+func json(_ status: Int, _ body: String, headers: [String: [String]] = [:]) -> HTTPResponseData {
+    HTTPResponseData(status: status, headers: headers, body: Data(body.utf8))
+}
+
+@Suite("Session behaviour")
+struct SessionTests {
+    let ok = json(200, #"{"result":[]}"#)
+
+    @Test("Basic on the first request, then cookies only; a 401 logs in again once")
+    func cookiesAndRelogin() async throws {
+        let transport = ScriptedTransport([
+            json(200, #"{"result":[]}"#, headers: ["Set-Cookie": ["JSESSIONID=ABC; Path=/; HttpOnly"]]),
+            json(200, #"{"result":[]}"#),
+            json(401, #"{"error":{"message":"User is not authenticated","detail":null},"status":"failure"}"#),
+            json(200, #"{"result":[]}"#, headers: ["Set-Cookie": ["JSESSIONID=DEF; Path=/"]]),
+        ])
+        let client = try DocketClient(instance: "http://x.test", credentials: .basic(userName: "u", password: "p"), transport: transport)
+        _ = try await client.table.records(in: "incident")
+        _ = try await client.table.records(in: "incident")
+        _ = try await client.table.records(in: "incident")
+        let sent = transport.sent
+        #expect(sent.count == 4)
+        #expect(sent[0].headers["Authorization"]?.hasPrefix("Basic ") == true)
+        #expect(sent[1].headers["Authorization"] == nil)
+        #expect(sent[1].headers["Cookie"] == "JSESSIONID=ABC")
+        #expect(sent[2].headers["Cookie"] == "JSESSIONID=ABC")
+        #expect(sent[3].headers["Authorization"]?.hasPrefix("Basic ") == true)
+    }
+
+    @Test("a 401 to Basic credentials is final")
+    func wrongPassword() async throws {
+        let transport = ScriptedTransport([json(401, #"{"error":{"message":"User is not authenticated"}}"#)])
+        let client = try DocketClient(instance: "http://x.test", credentials: .basic(userName: "u", password: "p"), transport: transport)
+        await #expect { _ = try await client.table.records(in: "incident") } throws: { ($0 as? DocketError)?.status == 401 }
+        #expect(transport.sent.count == 1)
+    }
+
+    @Test("429 waits Retry-After and retries, a bounded number of times")
+    func rateLimit() async throws {
+        let limited = json(429, #"{"error":{"message":"Rate limit exceeded"}}"#, headers: ["Retry-After": ["0"]])
+        let transport = ScriptedTransport([limited, limited, json(200, #"{"result":[]}"#)])
+        let client = try DocketClient(instance: "http://x.test", credentials: .basic(userName: "u", password: "p"), transport: transport)
+        let page = try await client.table.records(in: "incident")
+        #expect(page.records.isEmpty)
+        #expect(transport.sent.count == 3)
+
+        let stubborn = ScriptedTransport([limited, limited, limited])
+        let giveUp = try DocketClient(
+            instance: "http://x.test", credentials: .basic(userName: "u", password: "p"), transport: stubborn,
+            retryPolicy: .init(maximumRetries: 2, maximumDelay: .seconds(1))
+        )
+        await #expect { _ = try await giveUp.table.records(in: "incident") } throws: { ($0 as? DocketError)?.status == 429 }
+        #expect(stubborn.sent.count == 3)
+    }
+
+    @Test("OAuth: password grant, bearer token, refresh grant when the token is rejected")
+    func oauth() async throws {
+        let transport = ScriptedTransport([
+            json(200, #"{"access_token":"A1","refresh_token":"R1","token_type":"Bearer","expires_in":1799,"scope":"useraccount"}"#),
+            json(200, #"{"result":[]}"#),
+            json(401, #"{"error":{"message":"User is not authenticated"}}"#),
+            json(200, #"{"access_token":"A2","refresh_token":"R1","token_type":"Bearer","expires_in":1799}"#),
+            json(200, #"{"result":[]}"#),
+        ])
+        let client = try DocketClient(
+            instance: "http://x.test", credentials: .oauth(clientID: "c", clientSecret: "s", userName: "u", password: "p"),
+            transport: transport
+        )
+        _ = try await client.table.records(in: "incident")
+        _ = try await client.table.records(in: "incident")
+        let sent = transport.sent
+        #expect(sent.map(\.url.path) == ["/oauth_token.do", "/api/now/table/incident", "/api/now/table/incident", "/oauth_token.do", "/api/now/table/incident"])
+        #expect(String(decoding: sent[0].body ?? Data(), as: UTF8.self).contains("grant_type=password"))
+        #expect(sent[0].headers["Content-Type"] == "application/x-www-form-urlencoded")
+        #expect(sent[1].headers["Authorization"] == "Bearer A1")
+        #expect(String(decoding: sent[3].body ?? Data(), as: UTF8.self).contains("grant_type=refresh_token&client_id=c&client_secret=s&refresh_token=R1"))
+        #expect(sent[4].headers["Authorization"] == "Bearer A2")
+    }
+
+    @Test("credentials are never sent to another host")
+    func foreignLinks() async throws {
+        let transport = ScriptedTransport([])
+        let client = try DocketClient(instance: "http://x.test", credentials: .basic(userName: "u", password: "p"), transport: transport)
+        await #expect(throws: DocketError.self) { _ = try await client.session.send("GET", url: URL(string: "http://evil.test/x")!) }
+        #expect(transport.sent.isEmpty)
+    }
+
+    @Test("instance names become ServiceNow URLs; URLs stay as given")
+    func instances() throws {
+        #expect(try Instance("acme").baseURL.absoluteString == "https://acme.service-now.com")
+        #expect(try Instance("http://127.0.0.1:8080/").baseURL.absoluteString == "http://127.0.0.1:8080")
+        #expect(try Instance("docket.example.com").baseURL.absoluteString == "https://docket.example.com")
+        #expect(throws: DocketError.self) { try Instance("not a url") }
+        #expect(throws: DocketError.self) { try Instance("ftp://x") }
+    }
+
+    @Test("the file credential store is readable only by its owner")
+    func fileStore() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = FileCredentialStore(directory: directory)
+        let instance = try Instance("acme")
+        #expect(try store.credentials(for: instance) == nil)
+        try store.save(.basic(userName: "u", password: "secret"), for: instance)
+        #expect(try store.credentials(for: instance) == .basic(userName: "u", password: "secret"))
+        let mode = try FileManager.default.attributesOfItem(atPath: store.url.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        try store.delete(for: instance)
+        #expect(try store.credentials(for: instance) == nil)
+        #expect(FileCredentialStore.defaultDirectory(environment: ["XDG_CONFIG_HOME": "/x"]).path == "/x/docket")
+        #expect(FileCredentialStore.defaultDirectory(environment: ["HOME": "/home/u"]).path == "/home/u/.config/docket")
+    }
+
+    @Test("repeated Set-Cookie headers joined by Foundation split back correctly")
+    func cookieSplitting() {
+        #expect(URLSessionTransport.splitCookies("A=1; Path=/, B=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT; HttpOnly, C=3")
+            == ["A=1; Path=/", "B=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT; HttpOnly", "C=3"])
+    }
+}
