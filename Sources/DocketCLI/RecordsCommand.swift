@@ -25,6 +25,9 @@ struct RecordsCommand: AsyncParsableCommand {
     @Option(help: "Records per request.")
     var pageSize = 1000
 
+    @Option(help: "Page requests in flight at once (1 follows Link headers one page at a time).")
+    var concurrency = 2
+
     @Option(help: "true, false or all.")
     var displayValue: String = "false"
 
@@ -34,6 +37,7 @@ struct RecordsCommand: AsyncParsableCommand {
     func validate() throws {
         guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
         guard pageSize > 0 else { throw ValidationError("--page-size must be at least 1") }
+        guard (1...8).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 8") }
         guard DisplayValue(rawValue: displayValue) != nil else {
             throw ValidationError("--display-value must be true, false or all")
         }
@@ -48,7 +52,7 @@ struct RecordsCommand: AsyncParsableCommand {
         let fieldList = fields?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         let pages = client.table.paginator(
             in: table, query: try query.map(EncodedQuery.init), fields: fieldList, pageSize: min(pageSize, limit),
-            displayValue: DisplayValue(rawValue: displayValue) ?? .false
+            displayValue: DisplayValue(rawValue: displayValue) ?? .false, concurrency: concurrency
         )
         var records: [TableRecord] = []
         var total: Int?

@@ -51,6 +51,30 @@ struct EndToEndTests {
         }
     }
 
+    @Test("concurrent paging returns the same records in the same order as following Link headers")
+    func concurrentPaginator() async throws {
+        try await withLiveServer { base throws in
+            let client = try client(base)
+            var sequential: [String] = []
+            for try await page in client.table.paginator(in: "incident", fields: ["number"], pageSize: 4) {
+                sequential += page.records.compactMap { $0["number"] }
+            }
+            for concurrency in [2, 3, 8] {
+                var concurrent: [String] = []
+                var pages = 0
+                for try await page in client.table.paginator(
+                    in: "incident", fields: ["number"], pageSize: 4, concurrency: concurrency
+                ) {
+                    concurrent += page.records.compactMap { $0["number"] }
+                    pages += 1
+                }
+                #expect(concurrent == sequential)
+                #expect(pages == 6)
+            }
+            #expect(sequential.count == 22)
+        }
+    }
+
     struct Incident: Codable, Equatable {
         var sys_id: String?
         var number: String?

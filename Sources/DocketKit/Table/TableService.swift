@@ -48,20 +48,25 @@ public struct TableService: Sendable {
         _ = try await session.send("DELETE", Self.path(table, sysID))
     }
 
-    /// Pages through every matching record, following the `Link` header's `next`.
+    /// Pages through every matching record, in order, following the `Link` header's `next`.
+    ///
+    /// With `concurrency` above 1, up to that many page requests are in flight at once once the first page
+    /// has told the total (later pages' offsets are derived from its `next` link); pages still arrive in
+    /// order. Instances limit concurrent requests per user, so keep it small.
     ///
     /// ```swift
-    /// for try await page in client.table.paginator(in: "incident", pageSize: 500) { … }
+    /// for try await page in client.table.paginator(in: "incident", pageSize: 500, concurrency: 2) { … }
     /// ```
     public func paginator(
         in table: String, query: EncodedQuery? = nil, fields: [String]? = nil, pageSize: Int = 1000,
-        displayValue: DisplayValue = .false
+        displayValue: DisplayValue = .false, concurrency: Int = 1
     ) -> RecordPaginator {
         RecordPaginator(
             session: session,
             first: session.instance.url(
                 Self.path(table), query: Self.listQuery(query, fields, pageSize, 0, displayValue)
-            )
+            ),
+            concurrency: max(1, concurrency)
         )
     }
 
@@ -162,27 +167,87 @@ struct ResultEnvelope<T: Decodable>: Decodable {
     var result: T
 }
 
-/// Pages of a list read, fetched one at a time as the sequence is iterated.
+/// Pages of a list read, fetched as the sequence is iterated (see ``TableService/paginator(in:query:fields:pageSize:displayValue:concurrency:)``).
 public struct RecordPaginator: AsyncSequence, Sendable {
     public typealias Element = RecordPage
 
     let session: DocketSession
     let first: URL
+    let concurrency: Int
 
-    public struct AsyncIterator: AsyncIteratorProtocol {
-        let session: DocketSession
-        var next: URL?
+    public final class AsyncIterator: AsyncIteratorProtocol {
+        private let session: DocketSession
+        private let concurrency: Int
+        private var first: URL?
+        /// Sequential mode: the next link to follow.
+        private var next: URL?
+        /// Concurrent mode: pages not yet requested, and requests in flight, in order.
+        private var planned: [URL] = []
+        private var inFlight: [Task<RecordPage, any Error>] = []
 
-        public mutating func next() async throws -> RecordPage? {
+        init(session: DocketSession, first: URL, concurrency: Int) {
+            self.session = session
+            self.first = first
+            self.concurrency = concurrency
+        }
+
+        deinit { inFlight.forEach { $0.cancel() } }
+
+        public func next() async throws -> RecordPage? {
+            if let url = first {
+                first = nil
+                let page = try await fetch(url)
+                plan(after: page)
+                return page
+            }
+            if concurrency > 1, !planned.isEmpty || !inFlight.isEmpty {
+                let session = self.session
+                while inFlight.count < concurrency, !planned.isEmpty {
+                    let url = planned.removeFirst()
+                    inFlight.append(Task { try TableService.page(from: try await session.send("GET", url: url)) })
+                }
+                let page = try await inFlight.removeFirst().value
+                if page.records.isEmpty { stop() }
+                return page
+            }
             guard let url = next else { return nil }
+            return try await fetch(url)
+        }
+
+        private func fetch(_ url: URL) async throws -> RecordPage {
             let page = try TableService.page(from: try await session.send("GET", url: url))
             // Stop on an empty page even if a next link came back, so a misbehaving server cannot loop us.
             next = page.records.isEmpty ? nil : page.next
             return page
         }
+
+        /// Derives the remaining pages' URLs from the first page's next link and the total count.
+        private func plan(after page: RecordPage) {
+            guard concurrency > 1, let next = page.next, let total = page.totalCount,
+                var components = URLComponents(url: next, resolvingAgainstBaseURL: false),
+                let items = components.queryItems,
+                let offset = items.first(where: { $0.name == "sysparm_offset" })?.value.flatMap({ Int($0) }),
+                let limit = items.first(where: { $0.name == "sysparm_limit" })?.value.flatMap({ Int($0) }), limit > 0
+            else { return }
+            planned = stride(from: offset, to: total, by: limit).compactMap { start in
+                components.queryItems = items.map {
+                    $0.name == "sysparm_offset" ? URLQueryItem(name: $0.name, value: String(start)) : $0
+                }
+                return components.url
+            }
+            self.next = nil
+        }
+
+        private func stop() {
+            planned = []
+            inFlight.forEach { $0.cancel() }
+            inFlight = []
+        }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(session: session, next: first) }
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(session: session, first: first, concurrency: concurrency)
+    }
 }
 
 /// Reads `rel="next"` from a `Link` header. URLs are taken between `<` and `>`, so commas inside them

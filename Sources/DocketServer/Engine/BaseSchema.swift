@@ -58,7 +58,7 @@ enum BaseSchema {
         ], indexes: [["element_id"]]),
         TableDefinition(
             name: "task", label: "Task", parent: nil, isExtendable: true, numberPrefix: "TASK", numberStart: 1001,
-            ownFields: taskFields, indexes: [["number"], ["assigned_to"], ["opened_by"], ["sys_created_on"]]
+            ownFields: taskFields, indexes: [["number"], ["assigned_to"], ["opened_by"]]
         ),
         TableDefinition(
             name: "incident", label: "Incident", parent: "task", isExtendable: true, numberPrefix: "INC",

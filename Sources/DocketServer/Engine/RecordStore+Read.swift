@@ -95,13 +95,15 @@ extension RecordStore {
                     + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset)
             )
             records.reserveCapacity(rows.count)
+            let stored = columns.enumerated().filter { $0.element.field.type.isStored }
+                .map { (alias: "c\($0.offset)", column: $0.element) }
             for row in rows {
                 let id = try row.value(at: "_id", kind: .text).text ?? ""
                 var values: [String: String] = [:]
-                values.reserveCapacity(columns.count)
-                for (index, column) in columns.enumerated() where column.field.type.isStored {
+                values.reserveCapacity(stored.count)
+                for (alias, column) in stored {
                     values[column.name] = Self.string(
-                        try row.value(at: "c\(index)", kind: column.field.columnKind), type: column.field.type
+                        try row.value(at: alias, kind: column.field.columnKind), type: column.field.type
                     )
                 }
                 let concrete = table.isInHierarchy ? try row.value(at: "_class", kind: .text).text ?? table.name : table.name

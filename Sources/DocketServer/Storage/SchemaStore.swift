@@ -12,7 +12,10 @@ enum SchemaStore {
     static func prepare(_ storage: any Storage, now: Date = Date()) async throws -> Bool {
         try await storage.write { db in
             let exists = try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty == false
-            if exists { return false }
+            if exists {
+                try await ensureOrderIndexes(db)
+                return false
+            }
             try await createSystemTables(db)
             let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
             for root in catalog.roots { try await createPhysicalTable(root, catalog: catalog, db: db) }
@@ -131,12 +134,32 @@ enum SchemaStore {
                 + (field.name == "sys_id" ? " PRIMARY KEY NOT NULL" : "")
         }
         try await db.run("CREATE TABLE " + .identifier(root.physicalTable) + " (" + columns.joined(", ") + ")")
+        try await createOrderIndex(root.physicalTable, hierarchy: root.isInHierarchy, db: db)
         for (index, columns) in root.definition.indexes.enumerated() {
             try await db.run(
                 "CREATE INDEX " + .identifier("ix_\(root.physicalTable)_\(index)") + " ON "
                     + .identifier(root.physicalTable) + " (" + columns.map { SQLFragment.identifier($0) }.joined(", ")
                     + ")"
             )
+        }
+    }
+
+    /// The default list order (creation time, then sys_id) needs an index with both columns, or every page
+    /// of a list sorts the whole table. On a hierarchy the class is added, so that the class filter, the
+    /// rows skipped by an offset and the count are all answered from the index.
+    static func createOrderIndex(_ table: String, hierarchy: Bool, db: SQLExecutor) async throws {
+        try await db.run(
+            "CREATE INDEX IF NOT EXISTS " + .identifier("ix_\(table)_order") + " ON " + .identifier(table)
+                + (hierarchy ? " (sys_created_on, sys_id, sys_class_name)" : " (sys_created_on, sys_id)")
+        )
+    }
+
+    /// Adds the order index to databases created before it existed.
+    private static func ensureOrderIndexes(_ db: SQLExecutor) async throws {
+        for row in try await db.rows("SELECT name, is_extendable FROM sys_db_object WHERE super_class IS NULL") {
+            guard let name = try row.value(at: "name", kind: .text).text, SQLFragment.isPlain(name) else { continue }
+            let hierarchy = try row.value(at: "is_extendable", kind: .integer).intValue == 1
+            try await createOrderIndex(name, hierarchy: hierarchy, db: db)
         }
     }
 
