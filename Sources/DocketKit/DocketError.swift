@@ -21,6 +21,7 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         /// A request could not be built from the arguments.
         public static let invalidRequest = Kind("invalidRequest")
 
+        /// The kind's name.
         public var description: String { name }
     }
 

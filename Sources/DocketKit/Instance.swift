@@ -50,5 +50,6 @@ public struct Instance: Sendable, Equatable, CustomStringConvertible {
         text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
     }
 
+    /// The base URL as text.
     public var description: String { baseURL.absoluteString }
 }

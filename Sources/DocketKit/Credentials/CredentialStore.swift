@@ -34,16 +34,19 @@ public struct FileCredentialStore: CredentialStore {
         return URL(fileURLWithPath: home).appendingPathComponent(".config/docket")
     }
 
+    /// Reads the file.
     public func credentials(for instance: Instance) throws -> Credentials? {
         try load()[instance.description]
     }
 
+    /// Writes the file (mode 0600).
     public func save(_ credentials: Credentials, for instance: Instance) throws {
         var all = try load()
         all[instance.description] = credentials
         try write(all)
     }
 
+    /// Removes the instance from the file.
     public func delete(for instance: Instance) throws {
         var all = try load()
         all[instance.description] = nil

@@ -3,8 +3,11 @@ import Foundation
 
 /// One task in the "My Work" list.
 public struct MyTask: Sendable, Equatable {
+    /// The task number (`INC0010001`).
     public var number: String
+    /// The short description.
     public var shortDescription: String
+    /// The record's sys_id.
     public var sysID: String
     /// The Table API URL of the record (`…/api/now/v2/table/incident/<sys_id>`).
     public var link: String
@@ -20,7 +23,9 @@ public struct MyTask: Sendable, Equatable {
 
 /// The caller's tasks of one type ("Incident", "Problem", …).
 public struct TaskGroup: Sendable, Equatable {
+    /// The type's label ("Incident", "Change Request").
     public var label: String
+    /// The tasks, oldest first.
     public var tasks: [MyTask]
 }
 
@@ -28,8 +33,11 @@ public struct TaskGroup: Sendable, Equatable {
 public struct JournalEntry: Sendable, Equatable {
     /// `comments` or `work_notes`.
     public var element: String
+    /// The text.
     public var value: String
+    /// When it was written (UTC `YYYY-MM-DD HH:MM:SS`).
     public var createdOn: String
+    /// Who wrote it (user name).
     public var createdBy: String
 }
 

@@ -169,12 +169,14 @@ struct ResultEnvelope<T: Decodable>: Decodable {
 
 /// Pages of a list read, fetched as the sequence is iterated (see ``TableService/paginator(in:query:fields:pageSize:displayValue:concurrency:)``).
 public struct RecordPaginator: AsyncSequence, Sendable {
+    /// Each element is one page.
     public typealias Element = RecordPage
 
     let session: DocketSession
     let first: URL
     let concurrency: Int
 
+    /// Fetches pages; requests still in flight are cancelled when it is released.
     public final class AsyncIterator: AsyncIteratorProtocol {
         private let session: DocketSession
         private let concurrency: Int
@@ -193,6 +195,7 @@ public struct RecordPaginator: AsyncSequence, Sendable {
 
         deinit { inFlight.forEach { $0.cancel() } }
 
+        /// The next page, or nil after the last.
         public func next() async throws -> RecordPage? {
             if let url = first {
                 first = nil
@@ -245,6 +248,7 @@ public struct RecordPaginator: AsyncSequence, Sendable {
         }
     }
 
+    /// Starts iterating from the first page.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(session: session, first: first, concurrency: concurrency)
     }

@@ -4,9 +4,11 @@ import Foundation
 public struct HTTPRequestData: Sendable {
     /// `GET`, `POST`, …
     public var method: String
+    /// The absolute URL.
     public var url: URL
     /// Header fields; names are case-insensitive.
     public var headers: [String: String]
+    /// The body, if any.
     public var body: Data?
 
     /// Creates a request.
@@ -20,9 +22,11 @@ public struct HTTPRequestData: Sendable {
 
 /// An HTTP response as a ``Transport`` returns it.
 public struct HTTPResponseData: Sendable {
+    /// The status code.
     public var status: Int
     /// Header fields, names lower-cased. `set-cookie` may hold several values, one per element.
     public var headers: [String: [String]]
+    /// The body (empty when there was none).
     public var body: Data
 
     /// Creates a response.

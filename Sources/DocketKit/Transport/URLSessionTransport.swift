@@ -23,6 +23,7 @@ public final class URLSessionTransport: Transport {
 
     deinit { session.finishTasksAndInvalidate() }
 
+    /// Sends the request; a 401 comes back as a response, not as an authentication challenge.
     public func send(_ request: HTTPRequestData) async throws -> HTTPResponseData {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method

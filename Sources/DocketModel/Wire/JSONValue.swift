@@ -7,13 +7,20 @@ import Foundation
 /// String(decoding: body.serialized(), as: UTF8.self) // {"result":["a"]}
 /// ```
 public enum JSONValue: Sendable, Equatable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
+    /// A number.
     case number(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([JSONValue])
+    /// An object, members in order.
     case object([(String, JSONValue)])
 
+    /// Structural equality (object members compared in order).
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
@@ -135,6 +142,7 @@ extension JSONValue: Codable {
         try JSONParser.parse(bytes)
     }
 
+    /// Decodes any JSON value.
     public init(from decoder: any Decoder) throws {
         if var array = try? decoder.unkeyedContainer() {
             var values: [JSONValue] = []
@@ -162,6 +170,7 @@ extension JSONValue: Codable {
         }
     }
 
+    /// Encodes the value as JSON.
     public func encode(to encoder: any Encoder) throws {
         switch self {
         case .null:

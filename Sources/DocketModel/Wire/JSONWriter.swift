@@ -15,9 +15,13 @@ public struct JSONWriter: Sendable {
     /// Creates a writer, optionally reserving room.
     public init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
 
+    /// Opens an object: members follow as ``key(_:)`` and a value.
     public mutating func beginObject() { open(UInt8(ascii: "{")) }
+    /// Closes the innermost object.
     public mutating func endObject() { close(UInt8(ascii: "}")) }
+    /// Opens an array.
     public mutating func beginArray() { open(UInt8(ascii: "[")) }
+    /// Closes the innermost array.
     public mutating func endArray() { close(UInt8(ascii: "]")) }
 
     /// Writes an object member's name; the value follows.
@@ -44,11 +48,13 @@ public struct JSONWriter: Sendable {
         return bytes
     }
 
+    /// Writes a string value.
     public mutating func string(_ value: String) {
         separate()
         JSONValue.writeString(value, to: &bytes)
     }
 
+    /// Writes any JSON value.
     public mutating func value(_ value: JSONValue) {
         separate()
         value.write(to: &bytes)
