@@ -1,3 +1,4 @@
+import ArgumentParser
 import DocketKit
 import Foundation
 
@@ -39,4 +40,9 @@ struct ConnectionOptions: ParsableArguments {
     }
 }
 
-import ArgumentParser
+
+/// Output options of the read commands.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print JSON for scripts instead of text.")
+    var json = false
+}

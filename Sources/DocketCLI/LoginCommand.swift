@@ -69,13 +69,12 @@ struct WhoAmICommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Flag(help: "Print JSON.")
-    var json = false
+    @OptionGroup var output: OutputOptions
 
     func run() async throws {
         let client = try connection.client()
         let me = try await Self.lookUp(client.session.credentials.userName, client: client)
-        if json {
+        if output.json {
             CLIEnvironment.current.print(String(decoding: me.json.serialized(), as: UTF8.self))
         } else {
             CLIEnvironment.current.print(

@@ -31,8 +31,7 @@ struct RecordsCommand: AsyncParsableCommand {
     @Option(help: "true, false or all.")
     var displayValue: String = "false"
 
-    @Flag(help: "Print JSON (an array of records).")
-    var json = false
+    @OptionGroup var output: OutputOptions
 
     func validate() throws {
         guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
@@ -66,7 +65,7 @@ struct RecordsCommand: AsyncParsableCommand {
         }
         if environment.stderrIsTerminal, (total ?? 0) > pageSize { environment.err("\n") }
         records = Array(records.prefix(limit))
-        if json {
+        if output.json {
             var writer = JSONWriter(capacity: 256 * records.count)
             writer.beginArray()
             for record in records { writer.value(record.json) }

@@ -16,8 +16,7 @@ struct ShowCommand: AsyncParsableCommand {
     @Option(help: "How many journal entries to show.")
     var comments = 5
 
-    @Flag(help: "Print JSON.")
-    var json = false
+    @OptionGroup var output: OutputOptions
 
     static let fields: [(String, String)] = [
         ("number", "Number"), ("sys_class_name", "Type"), ("short_description", "Short description"),
@@ -31,7 +30,7 @@ struct ShowCommand: AsyncParsableCommand {
         let record = try await Self.find(task, client: client)
         let entries = try await client.myWork.comments(for: record.sysID, limit: comments)
         let environment = CLIEnvironment.current
-        if json {
+        if output.json {
             let value = JSONValue.object([
                 ("record", record.json),
                 ("journal", .array(entries.map {

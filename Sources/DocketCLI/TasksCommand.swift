@@ -10,13 +10,12 @@ struct TasksCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Flag(help: "Print JSON.")
-    var json = false
+    @OptionGroup var output: OutputOptions
 
     func run() async throws {
         let groups = try await connection.client().myWork.myTasks()
         let environment = CLIEnvironment.current
-        if json {
+        if output.json {
             let value = JSONValue.object(groups.map { group in
                 (group.label, .array(group.tasks.map { task in
                     .object([

@@ -10,8 +10,12 @@ final class CLIHarness: Sendable {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-cli-\(UUID().uuidString)")
     private let output = Mutex(("", ""))
     private let input: Mutex<[String]>
+    private let terminal: Bool
 
-    init(stdin: [String] = []) { input = Mutex(stdin) }
+    init(stdin: [String] = [], terminal: Bool = false) {
+        input = Mutex(stdin)
+        self.terminal = terminal
+    }
 
     deinit { try? FileManager.default.removeItem(at: directory) }
 
@@ -21,7 +25,7 @@ final class CLIHarness: Sendable {
             err: { text in self.output.withLock { $0.1 += text } },
             readLine: { self.input.withLock { $0.isEmpty ? nil : $0.removeFirst() } },
             readPassword: { _ in self.input.withLock { $0.isEmpty ? nil : $0.removeFirst() } },
-            stderrIsTerminal: false, configDirectory: directory,
+            stderrIsTerminal: terminal, configDirectory: directory,
             credentialStore: FileCredentialStore(directory: directory), transport: URLSessionTransport()
         )
     }
@@ -135,6 +139,20 @@ struct CLITests {
             #expect(Set(parsed?.compactMap { $0["number"] } ?? []).count == 22)
             let query = await cli.run("records", "incident", "--query", "number=INC0010002", "--fields", "number", "--json")
             #expect(query.out == #"[{"number":"INC0010002"}]"# + "\n")
+        }
+    }
+
+    @Test("paging shows progress on stderr only when stderr is a terminal")
+    func progress() async throws {
+        try await withLiveServer { base throws in
+            for terminal in [true, false] {
+                let cli = CLIHarness(terminal: terminal)
+                #expect(await cli.login(base) == 0)
+                let result = await cli.run("records", "incident", "--fields", "number", "--limit", "22", "--page-size", "5", "--json")
+                #expect(result.code == 0)
+                #expect(result.err.contains("Fetched 22 of 22 records") == terminal)
+                #expect(result.out.hasPrefix("[{"))
+            }
         }
     }
 
