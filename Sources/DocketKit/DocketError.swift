@@ -1,3 +1,4 @@
+import DocketModel
 import Foundation
 
 /// Everything that can go wrong talking to an instance: one struct, so that new kinds never break callers.
@@ -62,11 +63,11 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
     static func http(_ response: HTTPResponseData, request: HTTPRequestData) -> DocketError {
         var message = HTTPURLResponseStatus.text(response.status)
         var detail: String? = nil
-        if let body = try? JSONSerialization.jsonObject(with: response.body) as? [String: Any] {
-            if let error = body["error"] as? [String: Any] {
-                message = (error["message"] as? String) ?? message
-                detail = error["detail"] as? String
-            } else if let description = body["error_description"] as? String {
+        if let body = try? JSONValue.parse(response.body) {
+            if let error = body["error"], case .object = error {
+                message = error["message"]?.stringValue ?? message
+                detail = error["detail"]?.stringValue
+            } else if let description = body["error_description"]?.stringValue {
                 message = description
             }
         }

@@ -22,7 +22,4 @@ public enum FieldType: String, Sendable, CaseIterable, Codable {
 
     /// Whether values of this type are kept in a column of the record's table.
     public var isStored: Bool { self != .journal }
-
-    /// Whether values of this type compare as numbers.
-    public var isNumeric: Bool { self == .integer || self == .decimal || self == .boolean }
 }

@@ -31,7 +31,8 @@ public func buildApplication(
 
     let router = Router(context: DocketRequestContext.self)
     router.add(middleware: ServiceNowMiddleware())
-    router.add(middleware: AuthMiddleware(authenticator: authenticator, maxBodySize: configuration.maxBodySize))
+    router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
+    router.add(middleware: AuthMiddleware(authenticator: authenticator))
     router.addRoutes(HealthController().endpoints, atPath: "/health")
     for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
         router.addRoutes(

@@ -9,14 +9,12 @@ struct AuthMiddleware: RouterMiddleware {
     static let cookieName = "JSESSIONID"
 
     let authenticator: Authenticator
-    let maxBodySize: Int
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        var context = context
-        context.maxBodySize = maxBodySize
         guard request.uri.path.hasPrefix("/api/") else { return try await next(request, context) }
+        var context = context
         let presented = request.cookies[Self.cookieName]?.value
         var issue: String? = nil
         if let basic = request.headers.basic {

@@ -11,8 +11,6 @@ struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case forbiddenQuery
         /// The request is malformed: a bad query, a value of the wrong type.
         case badRequest
-        /// The record conflicts with an existing one.
-        case conflict
     }
 
     let code: Code

@@ -41,8 +41,6 @@ final class SchemaCatalog: Sendable {
         var physicalTable: String { root }
         /// Whether rows of this table carry `sys_class_name`.
         var isInHierarchy: Bool { fieldsByName["sys_class_name"] != nil }
-        /// Fields that are columns (not journals).
-        var storedFields: [FieldDefinition] { fields.filter { $0.type.isStored } }
         var journalFields: [FieldDefinition] { fields.filter { $0.type == .journal } }
 
         func field(_ name: String) -> FieldDefinition? { fieldsByName[name] }
@@ -110,8 +108,6 @@ final class SchemaCatalog: Sendable {
 
     /// The table with this name, or nil when it does not exist.
     func table(_ name: String) -> Table? { tablesByName[name] }
-
-    var tableNames: [String] { tablesByName.keys.sorted() }
 
     /// A field of the table's whole hierarchy (including columns of child tables).
     func hierarchyField(_ name: String, in table: Table) -> FieldDefinition? {

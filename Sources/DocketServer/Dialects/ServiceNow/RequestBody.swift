@@ -1,12 +1,20 @@
 import DocketModel
 import Foundation
 import Hummingbird
+import NIOCore
 
 /// Reads a JSON request body into field values, as the Table API accepts them.
 enum RequestBody {
     /// The body's JSON, or an empty object for an empty body; a 400 in ServiceNow's words for invalid JSON.
     static func json(from request: Request, context: DocketRequestContext) async throws -> JSONValue {
-        let buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+        } catch is NIOTooManyBytesError {
+            throw ServiceNowError(
+                .contentTooLarge, "Request body too large", detail: "The limit is \(context.maxUploadSize) bytes"
+            )
+        }
         guard buffer.readableBytes > 0 else { return .object([]) }
         do {
             return try JSONValue.parse(Data(buffer.readableBytesView))

@@ -34,7 +34,6 @@ struct ServiceNowError: HTTPResponseError {
         case .invalidTable, .badRequest: self.init(.badRequest, error.message, detail: error.detail)
         case .notFound: self.init(.notFound, error.message, detail: error.detail)
         case .forbidden, .forbiddenQuery: self.init(.forbidden, error.message, detail: error.detail)
-        case .conflict: self.init(.conflict, error.message, detail: error.detail)
         }
     }
 
