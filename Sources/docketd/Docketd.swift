@@ -14,7 +14,12 @@ struct Docketd: AsyncParsableCommand {
             Data lives in one SQLite file inside the data folder. With --demo, a new data folder is seeded with
             demo users (admin/admin, john.doe/password, beth.anglin/password, abel.tuter/password) and records.
 
-            When ready, docketd prints one line to standard output: "docketd listening on http://HOST:PORT".
+            With --tls-cert and --tls-key it serves HTTPS only (HTTP/2 by ALPN, else HTTP/1.1).
+            OAuth clients are registered in the oauth_entity table; the demo has client_id docket-demo with
+            secret docket-demo-secret.
+
+            When ready, docketd prints one line to standard output: "docketd listening on http://HOST:PORT"
+            (https:// with TLS).
             Logs go to standard error. SIGINT or SIGTERM shuts it down cleanly.
             """
     )
@@ -37,6 +42,18 @@ struct Docketd: AsyncParsableCommand {
     @Option(help: "External base URL used in links, e.g. https://docket.example.com (env DOCKET_PUBLIC_URL).")
     var publicURL: String?
 
+    @Option(
+        name: .customLong("tls-cert"),
+        help: "PEM certificate chain; with --tls-key, serve HTTPS only, HTTP/1.1 and HTTP/2 (env DOCKET_TLS_CERT)."
+    )
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert (env DOCKET_TLS_KEY).")
+    var tlsKey: String?
+
+    @Option(help: "Largest attachment accepted, in bytes (env DOCKET_MAX_ATTACHMENT_SIZE; default 20971520).")
+    var maxAttachmentSize: Int?
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let levelName = logLevel ?? environment["DOCKET_LOG_LEVEL"] ?? "info"
@@ -52,19 +69,35 @@ struct Docketd: AsyncParsableCommand {
             handler.logLevel = level
             return handler
         }
+        let certificate = tlsCertificate ?? environment["DOCKET_TLS_CERT"]
+        let key = tlsKey ?? environment["DOCKET_TLS_KEY"]
+        guard (certificate == nil) == (key == nil) else {
+            throw ValidationError("HTTPS needs both --tls-cert and --tls-key (or DOCKET_TLS_CERT and DOCKET_TLS_KEY).")
+        }
+        let attachmentText = maxAttachmentSize.map(String.init) ?? environment["DOCKET_MAX_ATTACHMENT_SIZE"] ?? "20971520"
+        guard let attachmentLimit = Int(attachmentText), attachmentLimit > 0 else {
+            throw ValidationError("The attachment size limit must be a positive number of bytes, not '\(attachmentText)'.")
+        }
         let configuration = Configuration(
             host: host ?? environment["DOCKET_HOST"] ?? "127.0.0.1",
             port: port,
             dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket",
             demo: demo || ["1", "true", "yes"].contains(environment["DOCKET_DEMO"]?.lowercased() ?? ""),
             logLevel: level,
-            publicURL: publicURL ?? environment["DOCKET_PUBLIC_URL"]
+            publicURL: publicURL ?? environment["DOCKET_PUBLIC_URL"],
+            maxAttachmentSize: attachmentLimit, tlsCertificatePath: certificate, tlsKeyPath: key
         )
         let host = configuration.host
-        let app = try await buildApplication(configuration) { channel in
-            let actualPort = channel.localAddress?.port ?? configuration.port
-            // Written in one call, unbuffered, so scripts waiting for this line see it at once.
-            FileHandle.standardOutput.write(Data("docketd listening on http://\(host):\(actualPort)\n".utf8))
+        let scheme = configuration.usesTLS ? "https" : "http"
+        let app: any ApplicationProtocol
+        do {
+            app = try await buildApplication(configuration) { channel in
+                let actualPort = channel.localAddress?.port ?? configuration.port
+                // Written in one call, unbuffered, so scripts waiting for this line see it at once.
+                FileHandle.standardOutput.write(Data("docketd listening on \(scheme)://\(host):\(actualPort)\n".utf8))
+            }
+        } catch let failure as TLSSetup.Failure {
+            throw ValidationError(failure.description)
         }
         try await app.runService()
     }

@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -23,29 +25,56 @@ public func buildApplication(
         users: UserDirectory(store: store), hasher: hasher, credentialTTL: configuration.credentialCacheTTL,
         sessionTimeout: configuration.sessionTimeout
     )
+    let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
+    let rateLimiter = RateLimiter(store: store)
     store.onChange { event in
         if ["sys_user", "sys_user_has_role", "sys_user_role"].contains(event.table) {
             Task { await authenticator.invalidate() }
         }
+        if event.table == "sys_rate_limit_rules" { rateLimiter.invalidate() }
     }
 
     let router = Router(context: DocketRequestContext.self)
     router.add(middleware: ServiceNowMiddleware())
     router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
-    router.add(middleware: AuthMiddleware(authenticator: authenticator))
+    router.add(middleware: AuthMiddleware(authenticator: authenticator, oauth: oauth, secure: configuration.usesTLS))
+    router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
     router.addRoutes(HealthController().endpoints, atPath: "/health")
+    OAuthController(oauth: oauth).add(to: router)
     for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
         router.addRoutes(
             TableController(store: store, configuration: configuration, version: version).endpoints, atPath: RouterPath(path)
         )
     }
+    for path in ["/api/now/attachment", "/api/now/v1/attachment"] {
+        router.addRoutes(AttachmentController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
+    }
+    for path in ["/api/now/stats", "/api/now/v1/stats"] {
+        router.addRoutes(StatsController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
+    }
+    let batchResponder = BatchController.ResponderBox()
+    for path in ["/api/now/batch", "/api/now/v1/batch"] {
+        router.addRoutes(BatchController(responder: batchResponder).endpoints, atPath: RouterPath(path))
+    }
     router.addRoutes(
         MyWorkController(store: store, configuration: configuration).endpoints,
         atPath: "/api/x_snc_my_work/v1/tracker"
     )
+    let responder = router.buildResponder()
+    batchResponder.set(responder)
 
+    let server: HTTPServerBuilder
+    if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+        // TLS with ALPN: HTTP/2 for clients that offer it, HTTP/1.1 for the rest.
+        server = try .http2Upgrade(
+            tlsConfiguration: try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: key)
+        )
+    } else {
+        server = .http1()
+    }
     return Application(
-        router: router,
+        responder: responder,
+        server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
         services: [StorageService(storage: storage)],
         onServerRunning: onServerRunning,

@@ -25,12 +25,23 @@ public struct Configuration: Sendable {
     public var maxPageSize: Int
     /// The largest request body accepted, in bytes.
     public var maxBodySize: Int
+    /// The largest attachment accepted, in bytes (`--max-attachment-size`, `DOCKET_MAX_ATTACHMENT_SIZE`).
+    public var maxAttachmentSize: Int
+    /// PEM certificate chain for HTTPS (`--tls-cert`, `DOCKET_TLS_CERT`); with `tlsKeyPath`, docketd serves TLS
+    /// only (HTTP/1.1 and HTTP/2 by ALPN).
+    public var tlsCertificatePath: String?
+    /// PEM private key for HTTPS (`--tls-key`, `DOCKET_TLS_KEY`).
+    public var tlsKeyPath: String?
+
+    /// Whether docketd serves HTTPS.
+    public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }
 
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String = "./.docket", demo: Bool = false,
         logLevel: Logger.Level = .info, publicURL: String? = nil, bcryptCost: UInt8 = 12,
         credentialCacheTTL: Duration = .seconds(300), sessionTimeout: Duration = .seconds(1800),
-        maxPageSize: Int = 10_000, maxBodySize: Int = 4 * 1024 * 1024
+        maxPageSize: Int = 10_000, maxBodySize: Int = 4 * 1024 * 1024, maxAttachmentSize: Int = 20 * 1024 * 1024,
+        tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil
     ) {
         self.host = host
         self.port = port
@@ -43,6 +54,9 @@ public struct Configuration: Sendable {
         self.sessionTimeout = sessionTimeout
         self.maxPageSize = maxPageSize
         self.maxBodySize = maxBodySize
+        self.maxAttachmentSize = maxAttachmentSize
+        self.tlsCertificatePath = tlsCertificatePath
+        self.tlsKeyPath = tlsKeyPath
     }
 
     /// The database file inside the data folder.

@@ -7,6 +7,8 @@ struct DocketRequestContext: RequestContext {
     /// Set when authentication created or refreshed a session whose cookie the response must carry.
     var sessionCookie: String?
     var maxBodySize = 4 * 1024 * 1024
+    /// A request run inside a Batch API request: already authenticated and already counted by rate limits.
+    var isSubRequest = false
 
     init(source: Source) {
         self.coreContext = .init(source: source)

@@ -2,18 +2,23 @@ import Hummingbird
 import HummingbirdAuth
 
 /// Establishes the caller of every `/api` request: HTTP Basic credentials (which also start or refresh a
-/// session, returned as the HttpOnly `JSESSIONID` cookie), or that cookie alone on later requests.
-/// Anything else is a 401 in ServiceNow's words.
+/// session, returned as the HttpOnly `JSESSIONID` cookie), an OAuth bearer token from `/oauth_token.do`, or
+/// the session cookie alone on later requests. Anything else is a 401 in ServiceNow's words. A request that
+/// already has a caller (a Batch API sub-request) keeps it. `X-UserToken` is accepted and ignored: sessions
+/// here come from Basic logins, never from a browser form, so there is no CSRF token to check.
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
     static let cookieName = "JSESSIONID"
 
     let authenticator: Authenticator
+    let oauth: OAuthService
+    /// Whether the server speaks TLS (the cookie is then marked `Secure`).
+    var secure = false
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard request.uri.path.hasPrefix("/api/") else { return try await next(request, context) }
+        guard request.uri.path.hasPrefix("/api/"), context.caller == nil else { return try await next(request, context) }
         var context = context
         let presented = request.cookies[Self.cookieName]?.value
         var issue: String? = nil
@@ -22,6 +27,9 @@ struct AuthMiddleware: RouterMiddleware {
             else { throw ServiceNowError.unauthenticated }
             context.caller = caller
             if token != presented { issue = token }
+        } else if let bearer = request.headers.bearer {
+            guard let caller = await oauth.caller(accessToken: bearer.token) else { throw ServiceNowError.unauthenticated }
+            context.caller = caller
         } else if request.headers[.authorization] != nil {
             throw ServiceNowError.unauthenticated
         } else if let presented, let caller = await authenticator.caller(sessionToken: presented) {
@@ -31,7 +39,7 @@ struct AuthMiddleware: RouterMiddleware {
         }
         var response = try await next(request, context)
         if let issue {
-            response.setCookie(Cookie(name: Self.cookieName, value: issue, path: "/", httpOnly: true, sameSite: .lax))
+            response.setCookie(Cookie(name: Self.cookieName, value: issue, path: "/", secure: secure, httpOnly: true, sameSite: .lax))
         }
         return response
     }

@@ -111,7 +111,8 @@ actor Authenticator {
         callers = [:]
     }
 
-    private func caller(userID: String) async -> Caller? {
+    /// The caller for a user sys_id (cached briefly); nil when the user is gone or inactive.
+    func caller(userID: String) async -> Caller? {
         let now = clock.now
         if let cached = callers[userID], cached.expires > now { return cached.caller }
         guard let caller = try? await users.caller(userID: userID) else { return nil }

@@ -37,6 +37,10 @@ enum DemoData {
         ("Hardware", "Laptops, printers and peripherals", "john.doe", ["john.doe"]),
     ]
 
+    /// The demo OAuth client's credentials.
+    static let oauthClientID = "docket-demo"
+    static let oauthClientSecret = "docket-demo-secret"
+
     static func seed(_ store: RecordStore) async throws {
         let now = Date()
         func at(daysAgo: Double, hour: Double = 9) -> String {
@@ -54,6 +58,11 @@ enum DemoData {
             }
             try await store.insert(into: table, values: values, caller: .system, options: options)
         }
+
+        // An OAuth client for /oauth_token.do (password and refresh_token grants).
+        try await insert("oauth_entity", SysID.stable("demo.oauth_entity.1"), [
+            "name": "Docket demo client", "client_id": oauthClientID, "client_secret": oauthClientSecret,
+        ])
 
         for role in ["admin", "itil"] {
             try await insert("sys_user_role", SysID.stable("demo.role.\(role)"), [

@@ -13,8 +13,9 @@ struct AccessRule: Sendable {
         case always
         /// Records matching an encoded query, which may use dynamic values (`javascript:gs.getUserID()`).
         case query(EncodedQuery)
-        /// Journal entries whose parent record the caller may read.
-        case parentRecordReadable
+        /// Records belonging to a parent record the caller may read (journal entries, attachments):
+        /// `tableColumn` holds the parent's table name and `idColumn` its sys_id.
+        case parentRecordReadable(tableColumn: String, idColumn: String)
     }
 
     var table: String
@@ -64,7 +65,14 @@ struct AccessPolicy: Sendable {
                 AccessRule("task", [.read, .create, .write, .delete], roles: ["itil"]),
                 AccessRule("task", [.read], condition: .query(involved)),
                 AccessRule("task", [.write], condition: .query(involved), writableFields: ["comments", "work_notes"]),
-                AccessRule("sys_journal_field", [.read], condition: .parentRecordReadable),
+                AccessRule(
+                    "sys_journal_field", [.read], condition: .parentRecordReadable(tableColumn: "name", idColumn: "element_id")
+                ),
+                // Attachments follow their record: whoever may read it may list, download, add and delete them.
+                AccessRule(
+                    "sys_attachment", [.read, .create, .delete],
+                    condition: .parentRecordReadable(tableColumn: "table_name", idColumn: "table_sys_id")
+                ),
                 AccessRule("sys_user_grmember", [.read], roles: ["itil"]),
                 AccessRule("sys_user_grmember", [.read], condition: .query(own)),
                 AccessRule("sys_user_has_role", [.read], roles: ["itil"]),

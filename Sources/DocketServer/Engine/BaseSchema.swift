@@ -101,6 +101,38 @@ enum BaseSchema {
             glideDateTime("published", "Published"), int("sys_view_count", "View count", "0"),
             bool("active", "Active", "true"),
         ]),
+        // OAuth clients (ServiceNow's Application Registry). The secret is a password field: stored as a bcrypt
+        // hash, never returned.
+        table("oauth_entity", "Application Registry", display: "name", [
+            string("name", "Name", 100), string("client_id", "Client ID", 100),
+            FieldDefinition(table: "", name: "client_secret", label: "Client secret", type: .password, maxLength: 255),
+            int("access_token_lifespan", "Access Token Lifespan", "1800"),
+            int("refresh_token_lifespan", "Refresh Token Lifespan", "8640000"),
+            bool("active", "Active", "true"), string("redirect_url", "Redirect URL", 1024),
+        ], indexes: [["client_id"]]),
+        // Issued OAuth tokens, by the SHA-256 of the token (the token itself is never stored).
+        table("oauth_credential", "OAuth Credential", display: nil, [
+            string("token", "Token hash", 64), string("type", "Type", 40), ref("user", "User", "sys_user"),
+            ref("client", "Client", "oauth_entity"), glideDateTime("expires", "Expires"),
+            string("refresh", "Refresh token hash", 64),
+        ], indexes: [["token"], ["user"]]),
+        // Attachment metadata; the bytes live in docket_attachment_data.
+        table("sys_attachment", "Attachment", display: "file_name", [
+            string("file_name", "File name", 100), string("content_type", "Content type", 100),
+            int("size_bytes", "Size bytes"), int("size_compressed", "Size compressed"),
+            bool("compressed", "Compressed"), string("table_name", "Table name", 80),
+            string("table_sys_id", "Table sys ID", 32), string("hash", "Hash", 64),
+            string("image_width", "Image width", 40), string("image_height", "Image height", 40),
+            string("average_image_color", "Average image color", 40), string("sys_tags", "Tags", 255),
+        ], indexes: [["table_sys_id"]]),
+        // REST rate limits (ServiceNow's sys_rate_limit_rules): requests per hour for all users, users with a
+        // role, or one user, on one API (`resource`) or all of them (empty).
+        table("sys_rate_limit_rules", "Rate Limit Rule", display: "name", [
+            string("name", "Name", 100), string("resource", "REST API", 40),
+            string("type", "Applies to", 40, defaultValue: "all_users"), ref("user", "User", "sys_user"),
+            string("role", "Role", 100), int("rate_limit", "Requests per hour", "1000"),
+            bool("active", "Active", "true"),
+        ]),
     ]
 
     static let taskFields: [FieldDefinition] = [
@@ -149,6 +181,10 @@ enum BaseSchema {
                                      ("-1", "Implement"), ("0", "Review"), ("3", "Closed"), ("4", "Canceled")]),
         ("change_request", "type", [("standard", "Standard"), ("normal", "Normal"), ("emergency", "Emergency")]),
         ("change_request", "risk", [("1", "Very High"), ("2", "High"), ("3", "Moderate"), ("4", "Low")]),
+        ("sys_rate_limit_rules", "type", [("all_users", "All users"), ("role", "Role"), ("user", "Single user")]),
+        ("sys_rate_limit_rules", "resource", [("", "All REST APIs"), ("table", "Table API"),
+                                              ("attachment", "Attachment API"), ("stats", "Aggregate API"),
+                                              ("batch", "Batch API"), ("my_work", "My Work API")]),
         ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
                                             ("retired", "Retired")]),
     ]

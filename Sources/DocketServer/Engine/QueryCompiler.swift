@@ -25,6 +25,9 @@ struct QueryCompiler {
 
     let catalog: SchemaCatalog
     let policy: AccessPolicy
+    /// The rules that decide whether a parent record is readable (for journal entries and attachments);
+    /// the full policy even when `policy` was narrowed to the rules of one check.
+    let parentPolicy: AccessPolicy
     let dialect: StorageDialect
     let caller: Caller
     let now: Date
@@ -35,8 +38,9 @@ struct QueryCompiler {
 
     init(
         catalog: SchemaCatalog, policy: AccessPolicy, dialect: StorageDialect, caller: Caller, now: Date = Date(),
-        table: SchemaCatalog.Table, alias: String = "t"
+        table: SchemaCatalog.Table, alias: String = "t", parentPolicy: AccessPolicy? = nil
     ) {
+        self.parentPolicy = parentPolicy ?? policy
         self.catalog = catalog
         self.policy = policy
         self.dialect = dialect
@@ -185,36 +189,41 @@ struct QueryCompiler {
                     return nil
                 }
                 parts.append(sql)
-            case .parentRecordReadable:
-                parts.append(try journalParentFilter())
+            case .parentRecordReadable(let tableColumn, let idColumn):
+                parts.append(try parentFilter(tableColumn: tableColumn, idColumn: idColumn))
             }
         }
         if parts.isEmpty { return "1 = 0" }
         return parts.count == 1 ? parts[0] : parts.joined(" OR ").parenthesized()
     }
 
-    /// Journal entries (`sys_journal_field`) are readable when their parent record is.
-    private func journalParentFilter() throws(EngineError) -> SQLFragment {
+    /// Records that belong to another record (journal entries, attachments) are readable when their parent
+    /// is: `tableColumn` names the parent's table and `idColumn` holds its sys_id.
+    private func parentFilter(tableColumn: String, idColumn: String) throws(EngineError) -> SQLFragment {
         var parts: [SQLFragment] = []
+        let journals = table.name == "sys_journal_field"
         for (index, root) in catalog.roots.enumerated()
-        where hasJournals(root) {
+        where root.name != table.root && !Self.childTables.contains(root.name) && (!journals || hasJournals(root)) {
             var parent = QueryCompiler(
-                catalog: catalog, policy: policy, dialect: dialect, caller: caller, now: now, table: root,
+                catalog: catalog, policy: parentPolicy, dialect: dialect, caller: caller, now: now, table: root,
                 alias: alias + "p\(index)"
             )
-            let classes = column("name") + " IN (" + .bindList(root.descendants) + ")"
+            let classes = column(tableColumn) + " IN (" + .bindList(root.descendants) + ")"
             guard let filter = try parent.accessFilter(.read) else {
                 parts.append(classes)
                 continue
             }
             parts.append(
-                "(" + classes + " AND " + column("element_id") + " IN (SELECT " + parent.column("sys_id") + " FROM "
+                "(" + classes + " AND " + column(idColumn) + " IN (SELECT " + parent.column("sys_id") + " FROM "
                     + parent.from + " WHERE " + filter + "))"
             )
         }
         if parts.isEmpty { return "1 = 0" }
         return parts.joined(" OR ").parenthesized()
     }
+
+    /// Tables whose records only exist as parts of another record; never parents themselves.
+    private static let childTables: Set<String> = ["sys_journal_field", "sys_attachment"]
 
     private func hasJournals(_ root: SchemaCatalog.Table) -> Bool {
         root.descendants.contains { catalog.table($0)?.journalFields.isEmpty == false }

@@ -46,5 +46,13 @@ final class RecordCache: Sendable {
         }
     }
 
+    /// Forgets everything (after a schema change).
+    func removeAll() {
+        state.withLock { state in
+            state.generation += 1
+            state.entries.removeAll()
+        }
+    }
+
     private static func key(_ table: String, _ sysID: String) -> String { table + "/" + sysID }
 }

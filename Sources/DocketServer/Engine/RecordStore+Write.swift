@@ -10,10 +10,12 @@ extension RecordStore {
         var systemValues: [String: String] = [:]
     }
 
-    /// Creates a record; returns its sys_id.
+    /// Creates a record; returns its sys_id. `within` runs in the same transaction after the row is written
+    /// (attachment content is stored this way).
     @discardableResult
     func insert(
-        into tableName: String, values input: [String: String], caller: Caller, options: WriteOptions = .init()
+        into tableName: String, values input: [String: String], caller: Caller, options: WriteOptions = .init(),
+        within: (@Sendable (SQLExecutor, String) async throws -> Void)? = nil
     ) async throws -> String {
         let table = try table(tableName)
         if !caller.isAdmin, policy.rules(for: .create, on: table, caller: caller).isEmpty {
@@ -60,11 +62,16 @@ extension RecordStore {
                     + stored.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }.joined(", ") + ")"
             )
             try await self.appendJournals(prepared.journals, to: sysID, table: table, caller: caller, now: now, db: db)
+            if SchemaAdministration.tables.contains(table.name) {
+                try await SchemaAdministration.apply(inserted: values, into: table.name, catalog: self.catalog, db: db)
+            }
+            try await within?(db, sysID)
             return try await self.appendEvent(
                 table: table.name, sysID: sysID, operation: .insert,
                 fields: stored.map(\.name) + prepared.journals.map(\.field), caller: caller, now: now, db: db
             )
         }
+        if SchemaAdministration.tables.contains(table.name) { try await reloadCatalog() }
         notify(event)
         return event.sysID
     }
@@ -97,6 +104,9 @@ extension RecordStore {
                 caller: caller, db: db
             )
             if changed.isEmpty && prepared.journals.isEmpty { return nil }
+            if SchemaAdministration.tables.contains(concrete.name) {
+                try SchemaAdministration.checkUpdate(of: concrete.name, changed: changed)
+            }
             changed.formUnion(
                 Workflow.apply(to: &values, changed: changed, isInsert: false, table: concrete, caller: caller, now: now)
             )
@@ -126,7 +136,10 @@ extension RecordStore {
                 fields: changed.sorted() + prepared.journals.map(\.field), caller: caller, now: now, db: db
             )
         }
-        if let event { notify(event) }
+        if let event {
+            if SchemaAdministration.tables.contains(event.table) { try await reloadCatalog() }
+            notify(event)
+        }
         return sysID
     }
 
@@ -135,14 +148,35 @@ extension RecordStore {
         let urlTable = try table(tableName)
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
         let now = GlideDateTime.format(Date())
-        let event = try await storage.write { db in
+        let (event, attachments) = try await storage.write { db -> (ChangeEvent, [String]) in
+            let attachments: [String]
             try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
+            if SchemaAdministration.tables.contains(concrete.name) {
+                throw EngineError.badRequest(
+                    "Operation Failed", detail: "Tables and fields cannot be deleted through the API; set active=false instead"
+                )
+            }
             try await db.run("DELETE FROM " + .identifier(concrete.physicalTable) + " WHERE sys_id = " + .bind(sysID))
             try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
-            return try await self.appendEvent(
+            // Attachment content goes with its metadata, and a record's attachments go with the record.
+            if concrete.name == "sys_attachment" {
+                try await db.run("DELETE FROM docket_attachment_data WHERE sys_id = " + .bind(sysID))
+                attachments = []
+            } else {
+                attachments = try await db.rows(
+                    "SELECT sys_id FROM sys_attachment WHERE table_sys_id = " + .bind(sysID)
+                ).compactMap { try $0.value(at: "sys_id", kind: .text).text }
+                for chunk in attachments.chunked(500) {
+                    try await db.run("DELETE FROM docket_attachment_data WHERE sys_id IN (" + .bindList(chunk) + ")")
+                    try await db.run("DELETE FROM sys_attachment WHERE sys_id IN (" + .bindList(chunk) + ")")
+                }
+            }
+            let event = try await self.appendEvent(
                 table: concrete.name, sysID: sysID, operation: .delete, fields: [], caller: caller, now: now, db: db
             )
+            return (event, attachments)
         }
+        for attachment in attachments { cache.invalidate(table: "sys_attachment", sysID: attachment) }
         notify(event)
     }
 
@@ -219,7 +253,8 @@ extension RecordStore {
         }
         guard !rules.isEmpty else { throw EngineError.forbidden(operation) }
         var compiler = QueryCompiler(
-            catalog: catalog, policy: AccessPolicy(rules: rules), dialect: db.dialect, caller: caller, table: table
+            catalog: catalog, policy: AccessPolicy(rules: rules), dialect: db.dialect, caller: caller, table: table,
+            parentPolicy: policy
         )
         guard let filter = try compiler.accessFilter(operation) else { return }
         let matches = try await db.integer(

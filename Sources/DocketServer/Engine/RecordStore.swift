@@ -63,4 +63,12 @@ final class RecordStore: Sendable {
     }
 
     func hash(_ password: String) async -> String { await hashPassword(password) }
+
+    /// Reloads the catalog after a schema change (a table or field added through `sys_db_object` or
+    /// `sys_dictionary`); cached records are dropped because they lack the new fields.
+    func reloadCatalog() async throws {
+        let catalog = try await SchemaStore.loadCatalog(storage)
+        catalogBox.withLock { $0 = catalog }
+        cache.removeAll()
+    }
 }

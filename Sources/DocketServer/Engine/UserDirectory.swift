@@ -44,3 +44,89 @@ struct UserDirectory: Sendable {
         }
     }
 }
+
+/// OAuth clients and issued tokens: the one place that reads client secret hashes and token rows. Tokens
+/// are kept as SHA-256 hashes in `oauth_credential` (written here directly: they are credentials, not
+/// records anybody subscribes to, so they stay out of the event log).
+struct OAuthDirectory: Sendable {
+    struct Client: Sendable {
+        var sysID: String
+        var secretHash: String
+        var accessLifespan: Int
+        var refreshLifespan: Int
+        var active: Bool
+    }
+
+    struct Token: Sendable {
+        var type: String
+        var userID: String
+        var clientID: String
+        var expires: String
+        var refresh: String
+    }
+
+    let store: RecordStore
+
+    func client(clientID: String) async throws -> Client? {
+        try await store.storage.read { db in
+            guard let row = try await db.rows(
+                "SELECT sys_id, client_secret, access_token_lifespan, refresh_token_lifespan, active FROM oauth_entity"
+                    + " WHERE client_id = " + .bind(clientID) + " ORDER BY sys_id LIMIT 1"
+            ).first else { return nil }
+            return Client(
+                sysID: try row.value(at: "sys_id", kind: .text).text ?? "",
+                secretHash: try row.value(at: "client_secret", kind: .text).text ?? "",
+                accessLifespan: try row.value(at: "access_token_lifespan", kind: .integer).intValue ?? 1800,
+                refreshLifespan: try row.value(at: "refresh_token_lifespan", kind: .integer).intValue ?? 8_640_000,
+                active: try row.value(at: "active", kind: .integer).intValue != 0
+            )
+        }
+    }
+
+    /// The token row for a token hash, whatever its expiry.
+    func token(hash: String) async throws -> Token? {
+        try await store.storage.read { db in
+            guard let row = try await db.rows(
+                "SELECT type, " + .identifier("user") + ", client, expires, refresh FROM oauth_credential WHERE token = "
+                    + .bind(hash) + " LIMIT 1"
+            ).first else { return nil }
+            return Token(
+                type: try row.value(at: "type", kind: .text).text ?? "",
+                userID: try row.value(at: "user", kind: .text).text ?? "",
+                clientID: try row.value(at: "client", kind: .text).text ?? "",
+                expires: try row.value(at: "expires", kind: .text).text ?? "",
+                refresh: try row.value(at: "refresh", kind: .text).text ?? ""
+            )
+        }
+    }
+
+    /// Stores issued tokens and drops the user's expired ones, in one transaction.
+    func save(_ tokens: [(hash: String, token: Token)], now: String) async throws {
+        guard let userID = tokens.first?.token.userID else { return }
+        try await store.storage.write { db in
+            try await db.run(
+                "DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(userID) + " AND expires < "
+                    + .bind(now)
+            )
+            for (hash, token) in tokens {
+                let values: [(String, String)] = [
+                    ("sys_id", SysID.generate()), ("token", hash), ("type", token.type), ("user", token.userID),
+                    ("client", token.clientID), ("expires", token.expires), ("refresh", token.refresh),
+                    ("sys_created_on", now), ("sys_created_by", "system"), ("sys_updated_on", now),
+                    ("sys_updated_by", "system"),
+                ]
+                try await db.run(
+                    "INSERT INTO oauth_credential (" + values.map { SQLFragment.identifier($0.0) }.joined(", ")
+                        + ", sys_mod_count) VALUES (" + values.map { SQLFragment.bind($0.1) }.joined(", ") + ", 0)"
+                )
+            }
+        }
+    }
+
+    /// Revokes a token; revoking a refresh token also revokes the access tokens issued with it.
+    func revoke(hash: String) async throws {
+        try await store.storage.write { db in
+            try await db.run("DELETE FROM oauth_credential WHERE token = " + .bind(hash) + " OR refresh = " + .bind(hash))
+        }
+    }
+}

@@ -40,3 +40,13 @@ enum SQLValue: Sendable, Equatable {
         }
     }
 }
+
+/// Binary content to bind (attachment bytes). Drivers bind it as a blob; it is never encoded as text.
+struct SQLBlob: Encodable, Sendable {
+    var bytes: [UInt8]
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(bytes)
+    }
+}

@@ -14,12 +14,15 @@ enum SchemaStore {
             let exists = try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty == false
             if exists {
                 try await ensureOrderIndexes(db)
+                try await createSideTables(db)
+                try await addMissingBaseTables(db, now: GlideDateTime.format(now))
                 return false
             }
             try await createSystemTables(db)
+            try await createSideTables(db)
             let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
             for root in catalog.roots { try await createPhysicalTable(root, catalog: catalog, db: db) }
-            try await writeBaseMetadata(db, now: GlideDateTime.format(now))
+            try await writeMetadata(BaseSchema.tables, choices: BaseSchema.choices, db: db, now: GlideDateTime.format(now))
             try await db.run(
                 "INSERT INTO docket_meta (key, value) VALUES ('schema_version', " + .bind(String(schemaVersion)) + ")"
             )
@@ -29,7 +32,12 @@ enum SchemaStore {
 
     /// Reads the catalog from the metadata tables.
     static func loadCatalog(_ storage: any Storage) async throws -> SchemaCatalog {
-        try await storage.read { db in
+        try await storage.read { db in try await loadCatalog(db: db) }
+    }
+
+    /// Reads the catalog on a given connection (inside a transaction it sees that transaction's changes).
+    static func loadCatalog(db: SQLExecutor) async throws -> SchemaCatalog {
+        do {
             let tableRows = try await db.rows(
                 "SELECT sys_id, name, label, super_class, is_extendable FROM sys_db_object ORDER BY name"
             )
@@ -120,17 +128,64 @@ enum SchemaStore {
         )
     }
 
+    /// Tables outside the catalog that newer versions added (created when missing, on every start).
+    private static func createSideTables(_ db: SQLExecutor) async throws {
+        // Attachment content, one row per `sys_attachment` record.
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_attachment_data (sys_id TEXT PRIMARY KEY NOT NULL, data "
+                + SQLFragment(db.dialect.blobType) + " NOT NULL)"
+        )
+    }
+
+    /// Base tables added by a newer version of docketd: written into the metadata of an existing database,
+    /// with their physical tables (or columns, for tables that extend an existing one).
+    private static func addMissingBaseTables(_ db: SQLExecutor, now: String) async throws {
+        var existing = Set<String>()
+        for row in try await db.rows("SELECT name FROM sys_db_object") {
+            if let name = try row.value(at: "name", kind: .text).text { existing.insert(name) }
+        }
+        let missing = BaseSchema.tables.filter { !existing.contains($0.name) }
+        guard !missing.isEmpty else { return }
+        let names = Set(missing.map(\.name))
+        let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
+        for definition in missing {
+            guard let table = catalog.table(definition.name) else { continue }
+            if table.root == table.name {
+                try await createPhysicalTable(table, catalog: catalog, db: db)
+            } else if let root = catalog.table(table.root) {
+                try await addMissingColumns(root, catalog: catalog, db: db)
+            }
+        }
+        try await writeMetadata(missing, choices: BaseSchema.choices.filter { names.contains($0.0) }, db: db, now: now)
+    }
+
+    /// Adds the columns the catalog has for a hierarchy and its physical table lacks (new fields).
+    static func addMissingColumns(_ root: SchemaCatalog.Table, catalog: SchemaCatalog, db: SQLExecutor) async throws {
+        var present = Set<String>()
+        for row in try await db.rows(db.dialect.columnNames(of: root.physicalTable)) {
+            if let name = try row.value(at: "name", kind: .text).text { present.insert(name) }
+        }
+        for field in catalog.physicalColumns(root: root.name) where !present.contains(field.name) {
+            try await db.run(
+                "ALTER TABLE " + .identifier(root.physicalTable) + " ADD COLUMN " + .identifier(field.name) + " "
+                    + SQLFragment(columnType(field, dialect: db.dialect))
+            )
+        }
+    }
+
+    private static func columnType(_ field: FieldDefinition, dialect: StorageDialect) -> String {
+        switch field.columnKind {
+        case .integer: return dialect.integerType
+        case .real: return dialect.realType
+        case .text: return "TEXT"
+        }
+    }
+
     static func createPhysicalTable(_ root: SchemaCatalog.Table, catalog: SchemaCatalog, db: SQLExecutor)
         async throws
     {
         let columns = catalog.physicalColumns(root: root.name).map { field -> SQLFragment in
-            let type: String
-            switch field.columnKind {
-            case .integer: type = db.dialect.integerType
-            case .real: type = db.dialect.realType
-            case .text: type = "TEXT"
-            }
-            return .identifier(field.name) + " " + SQLFragment(type)
+            .identifier(field.name) + " " + SQLFragment(columnType(field, dialect: db.dialect))
                 + (field.name == "sys_id" ? " PRIMARY KEY NOT NULL" : "")
         }
         try await db.run("CREATE TABLE " + .identifier(root.physicalTable) + " (" + columns.joined(", ") + ")")
@@ -163,7 +218,10 @@ enum SchemaStore {
         }
     }
 
-    private static func writeBaseMetadata(_ db: SQLExecutor, now: String) async throws {
+    /// Writes the `sys_db_object`, `sys_dictionary`, `sys_number` and `sys_choice` rows of tables.
+    private static func writeMetadata(
+        _ tables: [TableDefinition], choices: [(String, String, [(String, String)])], db: SQLExecutor, now: String
+    ) async throws {
         func insert(_ table: String, _ values: [(String, SQLValue)], id: String) async throws {
             let all: [(String, SQLValue)] = values + [
                 ("sys_id", .text(id)), ("sys_created_on", .text(now)), ("sys_created_by", .text("system")),
@@ -174,7 +232,7 @@ enum SchemaStore {
                     + ") VALUES (" + all.map(\.1.fragment).joined(", ") + ")"
             )
         }
-        for table in BaseSchema.tables {
+        for table in tables {
             try await insert("sys_db_object", [
                 ("name", .text(table.name)), ("label", .text(table.label)),
                 ("super_class", table.parent.map { .text(SysID.stable("sys_db_object:" + $0)) } ?? .null),
@@ -203,7 +261,7 @@ enum SchemaStore {
                 )
             }
         }
-        for (table, field, list) in BaseSchema.choices {
+        for (table, field, list) in choices {
             for (index, (value, label)) in list.enumerated() {
                 try await insert("sys_choice", [
                     ("name", .text(table)), ("element", .text(field)), ("value", .text(value)),

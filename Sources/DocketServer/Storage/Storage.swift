@@ -1,3 +1,4 @@
+import NIOCore
 import SQLKit
 import SQLiteKit
 import Synchronization
@@ -70,6 +71,22 @@ enum ResultRow: Sendable {
         }
     }
 
+    /// One column as raw bytes (blobs; text as its UTF-8); nil for NULL.
+    func bytes(at column: String) throws -> [UInt8]? {
+        switch self {
+        case .sqlite(let row):
+            switch row.column(column) {
+            case .blob(let buffer): return Array(buffer.readableBytesView)
+            case .text(let text): return Array(text.utf8)
+            case .null, nil: return nil
+            default: return nil
+            }
+        case .generic(let row):
+            if try row.decodeNil(column: column) { return nil }
+            return try row.decode(column: column, as: [UInt8].self)
+        }
+    }
+
     private static func value(_ data: SQLiteData) -> SQLValue {
         switch data {
         case .integer(let value): return .integer(value)
@@ -93,6 +110,7 @@ struct SQLiteRunner: SQLRunner {
             case let value as String: return .text(value)
             case let value as Int: return .integer(value)
             case let value as Double: return .float(value)
+            case let value as SQLBlob: return .blob(ByteBuffer(bytes: value.bytes))
             default: return try SQLiteDataEncoder().encode(bind)
             }
         }

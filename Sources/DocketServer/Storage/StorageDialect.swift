@@ -35,6 +35,23 @@ enum StorageDialect: Sendable {
         }
     }
 
+    /// The column type for binary content.
+    var blobType: String {
+        switch self {
+        case .sqlite: return "BLOB"
+        case .postgres: return "BYTEA"
+        }
+    }
+
+    /// Lists the columns of a table (one row per column, the name in a column called `name`).
+    func columnNames(of table: String) -> SQLFragment {
+        switch self {
+        case .sqlite: return "SELECT name FROM pragma_table_info(" + .bind(table) + ")"
+        case .postgres:
+            return "SELECT column_name AS name FROM information_schema.columns WHERE table_name = " + .bind(table)
+        }
+    }
+
     /// Casts an expression to text, for LIKE on numeric columns.
     func castToText(_ expression: SQLFragment) -> SQLFragment {
         "CAST(" + expression + " AS TEXT)"

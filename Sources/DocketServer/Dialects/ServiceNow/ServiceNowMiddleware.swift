@@ -54,8 +54,10 @@ struct ServiceNowMiddleware: RouterMiddleware {
         }
     }
 
-    /// JSON only: `Accept` must allow it (406 otherwise), a body must be JSON (415 otherwise).
+    /// JSON only: `Accept` must allow it (406 otherwise), a body must be JSON (415 otherwise). The Attachment
+    /// API takes and returns files of any type.
     private static func checkNegotiation(_ request: Request) throws {
+        if request.uri.path.contains("/attachment") { return }
         if let accept = request.headers[.accept]?.lowercased(), !accept.isEmpty,
             !accept.contains("json"), !accept.contains("*/*"), !accept.contains("application/*")
         {

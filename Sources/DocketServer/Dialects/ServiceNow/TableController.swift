@@ -148,6 +148,6 @@ enum BaseURL {
     static func of(_ request: Request, configuration: Configuration) -> String {
         if let url = configuration.publicURL { return url.hasSuffix("/") ? String(url.dropLast()) : url }
         let host = request.head.authority ?? "\(configuration.host):\(configuration.port)"
-        return "http://\(host)"
+        return (configuration.usesTLS ? "https://" : "http://") + host
     }
 }

@@ -1,0 +1,153 @@
+import Crypto
+import DocketModel
+import Foundation
+
+/// ServiceNow's OAuth 2.0 authorization server (`/oauth_token.do`): the password and refresh_token grants
+/// for clients registered in `oauth_entity`, and the bearer tokens they issue.
+///
+/// Tokens are random 256-bit strings; only their SHA-256 is stored, in `oauth_credential`, so they survive
+/// a restart but a copy of the database does not hand them out. Validated access tokens are remembered in
+/// memory until they expire (or are revoked), so a bearer request costs one dictionary lookup.
+actor OAuthService {
+    /// A successful grant, in the shape of ServiceNow's token response.
+    struct Grant: Sendable {
+        var accessToken: String
+        var refreshToken: String
+        var expiresIn: Int
+
+        var json: JSONValue {
+            .object([
+                ("access_token", .string(accessToken)), ("refresh_token", .string(refreshToken)),
+                ("scope", .string("useraccount")), ("token_type", .string("Bearer")),
+                ("expires_in", .number(Double(expiresIn))),
+            ])
+        }
+    }
+
+    private let directory: OAuthDirectory
+    private let authenticator: Authenticator
+    private let hasher: PasswordHasher
+    private let key = Data(SysID.generate().utf8)
+    /// Client secrets verified recently (keyed digest of id + secret), so token requests do not each pay bcrypt.
+    private var verifiedClients: [Data: (client: OAuthDirectory.Client, expires: Date)] = [:]
+    /// Access tokens seen valid: token hash → (user, expiry).
+    private var accessTokens: [String: (userID: String, expires: Date)] = [:]
+
+    init(directory: OAuthDirectory, authenticator: Authenticator, hasher: PasswordHasher) {
+        self.directory = directory
+        self.authenticator = authenticator
+        self.hasher = hasher
+    }
+
+    /// Runs a grant from the form fields of a token request; nil when anything is wrong (ServiceNow answers
+    /// every failure alike). Client credentials come from the form or from HTTP Basic (RFC 6749 §2.3.1).
+    func grant(form: [String: String], basicClient: (id: String, secret: String)?) async -> Grant? {
+        let clientID = form["client_id"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.id
+        let secret = form["client_secret"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.secret
+        guard let clientID, let secret, let client = await verifyClient(id: clientID, secret: secret) else {
+            return nil
+        }
+        let now = Date()
+        switch form["grant_type"] {
+        case "password":
+            guard let userName = form["username"], let password = form["password"],
+                let caller = await authenticator.authenticate(userName: userName, password: password)
+            else { return nil }
+            let access = Self.newToken()
+            let refresh = Self.newToken()
+            let refreshHash = Self.hash(refresh)
+            let accessExpiry = now.addingTimeInterval(TimeInterval(client.accessLifespan))
+            let tokens: [(String, OAuthDirectory.Token)] = [
+                (refreshHash, .init(
+                    type: "refresh_token", userID: caller.userID, clientID: client.sysID,
+                    expires: GlideDateTime.format(now.addingTimeInterval(TimeInterval(client.refreshLifespan))),
+                    refresh: ""
+                )),
+                (Self.hash(access), .init(
+                    type: "access_token", userID: caller.userID, clientID: client.sysID,
+                    expires: GlideDateTime.format(accessExpiry), refresh: refreshHash
+                )),
+            ]
+            guard (try? await directory.save(tokens, now: GlideDateTime.format(now))) != nil else { return nil }
+            accessTokens[Self.hash(access)] = (caller.userID, accessExpiry)
+            return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
+        case "refresh_token":
+            guard let refresh = form["refresh_token"], !refresh.isEmpty else { return nil }
+            let refreshHash = Self.hash(refresh)
+            guard let stored = try? await directory.token(hash: refreshHash), stored.type == "refresh_token",
+                stored.clientID == client.sysID, let expires = GlideDateTime.parse(stored.expires), expires > now,
+                await authenticator.caller(userID: stored.userID) != nil
+            else { return nil }
+            let access = Self.newToken()
+            let accessExpiry = now.addingTimeInterval(TimeInterval(client.accessLifespan))
+            let token = OAuthDirectory.Token(
+                type: "access_token", userID: stored.userID, clientID: client.sysID,
+                expires: GlideDateTime.format(accessExpiry), refresh: refreshHash
+            )
+            guard (try? await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now))) != nil
+            else { return nil }
+            accessTokens[Self.hash(access)] = (stored.userID, accessExpiry)
+            return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
+        default:
+            // client_credentials, authorization_code and JWT bearer grants are not offered.
+            return nil
+        }
+    }
+
+    /// The caller an access token stands for; nil when it is unknown, expired or revoked.
+    func caller(accessToken: String) async -> Caller? {
+        let hash = Self.hash(accessToken)
+        let now = Date()
+        if let known = accessTokens[hash] {
+            guard known.expires > now else {
+                accessTokens[hash] = nil
+                return nil
+            }
+            return await authenticator.caller(userID: known.userID)
+        }
+        guard let stored = try? await directory.token(hash: hash), stored.type == "access_token",
+            let expires = GlideDateTime.parse(stored.expires), expires > now
+        else { return nil }
+        accessTokens[hash] = (stored.userID, expires)
+        if accessTokens.count > 50_000 { accessTokens = accessTokens.filter { $0.value.expires > now } }
+        return await authenticator.caller(userID: stored.userID)
+    }
+
+    /// Revokes an access or refresh token (and the access tokens issued with a refresh token).
+    func revoke(token: String) async {
+        let hash = Self.hash(token)
+        try? await directory.revoke(hash: hash)
+        // Access tokens issued with a revoked refresh token are not tracked by refresh here: forget them all
+        // and let the next request re-read the table.
+        accessTokens = [:]
+    }
+
+    private func verifyClient(id: String, secret: String) async -> OAuthDirectory.Client? {
+        var digest = SHA256()
+        digest.update(data: key)
+        digest.update(data: Data((id + "\u{0}" + secret).utf8))
+        let keyed = Data(digest.finalize())
+        let now = Date()
+        if let cached = verifiedClients[keyed], cached.expires > now { return cached.client }
+        guard let client = try? await directory.client(clientID: id), client.active,
+            await hasher.verify(secret, hash: client.secretHash)
+        else { return nil }
+        verifiedClients[keyed] = (client, now.addingTimeInterval(60))
+        return client
+    }
+
+    /// ServiceNow reports a second less than the lifespan (1799 for 1800).
+    private static func expiresIn(_ client: OAuthDirectory.Client) -> Int { max(1, client.accessLifespan - 1) }
+
+    static func hash(_ token: String) -> String {
+        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    private static func newToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return Data(bytes).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+}

@@ -1,0 +1,242 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import MultipartKit
+import NIOCore
+
+/// The Attachment API: `/api/now[/v1]/attachment`: list and read metadata, download, upload (raw body or
+/// multipart form), delete.
+struct AttachmentController {
+    typealias Context = DocketRequestContext
+
+    let store: RecordStore
+    let configuration: Configuration
+
+    var endpoints: RouteCollection<Context> {
+        let routes = RouteCollection(context: Context.self)
+        routes.get(use: list)
+        routes.post("file", use: uploadRaw)
+        routes.post("upload", use: uploadMultipart)
+        routes.get(":sys_id", use: metadata)
+        routes.get(":sys_id/file", use: download)
+        routes.delete(":sys_id", use: delete)
+        return routes
+    }
+
+    /// ServiceNow's default page size for attachment lists.
+    static let defaultLimit = 1000
+
+    @Sendable func list(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let table = try store.table("sys_attachment")
+        var parameters = try TableParameters(
+            query: request.uri.query, table: table, catalog: store.catalog, maxPageSize: configuration.maxPageSize
+        )
+        if !parameters.all.contains(where: { $0.0 == "sysparm_limit" }) { parameters.limit = Self.defaultLimit }
+        let page = try await store.list(
+            RecordQuery(
+                table: "sys_attachment", query: parameters.query, limit: parameters.limit, offset: parameters.offset
+            ),
+            caller: caller
+        )
+        let baseURL = BaseURL.of(request, configuration: configuration)
+        var writer = JSONWriter(capacity: 1024 * max(1, page.records.count))
+        writer.beginObject()
+        writer.key("result")
+        writer.beginArray()
+        for record in page.records { writer.value(Self.metadata(record, baseURL: baseURL)) }
+        writer.endArray()
+        writer.endObject()
+        var response = Response.json(writer)
+        let total = page.total ?? 0
+        response.headers[.xTotalCount] = String(total)
+        if parameters.limit > 0 {
+            response.headers[.link] = LinkHeader.value(
+                baseURL: baseURL, path: request.uri.path, parameters: parameters.all, limit: parameters.limit,
+                offset: parameters.offset, total: total
+            )
+        }
+        return response
+    }
+
+    @Sendable func metadata(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let (_, record) = try await store.get(try context.parameters.require("sys_id"), in: "sys_attachment", caller: caller)
+        let baseURL = BaseURL.of(request, configuration: configuration)
+        return Response.json(.object([("result", Self.metadata(record, baseURL: baseURL))]))
+    }
+
+    @Sendable func download(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let (record, bytes) = try await store.attachmentContent(try context.parameters.require("sys_id"), caller: caller)
+        let baseURL = BaseURL.of(request, configuration: configuration)
+        let contentType = record["content_type"].isEmpty ? "application/octet-stream" : record["content_type"]
+        var headers: HTTPFields = [
+            .contentType: contentType, .contentLength: String(bytes.count),
+            .contentDisposition: "attachment;filename=\"\(Self.quoted(record["file_name"]))\"",
+        ]
+        headers[.xAttachmentMetadata] = String(decoding: Self.metadata(record, baseURL: baseURL).serialized(), as: UTF8.self)
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// `POST …/file?table_name=&table_sys_id=&file_name=` with the file as the body.
+    @Sendable func uploadRaw(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        let query = Dictionary(FormQuery.parse(request.uri.query), uniquingKeysWith: { first, _ in first })
+        let missing = ["table_name", "table_sys_id", "file_name"].filter { query[$0, default: ""].isEmpty }
+        guard missing.isEmpty else {
+            throw ServiceNowError.badRequest(
+                "Missing parameters", detail: "Required: " + missing.joined(separator: ", ")
+            )
+        }
+        guard let contentType = request.headers[.contentType], !contentType.isEmpty else {
+            throw ServiceNowError.badRequest("Content-Type is required", detail: "Send the file's MIME type as Content-Type")
+        }
+        let bytes = try await collect(request)
+        let sysID = try await store.addAttachment(
+            .init(
+                tableName: query["table_name"]!, recordID: query["table_sys_id"]!, fileName: query["file_name"]!,
+                contentType: contentType, bytes: bytes
+            ),
+            caller: caller
+        )
+        return try await created(sysID, request: request, caller: caller)
+    }
+
+    /// `POST …/upload` with a multipart form: `table_name`, `table_sys_id`, then the file part.
+    @Sendable func uploadMultipart(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        guard let type = request.headers[.contentType], type.lowercased().hasPrefix("multipart/form-data"),
+            let boundary = Self.boundary(type)
+        else {
+            throw ServiceNowError.badRequest(
+                "Invalid content type", detail: "Use multipart/form-data with a boundary for /upload"
+            )
+        }
+        let parts: [FormPart]
+        do {
+            parts = try Self.parts(of: try await collect(request), boundary: boundary)
+        } catch let error as ServiceNowError {
+            throw error
+        } catch {
+            throw ServiceNowError.badRequest("Invalid multipart body", detail: "The form could not be parsed")
+        }
+        var fields: [String: String] = [:]
+        for part in parts where part.fileName == nil { fields[part.name] = String(decoding: part.body, as: UTF8.self) }
+        guard let file = parts.last(where: { $0.fileName != nil }) else {
+            throw ServiceNowError.badRequest("Missing file", detail: "The form has no file part")
+        }
+        let missing = ["table_name", "table_sys_id"].filter { fields[$0, default: ""].isEmpty }
+        guard missing.isEmpty else {
+            throw ServiceNowError.badRequest("Missing parameters", detail: "Required: " + missing.joined(separator: ", "))
+        }
+        let sysID = try await store.addAttachment(
+            .init(
+                tableName: fields["table_name"]!, recordID: fields["table_sys_id"]!,
+                fileName: fields["file_name"].flatMap { $0.isEmpty ? nil : $0 } ?? file.fileName ?? "",
+                contentType: file.contentType ?? "application/octet-stream", bytes: file.body
+            ),
+            caller: caller
+        )
+        return try await created(sysID, request: request, caller: caller)
+    }
+
+    @Sendable func delete(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        try await store.delete(try context.parameters.require("sys_id"), from: "sys_attachment", caller: caller)
+        return Response(status: .noContent)
+    }
+
+    // MARK: Helpers
+
+    private func collect(_ request: Request) async throws -> [UInt8] {
+        do {
+            let buffer = try await request.body.collect(upTo: configuration.maxAttachmentSize)
+            return Array(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw ServiceNowError(
+                .contentTooLarge, "Request body too large",
+                detail: "Attachments are limited to \(configuration.maxAttachmentSize) bytes"
+            )
+        }
+    }
+
+    private func created(_ sysID: String, request: Request, caller: Caller) async throws -> Response {
+        let (_, record) = try await store.get(sysID, in: "sys_attachment", caller: caller)
+        let baseURL = BaseURL.of(request, configuration: configuration)
+        var response = Response.json(.object([("result", Self.metadata(record, baseURL: baseURL))]), status: .created)
+        response.headers[.location] = "\(baseURL)/api/now/attachment/\(sysID)"
+        return response
+    }
+
+    /// The metadata object: every value a string, plus the download link.
+    static func metadata(_ record: Record, baseURL: String) -> JSONValue {
+        let names = [
+            "size_bytes", "file_name", "sys_mod_count", "average_image_color", "image_width", "sys_updated_on",
+            "sys_tags", "table_name", "sys_id", "image_height", "sys_updated_by", "content_type", "sys_created_on",
+            "size_compressed", "compressed", "table_sys_id", "hash", "sys_created_by",
+        ]
+        var members = names.map { name in (name, JSONValue.string(name == "sys_id" ? record.sysID : record[name])) }
+        members.append(("download_link", .string("\(baseURL)/api/now/attachment/\(record.sysID)/file")))
+        return .object(members)
+    }
+
+    private static func quoted(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\", with: "_").replacingOccurrences(of: "\"", with: "_")
+            .replacingOccurrences(of: "\r", with: "").replacingOccurrences(of: "\n", with: "")
+    }
+
+    static func boundary(_ contentType: String) -> String? {
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            guard pair.count == 2, pair[0].lowercased() == "boundary" else { continue }
+            let value = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            return value.isEmpty ? nil : value
+        }
+        return nil
+    }
+
+    struct FormPart {
+        var name = ""
+        var fileName: String?
+        var contentType: String?
+        var body: [UInt8] = []
+    }
+
+    /// Splits a multipart body into its parts (MultipartKit's streaming parser).
+    static func parts(of bytes: [UInt8], boundary: String) throws -> [FormPart] {
+        var parts: [FormPart] = []
+        var current = FormPart()
+        let parser = MultipartParser(boundary: boundary)
+        parser.onHeader = { name, value in
+            switch name.lowercased() {
+            case "content-disposition":
+                for parameter in value.split(separator: ";").dropFirst() {
+                    let pair = parameter.split(separator: "=", maxSplits: 1)
+                        .map { $0.trimmingCharacters(in: .whitespaces) }
+                    guard pair.count == 2 else { continue }
+                    let text = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                    switch pair[0].lowercased() {
+                    case "name": current.name = text
+                    case "filename": current.fileName = text
+                    default: break
+                    }
+                }
+            case "content-type": current.contentType = value
+            default: break
+            }
+        }
+        parser.onBody = { buffer in current.body += buffer.readableBytesView }
+        parser.onPartComplete = {
+            parts.append(current)
+            current = FormPart()
+        }
+        try parser.execute(bytes)
+        return parts
+    }
+}
+
+extension HTTPField.Name {
+    static let xAttachmentMetadata = Self("X-Attachment-Metadata")!
+}

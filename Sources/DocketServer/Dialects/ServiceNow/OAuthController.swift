@@ -1,0 +1,66 @@
+import DocketModel
+import Foundation
+import Hummingbird
+import HummingbirdAuth
+
+/// `POST /oauth_token.do` (password and refresh_token grants, form-encoded) and `/oauth_revoke_token.do`,
+/// answering as a ServiceNow instance does: every failure at the token endpoint is the same 401.
+struct OAuthController {
+    typealias Context = DocketRequestContext
+
+    let oauth: OAuthService
+
+    func add(to router: Router<Context>) {
+        router.post("/oauth_token.do", use: token)
+        router.get("/oauth_revoke_token.do", use: revoke)
+        router.post("/oauth_revoke_token.do", use: revoke)
+    }
+
+    static let accessDenied: JSONValue = .object([
+        ("error_description", .string("access_denied")), ("error", .string("server_error")),
+    ])
+
+    @Sendable func token(_ request: Request, context: Context) async throws -> Response {
+        let type = request.headers[.contentType]?.lowercased() ?? ""
+        guard type.hasPrefix("application/x-www-form-urlencoded") else {
+            return Self.response(
+                .object([
+                    ("error_description", .string("The token request must be application/x-www-form-urlencoded")),
+                    ("error", .string("invalid_request")),
+                ]), status: .badRequest
+            )
+        }
+        let body: ByteBuffer
+        do {
+            body = try await request.body.collect(upTo: 64 * 1024)
+        } catch {
+            return Self.response(Self.accessDenied, status: .contentTooLarge)
+        }
+        var form: [String: String] = [:]
+        for (name, value) in FormQuery.parse(String(buffer: body)) where form[name] == nil { form[name] = value }
+        let basic = request.headers.basic.map { (id: $0.username, secret: $0.password) }
+        guard let grant = await oauth.grant(form: form, basicClient: basic) else {
+            context.logger.info("OAuth grant refused", metadata: ["grant_type": "\(form["grant_type"] ?? "")"])
+            return Self.response(Self.accessDenied, status: .unauthorized)
+        }
+        return Self.response(grant.json, status: .ok)
+    }
+
+    /// Revokes the token given as `token` (query or form); needs no authentication, answers 200 either way.
+    @Sendable func revoke(_ request: Request, context: Context) async throws -> Response {
+        var token = FormQuery.parse(request.uri.query).first { $0.0 == "token" }?.1
+        if token == nil, request.method == .post {
+            let body = try await request.body.collect(upTo: 64 * 1024)
+            token = FormQuery.parse(String(buffer: body)).first { $0.0 == "token" }?.1
+        }
+        if let token, !token.isEmpty { await oauth.revoke(token: token) }
+        return Response(status: .ok, headers: [.cacheControl: "no-store"])
+    }
+
+    private static func response(_ body: JSONValue, status: HTTPResponse.Status) -> Response {
+        var response = Response.json(body, status: status)
+        response.headers[.cacheControl] = "no-store"
+        response.headers[.pragma] = "no-cache"
+        return response
+    }
+}

@@ -1,0 +1,59 @@
+import Crypto
+import DocketModel
+import Foundation
+
+/// Attachments: metadata in `sys_attachment`, bytes in `docket_attachment_data`, both written in one
+/// transaction. Access follows the parent record: the access rule on `sys_attachment` filters by the
+/// readability of the record each attachment belongs to, and adding one needs that record to be readable.
+extension RecordStore {
+    struct AttachmentUpload: Sendable {
+        var tableName: String
+        var recordID: String
+        var fileName: String
+        var contentType: String
+        var bytes: [UInt8]
+    }
+
+    /// Stores an attachment on a record the caller can see; returns its sys_id. 404 when the record is
+    /// missing or hidden, 400 when the table is unknown or the file name is empty.
+    func addAttachment(_ upload: AttachmentUpload, caller: Caller) async throws -> String {
+        guard catalog.table(upload.tableName) != nil, !SchemaAdministration.tables.contains(upload.tableName) else {
+            throw EngineError.badRequest("Invalid table name", detail: "Table '\(upload.tableName)' does not exist")
+        }
+        guard !upload.fileName.isEmpty, upload.fileName.utf8.count <= 100 else {
+            throw EngineError.badRequest("Invalid file_name", detail: "file_name must be 1 to 100 characters")
+        }
+        do {
+            _ = try await get(upload.recordID, in: upload.tableName, fields: ["sys_id"], caller: caller)
+        } catch let error as EngineError where error.code == .notFound {
+            throw EngineError(
+                .notFound, "Invalid table_sys_id",
+                detail: "Record \(upload.recordID) of \(upload.tableName) does not exist or cannot be read"
+            )
+        }
+        let digest = SHA256.hash(data: upload.bytes).map { String(format: "%02x", $0) }.joined()
+        let values: [String: String] = [
+            "file_name": upload.fileName, "content_type": upload.contentType, "size_bytes": String(upload.bytes.count),
+            "size_compressed": String(upload.bytes.count), "compressed": "false", "table_name": upload.tableName,
+            "table_sys_id": upload.recordID, "hash": digest, "image_width": "", "image_height": "",
+        ]
+        let bytes = upload.bytes
+        return try await insert(into: "sys_attachment", values: values, caller: caller) { db, sysID in
+            try await db.run(
+                "INSERT INTO docket_attachment_data (sys_id, data) VALUES (" + .bind(sysID) + ", "
+                    + .bind(SQLBlob(bytes: bytes)) + ")"
+            )
+        }
+    }
+
+    /// An attachment's metadata and bytes; 404 when it is missing or its record is hidden from the caller.
+    func attachmentContent(_ sysID: String, caller: Caller) async throws -> (record: Record, bytes: [UInt8]) {
+        let (_, record) = try await get(sysID, in: "sys_attachment", caller: caller)
+        let bytes = try await storage.read { db in
+            try await db.rows("SELECT data FROM docket_attachment_data WHERE sys_id = " + .bind(sysID)).first?
+                .bytes(at: "data")
+        }
+        guard let bytes else { throw EngineError.notFound }
+        return (record, bytes)
+    }
+}
