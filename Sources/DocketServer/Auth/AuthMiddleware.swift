@@ -30,6 +30,11 @@ struct AuthMiddleware: RouterMiddleware {
         } else if let bearer = request.headers.bearer {
             guard let caller = await oauth.caller(accessToken: bearer.token) else { throw ServiceNowError.unauthenticated }
             context.caller = caller
+            // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
+            // refresh path sends one request without the new token) stay signed in through it.
+            var sessionUser: String? = nil
+            if let presented { sessionUser = await authenticator.caller(sessionToken: presented)?.userID }
+            if sessionUser != caller.userID { issue = await authenticator.sessionToken(for: caller) }
         } else if request.headers[.authorization] != nil {
             throw ServiceNowError.unauthenticated
         } else if let presented, let caller = await authenticator.caller(sessionToken: presented) {

@@ -28,7 +28,9 @@ struct TableParameters {
                 }
             case "sysparm_fields":
                 let names = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                fields = names.filter { !$0.isEmpty }
+                // An empty list (pysnow sends `sysparm_fields=`) means every field, as on ServiceNow.
+                let listed = names.filter { !$0.isEmpty }
+                fields = listed.isEmpty ? nil : listed
             case "sysparm_limit":
                 guard let number = Int(value.trimmingCharacters(in: .whitespaces)), number >= 0 else {
                     throw ServiceNowError.badRequest(

@@ -1,0 +1,206 @@
+"""ServiceNow's own Python client, pysnc, unmodified, against a live docketd over HTTPS."""
+import time
+import unittest
+import uuid
+
+import pysnc
+import requests
+from pysnc import ServiceNowClient, ServiceNowPasswordGrantFlow
+from pysnc.exceptions import AuthenticationException
+
+from common import (ADMIN, CA, CLIENT_ID, CLIENT_SECRET, INC1, ITIL, PAGING_ROWS, PAGING_TABLE, URL,
+                    admin_session, ensure_paging_records)
+
+RUN = uuid.uuid4().hex[:12]
+
+
+def setUpModule():
+    ensure_paging_records(RUN)
+
+
+class TableAPI(unittest.TestCase):
+    def setUp(self):
+        self.client = ServiceNowClient(URL, ITIL, verify=CA)
+
+    def test_crud_on_incident(self):
+        gr = self.client.GlideRecord("incident")
+        gr.initialize()
+        gr.short_description = f"pysnc crud {RUN}"
+        gr.urgency = "2"
+        sys_id = gr.insert()
+        self.assertTrue(sys_id)
+        self.assertTrue(gr.get_value("number").startswith("INC"))
+
+        read = self.client.GlideRecord("incident")
+        self.assertTrue(read.get(sys_id))
+        self.assertEqual(read.short_description, f"pysnc crud {RUN}")
+        self.assertEqual(read.get_display_value("urgency"), "2 - Medium")
+
+        read.short_description = f"pysnc crud updated {RUN}"
+        read.state = "2"
+        self.assertTrue(read.update())
+        again = self.client.GlideRecord("incident")
+        self.assertTrue(again.get(sys_id))
+        self.assertEqual(again.short_description, f"pysnc crud updated {RUN}")
+        self.assertEqual(again.get_display_value("state"), "In Progress")
+
+        self.assertTrue(again.delete())
+        gone = self.client.GlideRecord("incident")
+        self.assertFalse(gone.get(sys_id))
+
+    def test_encoded_queries(self):
+        gr = self.client.GlideRecord("incident")
+        gr.add_encoded_query("priority=1^ORpriority=2")
+        gr.order_by("number")
+        gr.query()
+        numbers = [r.number for r in gr]
+        self.assertGreater(len(numbers), 0)
+        self.assertEqual(numbers, sorted(numbers))
+        check = self.client.GlideRecord("incident")
+        check.add_query("priority", "IN", "1,2")
+        check.query()
+        self.assertEqual(len(check), len(numbers))
+        # A condition built with pysnc's query builder, including an OR condition.
+        built = self.client.GlideRecord("incident")
+        condition = built.add_query("priority", "1")
+        condition.add_or_condition("priority", "2")
+        built.query()
+        self.assertEqual(len(built), len(numbers))
+
+    def test_paging_through_2500_records(self):
+        # Custom tables have no access rules yet, so only the admin reads them.
+        gr = ServiceNowClient(URL, ADMIN, verify=CA).GlideRecord(PAGING_TABLE, batch_size=100)
+        gr.add_query("u_run", RUN)
+        gr.order_by("u_index")
+        gr.query()
+        self.assertEqual(len(gr), PAGING_ROWS)
+        seen = [int(r.u_index) for r in gr]
+        self.assertEqual(seen, list(range(PAGING_ROWS)))
+
+    def test_display_values(self):
+        gr = self.client.GlideRecord("incident")
+        self.assertTrue(gr.get(INC1))
+        raw = admin_session().get(f"{URL}/api/now/table/incident/{INC1}",
+                                  params={"sysparm_display_value": "all"}).json()["result"]
+        for field in ("caller_id", "assigned_to", "priority", "state", "opened_at"):
+            self.assertEqual(gr.get_value(field), raw[field]["value"], field)
+            self.assertEqual(gr.get_display_value(field), raw[field]["display_value"], field)
+        self.assertEqual(gr.get_display_value("priority"), "3 - Moderate")
+
+    def test_forged_token_is_refused(self):
+        session = requests.Session()
+        session.headers["Authorization"] = "Bearer forged-token"
+        client = ServiceNowClient(URL, session, verify=CA)
+        gr = client.GlideRecord("incident")
+        with self.assertRaises(AuthenticationException):
+            gr.query()
+
+
+class Attachments(unittest.TestCase):
+    def test_upload_list_download_delete(self):
+        client = ServiceNowClient(URL, ITIL, verify=CA)
+        gr = client.GlideRecord("incident")
+        self.assertTrue(gr.get(INC1))
+        content = b"docket attachment " + RUN.encode() + bytes(range(256))
+        location = gr.add_attachment(f"pysnc-{RUN}.bin", content, "application/octet-stream")
+        self.assertIn("/api/now/attachment/", location)
+
+        attachments = gr.get_attachments()
+        names = [a.file_name for a in attachments]
+        self.assertIn(f"pysnc-{RUN}.bin", names)
+        for attachment in attachments:
+            if attachment.file_name == f"pysnc-{RUN}.bin":
+                self.assertEqual(attachment.read(), content)
+                self.assertEqual(attachment.size_bytes, str(len(content)))
+                attachment.delete()
+        names = [a.file_name for a in gr.get_attachments()]
+        self.assertNotIn(f"pysnc-{RUN}.bin", names)
+
+
+class Batch(unittest.TestCase):
+    def test_update_multiple_and_delete_multiple(self):
+        client = ServiceNowClient(URL, ITIL, verify=CA)
+        ids = []
+        for index in range(12):
+            gr = client.GlideRecord("incident")
+            gr.initialize()
+            gr.short_description = f"batch {RUN} {index}"
+            ids.append(gr.insert())
+        gr = client.GlideRecord("incident")
+        gr.add_query("short_description", "STARTSWITH", f"batch {RUN}")
+        gr.query()
+        self.assertEqual(len(gr), 12)
+        for record in gr:
+            record.urgency = "1"
+        self.assertTrue(gr.update_multiple())
+        check = client.GlideRecord("incident")
+        check.add_query("short_description", "STARTSWITH", f"batch {RUN}")
+        check.add_query("urgency", "1")
+        check.query()
+        self.assertEqual(len(check), 12)
+        remove = client.GlideRecord("incident")
+        remove.add_query("short_description", "STARTSWITH", f"batch {RUN}")
+        self.assertTrue(remove.delete_multiple())
+        after = client.GlideRecord("incident")
+        after.add_query("short_description", "STARTSWITH", f"batch {RUN}")
+        after.query()
+        self.assertEqual(len(after), 0)
+
+
+class OAuth(unittest.TestCase):
+    def test_password_grant(self):
+        client = ServiceNowClient(URL, ServiceNowPasswordGrantFlow("john.doe", "password", CLIENT_ID, CLIENT_SECRET),
+                                  verify=CA)
+        gr = client.GlideRecord("incident")
+        self.assertTrue(gr.get(INC1))
+        self.assertEqual(gr.number, "INC0010001")
+
+    def test_expired_token_is_refreshed(self):
+        # A client whose access tokens live two seconds, registered by the admin through the Table API.
+        client_id = f"short-{RUN}"
+        r = admin_session().post(f"{URL}/api/now/table/oauth_entity",
+                                 json={"name": "short lived", "client_id": client_id, "client_secret": "s3cret",
+                                       "access_token_lifespan": "2"})
+        self.assertEqual(r.status_code, 201, r.text)
+        self.assertNotIn("client_secret", r.json()["result"])
+        client = ServiceNowClient(URL, ServiceNowPasswordGrantFlow("john.doe", "password", client_id, "s3cret"),
+                                  verify=CA)
+        first = client.session.token["access_token"]
+        gr = client.GlideRecord("incident")
+        self.assertTrue(gr.get(INC1))
+        time.sleep(2.5)
+        # The old token is now refused by the server...
+        r = requests.get(f"{URL}/api/now/table/incident/{INC1}", headers={"Authorization": f"Bearer {first}"},
+                         verify=CA)
+        self.assertEqual(r.status_code, 401)
+        # ...and pysnc refreshes it with the refresh_token grant before its next call.
+        again = client.GlideRecord("incident")
+        self.assertTrue(again.get(INC1))
+        self.assertNotEqual(client.session.token["access_token"], first)
+
+    def test_wrong_secret_is_refused(self):
+        with self.assertRaises(Exception):
+            ServiceNowClient(URL, ServiceNowPasswordGrantFlow("john.doe", "password", CLIENT_ID, "wrong"), verify=CA)
+
+
+class Aggregate(unittest.TestCase):
+    def test_counts(self):
+        client = ServiceNowClient(URL, ITIL, verify=CA)
+        gr = client.GlideRecord("incident")
+        gr.add_query("active", "true")
+        gr.query()
+        r = client.session.get(f"{URL}/api/now/stats/incident",
+                               params={"sysparm_count": "true", "sysparm_query": "active=true"})
+        self.assertEqual(r.status_code, 200, r.text)
+        self.assertEqual(r.json()["result"]["stats"]["count"], str(len(gr)))
+        grouped = client.session.get(f"{URL}/api/now/stats/incident",
+                                     params={"sysparm_count": "true", "sysparm_group_by": "priority",
+                                             "sysparm_display_value": "true"}).json()["result"]
+        total = client.session.get(f"{URL}/api/now/stats/incident", params={"sysparm_count": "true"}).json()
+        self.assertEqual(sum(int(g["stats"]["count"]) for g in grouped), int(total["result"]["stats"]["count"]))
+        labels = {g["groupby_fields"][0]["display_value"] for g in grouped}
+        self.assertIn("1 - Critical", labels)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
