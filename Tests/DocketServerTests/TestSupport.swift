@@ -29,10 +29,13 @@ enum TestApp {
     /// Runs `test` against a freshly built demo app in-process.
     @discardableResult
     static func withRouter<T: Sendable>(
-        demo: Bool = true, _ test: @Sendable (any TestClientProtocol) async throws -> T
+        demo: Bool = true, configure: (inout Configuration) -> Void = { _ in },
+        _ test: @Sendable (any TestClientProtocol) async throws -> T
     ) async throws -> T {
         let directory = TemporaryDirectory()
-        let app = try await buildApplication(configuration(dataDirectory: directory.path, demo: demo))
+        var configuration = configuration(dataDirectory: directory.path, demo: demo)
+        configure(&configuration)
+        let app = try await buildApplication(configuration)
         return try await app.test(.router, test)
     }
 
@@ -74,6 +77,9 @@ extension HTTPFields {
     static var john: HTTPFields { basic("john.doe", "password") }
     static var admin: HTTPFields { basic("admin", "admin") }
     static var abel: HTTPFields { basic("abel.tuter", "password") }
+    static var beth: HTTPFields { basic("beth.anglin", "password") }
+
+    static func bearer(_ token: String) -> HTTPFields { [.authorization: "Bearer " + token] }
 
     static func json(_ base: HTTPFields) -> HTTPFields {
         var fields = base
@@ -122,7 +128,32 @@ extension TestClientProtocol {
     }
 }
 
+extension TestClientProtocol {
+    /// A form-encoded POST (the OAuth token endpoint).
+    func form(_ uri: String, _ body: String, headers: HTTPFields = [:]) async throws -> TestResponse {
+        var fields = headers
+        fields[.contentType] = "application/x-www-form-urlencoded"
+        return try await execute(uri: uri, method: .post, headers: fields, body: ByteBuffer(string: body))
+    }
+
+    /// A password grant for a demo user with the demo client; returns the token response.
+    func passwordGrant(_ user: String = "john.doe", _ password: String = "password") async throws -> JSONValue {
+        try await form(
+            "/oauth_token.do",
+            "grant_type=password&client_id=docket-demo&client_secret=docket-demo-secret&username=\(user)&password=\(password)"
+        ).json
+    }
+}
+
 extension JSONValue {
     /// A string member of an object, or "" (for terse assertions).
     func string(_ key: String) -> String { self[key]?.stringValue ?? "" }
+}
+
+/// Demo records the tests name.
+enum Demo {
+    /// INC0010001: abel.tuter is its caller.
+    static let incident1 = DemoData.id("incident", 1)
+    /// INC0010003: abel.tuter is not involved.
+    static let incident3 = DemoData.id("incident", 3)
 }

@@ -1,0 +1,166 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@testable import DocketServer
+
+@Suite("Attachment API")
+struct AttachmentAPITests {
+    static func upload(
+        _ client: any TestClientProtocol, to record: String = Demo.incident1, name: String = "notes.txt",
+        bytes: [UInt8] = Array("hello, attachment".utf8), type: String = "text/plain", headers: HTTPFields = .john
+    ) async throws -> TestResponse {
+        var fields = headers
+        fields[.contentType] = type
+        return try await client.execute(
+            uri: "/api/now/attachment/file?table_name=incident&table_sys_id=\(record)&file_name=\(name)",
+            method: .post, headers: fields, body: ByteBuffer(bytes: bytes)
+        )
+    }
+
+    @Test("upload a raw body, read its metadata, list it, download the same bytes, delete it")
+    func lifecycle() async throws {
+        try await TestApp.withRouter { client throws in
+            let bytes = Array(0...255).map(UInt8.init) + Array("end".utf8)
+            let created = try await Self.upload(client, name: "blob.bin", bytes: bytes, type: "application/octet-stream")
+            #expect(created.status == .created)
+            let meta = try created.result
+            let id = meta.string("sys_id")
+            #expect(created.headers[.location]?.hasSuffix("/api/now/attachment/\(id)") == true)
+            #expect(meta.string("file_name") == "blob.bin")
+            #expect(meta.string("size_bytes") == String(bytes.count))
+            #expect(meta.string("table_name") == "incident")
+            #expect(meta.string("table_sys_id") == Demo.incident1)
+            #expect(meta.string("content_type") == "application/octet-stream")
+            #expect(meta.string("download_link").hasSuffix("/api/now/attachment/\(id)/file"))
+            #expect(meta.string("hash").count == 64)
+
+            let single = try await client.get("/api/v1/attachment/\(id)".replacingOccurrences(of: "/api/v1", with: "/api/now/v1"))
+            #expect(try single.result.string("file_name") == "blob.bin")
+            let list = try await client.get("/api/now/attachment?sysparm_query=table_sys_id=\(Demo.incident1)")
+            #expect(try list.results.map { $0.string("sys_id") } == [id])
+            #expect(list.headers[.xTotalCount] == "1")
+
+            let file = try await client.get("/api/now/attachment/\(id)/file")
+            #expect(file.status == .ok)
+            #expect(Array(file.body.readableBytesView) == bytes)
+            #expect(file.headers[.contentType] == "application/octet-stream")
+            #expect(file.headers[.contentLength] == String(bytes.count))
+            #expect(file.headers[.xAttachmentMetadata]?.contains("\"file_name\":\"blob.bin\"") == true)
+
+            let deleted = try await client.execute(uri: "/api/now/attachment/\(id)", method: .delete, headers: .john, body: nil)
+            #expect(deleted.status == .noContent)
+            #expect(try await client.get("/api/now/attachment/\(id)").status == .notFound)
+            #expect(try await client.get("/api/now/attachment/\(id)/file").status == .notFound)
+        }
+    }
+
+    @Test("multipart upload takes table_name, table_sys_id and the file part")
+    func multipart() async throws {
+        try await TestApp.withRouter { client throws in
+            let boundary = "docketBoundary42"
+            let body = """
+                --\(boundary)\r
+                Content-Disposition: form-data; name="table_name"\r
+                \r
+                incident\r
+                --\(boundary)\r
+                Content-Disposition: form-data; name="table_sys_id"\r
+                \r
+                \(Demo.incident1)\r
+                --\(boundary)\r
+                Content-Disposition: form-data; name="uploadFile"; filename="screen.png"\r
+                Content-Type: image/png\r
+                \r
+                PNGDATA\r
+                --\(boundary)--\r
+
+                """
+            var headers = HTTPFields.john
+            headers[.contentType] = "multipart/form-data; boundary=\(boundary)"
+            let response = try await client.execute(
+                uri: "/api/now/attachment/upload", method: .post, headers: headers, body: ByteBuffer(string: body)
+            )
+            #expect(response.status == .created)
+            let meta = try response.result
+            #expect(meta.string("file_name") == "screen.png")
+            #expect(meta.string("content_type") == "image/png")
+            let file = try await client.get("/api/now/attachment/\(meta.string("sys_id"))/file")
+            #expect(file.text == "PNGDATA")
+
+            let broken = try await client.execute(
+                uri: "/api/now/attachment/upload", method: .post, headers: headers, body: ByteBuffer(string: "garbage")
+            )
+            #expect(broken.status == .badRequest)
+            var noBoundary = HTTPFields.john
+            noBoundary[.contentType] = "multipart/form-data"
+            let missing = try await client.execute(
+                uri: "/api/now/attachment/upload", method: .post, headers: noBoundary, body: ByteBuffer(string: body)
+            )
+            #expect(missing.status == .badRequest)
+        }
+    }
+
+    @Test("access follows the record: hidden records can be neither attached to nor read")
+    func access() async throws {
+        try await TestApp.withRouter { client throws in
+            let hidden = try await Self.upload(client, to: Demo.incident3)
+            #expect(hidden.status == .created)
+            let id = try hidden.result.string("sys_id")
+            // abel.tuter cannot read INC0010003, so neither its attachments.
+            #expect(try await Self.upload(client, to: Demo.incident3, headers: .abel).status == .notFound)
+            #expect(try await client.get("/api/now/attachment/\(id)", .abel).status == .notFound)
+            #expect(try await client.get("/api/now/attachment/\(id)/file", .abel).status == .notFound)
+            #expect(try await client.get("/api/now/attachment", .abel).results.allSatisfy { $0.string("sys_id") != id })
+            let delete = try await client.execute(uri: "/api/now/attachment/\(id)", method: .delete, headers: .abel, body: nil)
+            #expect(delete.status == .forbidden || delete.status == .notFound)
+            #expect(try await client.get("/api/now/attachment/\(id)").status == .ok)
+            // …but he may attach to his own incident.
+            #expect(try await Self.upload(client, to: Demo.incident1, headers: .abel).status == .created)
+        }
+    }
+
+    @Test("deleting a record deletes its attachments")
+    func cascade() async throws {
+        try await TestApp.withRouter { client throws in
+            let record = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"with files"}"#)
+            let recordID = try record.result.string("sys_id")
+            let id = try await Self.upload(client, to: recordID).result.string("sys_id")
+            #expect(try await client.get("/api/now/attachment/\(id)").status == .ok)
+            let deleted = try await client.execute(uri: "/api/now/table/incident/\(recordID)", method: .delete, headers: .john, body: nil)
+            #expect(deleted.status == .noContent)
+            #expect(try await client.get("/api/now/attachment/\(id)").status == .notFound)
+        }
+    }
+
+    @Test("bad uploads are 4xx: missing parameters, no content type, unknown table or record, too large")
+    func badUploads() async throws {
+        try await TestApp.withRouter(configure: { $0.maxAttachmentSize = 1000 }) { client throws in
+            var headers = HTTPFields.john
+            headers[.contentType] = "text/plain"
+            let missing = try await client.execute(
+                uri: "/api/now/attachment/file?table_name=incident", method: .post, headers: headers,
+                body: ByteBuffer(string: "x")
+            )
+            #expect(missing.status == .badRequest)
+            let noType = try await client.execute(
+                uri: "/api/now/attachment/file?table_name=incident&table_sys_id=\(Demo.incident1)&file_name=a",
+                method: .post, headers: .john, body: ByteBuffer(string: "x")
+            )
+            #expect(noType.status == .badRequest)
+            let table = try await client.execute(
+                uri: "/api/now/attachment/file?table_name=nope&table_sys_id=\(Demo.incident1)&file_name=a",
+                method: .post, headers: headers, body: ByteBuffer(string: "x")
+            )
+            #expect(table.status == .badRequest)
+            #expect(try await Self.upload(client, to: "0123456789abcdef0123456789abcdef").status == .notFound)
+            let large = try await Self.upload(client, bytes: Array(repeating: 7, count: 1001))
+            #expect(large.status == .contentTooLarge)
+            #expect(large.errorMessage == "Request body too large")
+            #expect(try await client.get("/api/now/attachment", .admin).results.isEmpty)
+        }
+    }
+}

@@ -1,0 +1,127 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+
+@testable import DocketServer
+
+@Suite("Schema administration through sys_db_object and sys_dictionary")
+struct SchemaAdministrationTests {
+    @Test("a table extending task and its fields are usable at once through every API, and after a restart")
+    func customTaskTable() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = TestApp.configuration(dataDirectory: directory.path)
+        let id = try await buildApplication(configuration).test(.router) { client throws in
+            let table = try await client.send(
+                .post, "/api/now/table/sys_db_object", json: #"{"name":"u_widget","label":"Widget","super_class":"task"}"#,
+                headers: .admin
+            )
+            #expect(table.status == .created)
+            for json in [
+                #"{"name":"u_widget","element":"u_color","internal_type":"string","column_label":"Color"}"#,
+                #"{"name":"u_widget","element":"u_weight","internal_type":"integer"}"#,
+                #"{"name":"u_widget","element":"u_owner","internal_type":"reference","reference":"sys_user"}"#,
+            ] {
+                let field = try await client.send(.post, "/api/now/table/sys_dictionary", json: json, headers: .admin)
+                #expect(field.status == .created)
+            }
+            let created = try await client.send(
+                .post, "/api/now/table/u_widget?sysparm_display_value=all",
+                json: #"{"short_description":"first widget","u_color":"red","u_weight":"7","u_owner":"\#(DemoData.userID("john.doe"))"}"#
+            )
+            #expect(created.status == .created)
+            let record = try created.result
+            #expect(record["u_color"]?.string("value") == "red")
+            #expect(record["u_owner"]?.string("display_value") == "John Doe")
+            #expect(record["sys_class_name"]?.string("value") == "u_widget")
+            #expect(record["number"]?.string("value").hasPrefix("TASK") == true)
+            // itil users work on it like any task; it shows up through task too.
+            let listed = try await client.get("/api/now/table/task?sysparm_query=sys_class_name=u_widget")
+            #expect(try listed.results.count == 1)
+            let stats = try await client.get("/api/now/stats/u_widget?sysparm_count=true&sysparm_sum_fields=u_weight")
+            #expect(try stats.result["stats"]?["sum"]?.string("u_weight") == "7")
+            let recordID = record["sys_id"]?.string("value") ?? ""
+            var headers = HTTPFields.john
+            headers[.contentType] = "text/plain"
+            let attachment = try await client.execute(
+                uri: "/api/now/attachment/file?table_name=u_widget&table_sys_id=\(recordID)&file_name=spec.txt",
+                method: .post, headers: headers, body: .init(string: "spec")
+            )
+            #expect(attachment.status == .created)
+            return recordID
+        }
+        try await buildApplication(configuration).test(.router) { client throws in
+            let record = try await client.get("/api/now/table/u_widget/\(id)?sysparm_fields=u_color,u_weight").result
+            #expect(record.string("u_color") == "red")
+            #expect(record.string("u_weight") == "7")
+            let field = try await client.send(
+                .post, "/api/now/table/sys_dictionary", json: #"{"name":"u_widget","element":"u_size","internal_type":"string"}"#,
+                headers: .admin
+            )
+            #expect(field.status == .created)
+            let updated = try await client.send(.patch, "/api/now/table/u_widget/\(id)", json: #"{"u_size":"XL"}"#)
+            #expect(try updated.result.string("u_size") == "XL")
+        }
+    }
+
+    @Test("a new root table gets its own physical table")
+    func rootTable() async throws {
+        try await TestApp.withRouter { client throws in
+            #expect(try await client.send(.post, "/api/now/table/sys_db_object", json: #"{"name":"x_app_item"}"#, headers: .admin).status == .created)
+            #expect(try await client.send(
+                .post, "/api/now/table/sys_dictionary", json: #"{"name":"x_app_item","element":"size","internal_type":"decimal"}"#,
+                headers: .admin
+            ).status == .created)
+            let created = try await client.send(.post, "/api/now/table/x_app_item", json: #"{"size":"1.5"}"#, headers: .admin)
+            #expect(created.status == .created)
+            #expect(try created.result.string("size") == "1.5")
+            #expect(try await client.get("/api/now/table/x_app_item", .admin).headers[.xTotalCount] == "1")
+        }
+    }
+
+    @Test(
+        "invalid schema changes are 400s and leave nothing behind",
+        arguments: [
+            ("sys_db_object", #"{"name":"widget"}"#), ("sys_db_object", #"{"name":"u_bad name"}"#),
+            ("sys_db_object", #"{"name":"u_x\"; DROP TABLE task; --"}"#), ("sys_db_object", #"{"name":"incident"}"#),
+            ("sys_db_object", #"{"name":"u_y","super_class":"nope"}"#), ("sys_db_object", #"{"name":"u_z","super_class":"sys_user"}"#),
+            ("sys_dictionary", #"{"name":"incident","element":"color"}"#),
+            ("sys_dictionary", #"{"name":"incident","element":"u_color","internal_type":"blob"}"#),
+            ("sys_dictionary", #"{"name":"nope","element":"u_color"}"#),
+            ("sys_dictionary", #"{"name":"incident","element":"u_ref","internal_type":"reference","reference":"nope"}"#),
+            ("sys_dictionary", #"{"name":"incident","element":"u_id","internal_type":"GUID"}"#),
+            ("sys_dictionary", #"{"name":"incident","element":"short_description"}"#),
+        ]
+    )
+    func invalid(table: String, json: String) async throws {
+        try await TestApp.withRouter { client throws in
+            let before = try await client.get("/api/now/table/\(table)?sysparm_limit=1", .admin).headers[.xTotalCount]
+            let response = try await client.send(.post, "/api/now/table/\(table)", json: json, headers: .admin)
+            #expect(response.status == .badRequest)
+            #expect(try await client.get("/api/now/table/\(table)?sysparm_limit=1", .admin).headers[.xTotalCount] == before)
+            #expect(try await client.get("/api/now/table/task?sysparm_limit=1", .admin).status == .ok)
+        }
+    }
+
+    @Test("only admins change the schema; structure cannot be renamed or deleted through the API")
+    func guarded() async throws {
+        try await TestApp.withRouter { client throws in
+            #expect(try await client.send(.post, "/api/now/table/sys_db_object", json: #"{"name":"u_mine"}"#).status == .forbidden)
+            let field = try await client.send(
+                .post, "/api/now/table/sys_dictionary", json: #"{"name":"incident","element":"u_flag","internal_type":"boolean"}"#,
+                headers: .admin
+            )
+            #expect(field.status == .created)
+            let id = try field.result.string("sys_id")
+            let rename = try await client.send(.patch, "/api/now/table/sys_dictionary/\(id)", json: #"{"element":"u_other"}"#, headers: .admin)
+            #expect(rename.status == .badRequest)
+            let relabel = try await client.send(.patch, "/api/now/table/sys_dictionary/\(id)", json: #"{"column_label":"Flag"}"#, headers: .admin)
+            #expect(relabel.status == .ok)
+            let delete = try await client.execute(uri: "/api/now/table/sys_dictionary/\(id)", method: .delete, headers: .admin, body: nil)
+            #expect(delete.status == .badRequest)
+            let flagged = try await client.send(.patch, "/api/now/table/incident/\(Demo.incident1)", json: #"{"u_flag":"true"}"#)
+            #expect(try flagged.result.string("u_flag") == "true")
+        }
+    }
+}
