@@ -33,6 +33,25 @@ struct EndToEndTests {
         }
     }
 
+    @Test("OAuth: the SDK's password grant against docketd's /oauth_token.do, then bearer requests")
+    func oauth() async throws {
+        try await withLiveServer { base throws in
+            let client = try DocketClient(
+                instance: base,
+                credentials: .oauth(
+                    clientID: "docket-demo", clientSecret: "docket-demo-secret", userName: "john.doe", password: "password"
+                )
+            )
+            let record = try await client.table.record(Demo.incident1, in: "incident", fields: ["number"])
+            #expect(record["number"] == "INC0010001")
+            let wrong = try DocketClient(
+                instance: base,
+                credentials: .oauth(clientID: "docket-demo", clientSecret: "wrong", userName: "john.doe", password: "password")
+            )
+            await #expect(throws: DocketError.self) { try await wrong.table.record(Demo.incident1, in: "incident") }
+        }
+    }
+
     @Test("the paginator follows Link headers across pages without gaps or repeats")
     func paginator() async throws {
         try await withLiveServer { base throws in
