@@ -17,6 +17,20 @@ public enum GlideDateTime {
             + pad(seconds / 60 % 60, 2) + ":" + pad(seconds % 60, 2)
     }
 
+    /// Formats a date as `YYYY-MM-DD HH:MM:SS` in a time zone (a user's, for display values).
+    public static func format(_ date: Date, in timeZone: TimeZone) -> String {
+        format(date.addingTimeInterval(TimeInterval(timeZone.secondsFromGMT(for: date))))
+    }
+
+    /// Parses a local date-time of a time zone (a user's display value) into the moment it names.
+    public static func parse(_ text: String, in timeZone: TimeZone) -> Date? {
+        guard let naive = parse(text) else { return nil }
+        // The offset depends on the moment, which depends on the offset: two steps settle it across DST.
+        var date = naive.addingTimeInterval(-TimeInterval(timeZone.secondsFromGMT(for: naive)))
+        date = naive.addingTimeInterval(-TimeInterval(timeZone.secondsFromGMT(for: date)))
+        return date
+    }
+
     /// Formats a date as `YYYY-MM-DD` in UTC.
     public static func formatDate(_ date: Date) -> String {
         String(format(date).prefix(10))

@@ -13,6 +13,8 @@ enum DemoData {
         var userName, first, last, title, department: String
         var password: String?
         var roles: [String]
+        /// IANA time zone: display values of dates are shown in it.
+        var timeZone = "UTC"
     }
 
     static let people: [Person] = [
@@ -21,7 +23,7 @@ enum DemoData {
         Person(userName: "john.doe", first: "John", last: "Doe", title: "Service Desk Analyst", department: "IT",
                password: "password", roles: ["itil"]),
         Person(userName: "beth.anglin", first: "Beth", last: "Anglin", title: "Network Engineer", department: "IT",
-               password: "password", roles: ["itil"]),
+               password: "password", roles: ["itil"], timeZone: "America/Los_Angeles"),
         Person(userName: "abel.tuter", first: "Abel", last: "Tuter", title: "Account Manager", department: "Sales",
                password: "password", roles: []),
         Person(userName: "fred.luddy", first: "Fred", last: "Luddy", title: "CFO", department: "Finance",
@@ -74,7 +76,7 @@ enum DemoData {
             var values = [
                 "user_name": person.userName, "first_name": person.first, "last_name": person.last,
                 "name": "\(person.first) \(person.last)", "title": person.title, "department": person.department,
-                "email": "\(person.userName)@example.com", "time_zone": "UTC", "active": "true",
+                "email": "\(person.userName)@example.com", "time_zone": person.timeZone, "active": "true",
             ]
             if let password = person.password { values["password"] = password }
             try await insert("sys_user", userID(person.userName), values)

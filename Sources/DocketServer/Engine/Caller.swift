@@ -6,6 +6,13 @@ struct Caller: Sendable, Equatable {
     var userName: String
     var displayName: String
     var roles: Set<String>
+    /// The user's time zone (`sys_user.time_zone`, an IANA name); display values of dates use it.
+    var timeZoneName: String = ""
+
+    /// The user's time zone, or nil for UTC.
+    var timeZone: TimeZone? {
+        timeZoneName.isEmpty ? nil : TimeZone(identifier: timeZoneName)
+    }
 
     var isAdmin: Bool { roles.contains("admin") }
 

@@ -1,3 +1,4 @@
+import Foundation
 import DocketModel
 
 /// A record as the engine hands it to dialects: every value a string (`""` when empty), keyed by the
@@ -50,6 +51,8 @@ struct WriteOptions: Sendable {
     var inputDisplayValue = false
     /// Keep `sys_` fields as given instead of maintaining them (demo data, imports).
     var suppressAutoSysFields = false
+    /// The time zone display values of dates are written in (the caller's); nil for UTC.
+    var timeZone: TimeZone? = nil
 }
 
 /// A committed change, as appended to the event log.

@@ -217,7 +217,15 @@ extension RecordStore {
                 if !raw.isEmpty { prepared.values[name] = await hash(raw) }
             default:
                 var value = raw
-                if options.inputDisplayValue { value = try await storedValue(forDisplay: raw, field: field, in: table) }
+                if options.inputDisplayValue {
+                    value = try await storedValue(forDisplay: raw, field: field, in: table)
+                    // Dates given as display values are the caller's local time.
+                    if field.type == .glideDateTime, let zone = options.timeZone,
+                        let date = GlideDateTime.parse(raw, in: zone)
+                    {
+                        value = GlideDateTime.format(date)
+                    }
+                }
                 prepared.values[name] = try FieldCoercion.normalize(value, for: field)
             }
         }

@@ -31,7 +31,7 @@ struct UserDirectory: Sendable {
     func caller(userID: String) async throws -> Caller? {
         try await store.storage.read { db in
             guard let row = try await db.rows(
-                "SELECT user_name, name, active FROM sys_user WHERE sys_id = " + .bind(userID)
+                "SELECT user_name, name, active, time_zone FROM sys_user WHERE sys_id = " + .bind(userID)
             ).first, try row.value(at: "active", kind: .integer).intValue != 0 else { return nil }
             let roles = try await db.rows(
                 "SELECT r.name FROM sys_user_has_role AS h JOIN sys_user_role AS r ON r.sys_id = h.role WHERE h."
@@ -39,7 +39,8 @@ struct UserDirectory: Sendable {
             ).compactMap { try $0.value(at: "name", kind: .text).text }
             return Caller(
                 userID: userID, userName: try row.value(at: "user_name", kind: .text).text ?? "",
-                displayName: try row.value(at: "name", kind: .text).text ?? "", roles: Set(roles)
+                displayName: try row.value(at: "name", kind: .text).text ?? "", roles: Set(roles),
+                timeZoneName: try row.value(at: "time_zone", kind: .text).text ?? ""
             )
         }
     }

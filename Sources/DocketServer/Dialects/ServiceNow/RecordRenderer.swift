@@ -1,4 +1,5 @@
 import DocketModel
+import Foundation
 
 /// Shapes engine records as Table API JSON (spec §0.6–§0.7): every value a string; references as
 /// `{link, value}`; `display_value` modes; journal fields as the rendered stream.
@@ -9,6 +10,8 @@ struct RecordRenderer {
     /// Instance base URL without a trailing slash, for reference links.
     let baseURL: String
     let data: DisplayData
+    /// The caller's time zone: display values of dates (and journal headers) are local times in it.
+    var timeZone: TimeZone? = nil
 
     /// Writes one record as a JSON object.
     func write(_ record: Record, columns: [ResultColumn], to writer: inout JSONWriter) {
@@ -83,6 +86,8 @@ struct RecordRenderer {
             return journalStream(record.sysID, field: field)
         case .tableName:
             return catalog.table(value)?.label ?? value
+        case .glideDateTime:
+            return local(value)
         default:
             guard !value.isEmpty else { return "" }
             // A record's own fields use its concrete class's choice list (incident states, not task states).
@@ -93,11 +98,17 @@ struct RecordRenderer {
         }
     }
 
+    /// A stored UTC date-time as the caller's local time.
+    private func local(_ value: String) -> String {
+        guard let timeZone, let date = GlideDateTime.parse(value) else { return value }
+        return GlideDateTime.format(date, in: timeZone)
+    }
+
     /// Newest first: `YYYY-MM-DD HH:MM:SS - Name (Label)\ntext\n\n` per entry.
     private func journalStream(_ sysID: String, field: FieldDefinition) -> String {
         var stream = ""
         for entry in data.journals[sysID] ?? [] where entry.element == field.name {
-            stream += "\(entry.createdOn) - \(entry.createdByName ?? entry.createdBy) (\(field.label))\n\(entry.value)\n\n"
+            stream += "\(local(entry.createdOn)) - \(entry.createdByName ?? entry.createdBy) (\(field.label))\n\(entry.value)\n\n"
         }
         return stream
     }

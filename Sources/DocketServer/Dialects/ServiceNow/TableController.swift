@@ -37,7 +37,7 @@ struct TableController {
             throw ServiceNowError(.notFound, "No Record found", detail: "Records matching query not found")
         }
         let baseURL = baseURL(for: request)
-        let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL)
+        let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL, caller: caller)
         var writer = JSONWriter(capacity: 512 * max(1, page.records.count))
         writer.beginObject()
         writer.key("result")
@@ -68,7 +68,7 @@ struct TableController {
         let caller = try context.requireCaller()
         let (table, parameters) = try prepare(request, context: context)
         let values = try await RequestBody.record(from: request, context: context)
-        let sysID = try await store.insert(into: table.name, values: values, caller: caller, options: options(parameters))
+        let sysID = try await store.insert(into: table.name, values: values, caller: caller, options: options(parameters, caller: caller))
         var response = try await single(
             sysID, table: table, parameters: parameters, request: request, caller: caller, status: .created
         )
@@ -81,7 +81,7 @@ struct TableController {
         let (table, parameters) = try prepare(request, context: context)
         let sysID = try context.parameters.require("sys_id")
         let values = try await RequestBody.record(from: request, context: context)
-        try await store.update(sysID, in: table.name, values: values, caller: caller, options: options(parameters))
+        try await store.update(sysID, in: table.name, values: values, caller: caller, options: options(parameters, caller: caller))
         return try await single(sysID, table: table, parameters: parameters, request: request, caller: caller)
     }
 
@@ -104,9 +104,10 @@ struct TableController {
         return (table, parameters)
     }
 
-    private func options(_ parameters: TableParameters) -> WriteOptions {
+    private func options(_ parameters: TableParameters, caller: Caller) -> WriteOptions {
         WriteOptions(
-            inputDisplayValue: parameters.inputDisplayValue, suppressAutoSysFields: parameters.suppressAutoSysField
+            inputDisplayValue: parameters.inputDisplayValue, suppressAutoSysFields: parameters.suppressAutoSysField,
+            timeZone: caller.timeZone
         )
     }
 
@@ -119,7 +120,9 @@ struct TableController {
         }
         let (columns, record) = try await store.get(sysID, in: table.name, fields: parameters.fields, caller: caller)
         let page = RecordPage(columns: columns, records: [record], total: nil)
-        let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL(for: request))
+        let renderer = try await renderer(
+            for: page, parameters: parameters, baseURL: baseURL(for: request), caller: caller
+        )
         var writer = JSONWriter(capacity: 4096)
         writer.beginObject()
         writer.key("result")
@@ -128,13 +131,14 @@ struct TableController {
         return Response.json(writer, status: status)
     }
 
-    private func renderer(for page: RecordPage, parameters: TableParameters, baseURL: String) async throws
-        -> RecordRenderer
-    {
+    private func renderer(
+        for page: RecordPage, parameters: TableParameters, baseURL: String, caller: Caller
+    ) async throws -> RecordRenderer {
         let data = try await store.displayData(for: page, displayValues: parameters.displayMode != .value)
         return RecordRenderer(
             catalog: store.catalog, mode: parameters.displayMode,
-            excludeReferenceLink: parameters.excludeReferenceLink, baseURL: baseURL, data: data
+            excludeReferenceLink: parameters.excludeReferenceLink, baseURL: baseURL, data: data,
+            timeZone: caller.timeZone
         )
     }
 

@@ -1,0 +1,54 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+
+@testable import DocketServer
+
+@Suite("Display values in the caller's time zone")
+struct DisplayValueTests {
+    static let losAngeles = TimeZone(identifier: "America/Los_Angeles")!
+
+    @Test("dates display in the user's time zone in every mode; values stay UTC; journal headers too")
+    func output() async throws {
+        try await TestApp.withRouter { client throws in
+            let uri = "/api/now/table/incident/\(Demo.incident1)?sysparm_display_value=all&sysparm_fields=opened_at,comments"
+            let utc = try await client.get(uri, .john).result
+            let local = try await client.get(uri, .beth).result
+            let value = try #require(utc["opened_at"]?.string("value"))
+            #expect(utc["opened_at"]?.string("display_value") == value)
+            #expect(local["opened_at"]?.string("value") == value)
+            let expected = GlideDateTime.format(try #require(GlideDateTime.parse(value)), in: Self.losAngeles)
+            #expect(local["opened_at"]?.string("display_value") == expected)
+            #expect(expected != value)
+            let stream = local["comments"]?.string("display_value") ?? ""
+            let header = try #require(stream.split(separator: "\n").first)
+            let utcHeader = try #require(utc["comments"]?.string("display_value").split(separator: "\n").first)
+            #expect(header != utcHeader)
+            #expect(header.hasSuffix("(Additional comments)"))
+            let shown = try await client.get(
+                "/api/now/table/incident/\(Demo.incident1)?sysparm_display_value=true&sysparm_fields=opened_at", .beth
+            ).result
+            #expect(shown.string("opened_at") == expected)
+        }
+    }
+
+    @Test("sysparm_input_display_value: choice labels, reference names and local dates are accepted on write")
+    func input() async throws {
+        try await TestApp.withRouter { client throws in
+            let response = try await client.send(
+                .post, "/api/now/table/incident?sysparm_input_display_value=true&sysparm_fields=urgency,caller_id,due_date,state",
+                json: #"{"short_description":"x","urgency":"1 - High","caller_id":"Abel Tuter","due_date":"2026-07-01 09:00:00","state":"In Progress"}"#,
+                headers: .beth
+            )
+            #expect(response.status == .created)
+            let record = try response.result
+            #expect(record.string("urgency") == "1")
+            #expect(record.string("state") == "2")
+            #expect(record["caller_id"]?.string("value") == DemoData.userID("abel.tuter"))
+            // 09:00 in Los Angeles in July (PDT, UTC-7) is 16:00 UTC.
+            #expect(record.string("due_date") == "2026-07-01 16:00:00")
+        }
+    }
+}
