@@ -34,7 +34,8 @@ public func buildApplication(
         if event.table == "sys_rate_limit_rules" { rateLimiter.invalidate() }
     }
 
-    let router = Router(context: DocketRequestContext.self)
+    // HEAD works wherever GET does (same status and headers, no body).
+    let router = Router(context: DocketRequestContext.self, options: .autoGenerateHeadEndpoints)
     router.add(middleware: ServiceNowMiddleware())
     router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
     router.add(middleware: AuthMiddleware(authenticator: authenticator, oauth: oauth, secure: configuration.usesTLS))
@@ -73,7 +74,7 @@ public func buildApplication(
         server = .http1()
     }
     return Application(
-        responder: responder,
+        responder: MethodOverrideResponder(inner: responder),
         server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
         services: [StorageService(storage: storage)],

@@ -27,6 +27,33 @@ struct DurabilityTests {
         }
     }
 
+    @Test("a database made before a base table existed gets that table on the next start")
+    func upgrade() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = TestApp.configuration(dataDirectory: directory.path)
+        try await buildApplication(configuration).test(.router) { _ in }
+        // Make the database look as an older docketd left it: no sys_attachment and no attachment content.
+        let storage = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
+        try await storage.write { db in
+            try await db.run("DROP TABLE sys_attachment")
+            try await db.run("DROP TABLE docket_attachment_data")
+            try await db.run("DELETE FROM sys_dictionary WHERE name = 'sys_attachment'")
+            try await db.run("DELETE FROM sys_db_object WHERE name = 'sys_attachment'")
+        }
+        try await storage.close()
+        try await buildApplication(configuration).test(.router) { client throws in
+            var headers = HTTPFields.john
+            headers[.contentType] = "text/plain"
+            let upload = try await client.execute(
+                uri: "/api/now/attachment/file?table_name=incident&table_sys_id=\(Demo.incident1)&file_name=a.txt",
+                method: .post, headers: headers, body: .init(string: "after upgrade")
+            )
+            #expect(upload.status == .created)
+            let tables = try await client.get("/api/now/table/sys_db_object?name=sys_attachment", .admin)
+            #expect(try tables.results.count == 1)
+        }
+    }
+
     @Test("the live server reports its real port and serves over TCP")
     func live() async throws {
         let directory = TemporaryDirectory()
