@@ -28,13 +28,13 @@ struct AuthMiddleware: RouterMiddleware {
             context.caller = caller
             if token != presented { issue = token }
         } else if let bearer = request.headers.bearer {
-            guard let caller = await oauth.caller(accessToken: bearer.token) else { throw ServiceNowError.unauthenticated }
-            context.caller = caller
             // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
             // refresh path sends one request without the new token) stay signed in through it.
-            var sessionUser: String? = nil
-            if let presented { sessionUser = await authenticator.caller(sessionToken: presented)?.userID }
-            if sessionUser != caller.userID { issue = await authenticator.sessionToken(for: caller) }
+            guard let userID = await oauth.userID(accessToken: bearer.token),
+                let (caller, session) = await authenticator.bearerLogin(userID: userID, presentedSession: presented)
+            else { throw ServiceNowError.unauthenticated }
+            context.caller = caller
+            issue = session
         } else if request.headers[.authorization] != nil {
             throw ServiceNowError.unauthenticated
         } else if let presented, let caller = await authenticator.caller(sessionToken: presented) {

@@ -78,6 +78,19 @@ actor Authenticator {
         return (caller, sessionToken(for: caller))
     }
 
+    /// The caller for a bearer token's user with the session to carry in the cookie (nil when the presented
+    /// cookie already is that user's session), in one actor hop.
+    func bearerLogin(userID: String, presentedSession: String?) async -> (caller: Caller, sessionToken: String?)? {
+        guard let caller = await caller(userID: userID) else { return nil }
+        if let presentedSession, let session = sessions[presentedSession], session.userID == userID,
+            session.expires > clock.now
+        {
+            sessions[presentedSession]?.expires = clock.now + sessionTimeout
+            return (caller, nil)
+        }
+        return (caller, sessionToken(for: caller))
+    }
+
     /// The session token for a caller: one live session per user, so clients that never keep cookies do
     /// not pile up sessions.
     func sessionToken(for caller: Caller) -> String {

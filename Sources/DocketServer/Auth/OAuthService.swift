@@ -30,7 +30,7 @@ actor OAuthService {
     private let key = Data(SysID.generate().utf8)
     /// Client secrets verified recently (keyed digest of id + secret), so token requests do not each pay bcrypt.
     private var verifiedClients: [Data: (client: OAuthDirectory.Client, expires: Date)] = [:]
-    /// Access tokens seen valid: token hash → (user, expiry).
+    /// Access tokens seen valid, in memory only: token → (user, expiry).
     private var accessTokens: [String: (userID: String, expires: Date)] = [:]
 
     init(directory: OAuthDirectory, authenticator: Authenticator, hasher: PasswordHasher) {
@@ -69,7 +69,7 @@ actor OAuthService {
                 )),
             ]
             guard (try? await directory.save(tokens, now: GlideDateTime.format(now))) != nil else { return nil }
-            accessTokens[Self.hash(access)] = (caller.userID, accessExpiry)
+            accessTokens[access] = (caller.userID, accessExpiry)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
         case "refresh_token":
             guard let refresh = form["refresh_token"], !refresh.isEmpty else { return nil }
@@ -86,7 +86,7 @@ actor OAuthService {
             )
             guard (try? await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now))) != nil
             else { return nil }
-            accessTokens[Self.hash(access)] = (stored.userID, accessExpiry)
+            accessTokens[access] = (stored.userID, accessExpiry)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
         default:
             // client_credentials, authorization_code and JWT bearer grants are not offered.
@@ -94,23 +94,22 @@ actor OAuthService {
         }
     }
 
-    /// The caller an access token stands for; nil when it is unknown, expired or revoked.
-    func caller(accessToken: String) async -> Caller? {
-        let hash = Self.hash(accessToken)
+    /// The user an access token stands for; nil when it is unknown, expired or revoked.
+    func userID(accessToken: String) async -> String? {
         let now = Date()
-        if let known = accessTokens[hash] {
+        if let known = accessTokens[accessToken] {
             guard known.expires > now else {
-                accessTokens[hash] = nil
+                accessTokens[accessToken] = nil
                 return nil
             }
-            return await authenticator.caller(userID: known.userID)
+            return known.userID
         }
-        guard let stored = try? await directory.token(hash: hash), stored.type == "access_token",
+        guard let stored = try? await directory.token(hash: Self.hash(accessToken)), stored.type == "access_token",
             let expires = GlideDateTime.parse(stored.expires), expires > now
         else { return nil }
-        accessTokens[hash] = (stored.userID, expires)
+        accessTokens[accessToken] = (stored.userID, expires)
         if accessTokens.count > 50_000 { accessTokens = accessTokens.filter { $0.value.expires > now } }
-        return await authenticator.caller(userID: stored.userID)
+        return stored.userID
     }
 
     /// Revokes an access or refresh token (and the access tokens issued with a refresh token).
@@ -140,7 +139,7 @@ actor OAuthService {
     private static func expiresIn(_ client: OAuthDirectory.Client) -> Int { max(1, client.accessLifespan - 1) }
 
     static func hash(_ token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
+        Digest.sha256Hex(token.utf8)
     }
 
     private static func newToken() -> String {

@@ -1,4 +1,3 @@
-import Crypto
 import DocketModel
 import Foundation
 
@@ -31,7 +30,7 @@ extension RecordStore {
                 detail: "Record \(upload.recordID) of \(upload.tableName) does not exist or cannot be read"
             )
         }
-        let digest = SHA256.hash(data: upload.bytes).map { String(format: "%02x", $0) }.joined()
+        let digest = Digest.sha256Hex(upload.bytes)
         let values: [String: String] = [
             "file_name": upload.fileName, "content_type": upload.contentType, "size_bytes": String(upload.bytes.count),
             "size_compressed": String(upload.bytes.count), "compressed": "false", "table_name": upload.tableName,
@@ -46,9 +45,25 @@ extension RecordStore {
         }
     }
 
+    /// An attachment's metadata; 404 when it is missing or its record is hidden from the caller.
+    ///
+    /// The same rule as the `sys_attachment` access filter, checked in two cached reads (the attachment,
+    /// then its record as the caller) instead of one statement joining every table a parent could be in.
+    func attachment(_ sysID: String, caller: Caller) async throws -> Record {
+        let (_, record) = try await get(sysID, in: "sys_attachment", caller: .system)
+        guard !caller.isAdmin else { return record }
+        guard catalog.table(record["table_name"]) != nil else { throw EngineError.notFound }
+        do {
+            _ = try await get(record["table_sys_id"], in: record["table_name"], fields: ["sys_id"], caller: caller)
+        } catch let error as EngineError where error.code == .notFound {
+            throw EngineError.notFound
+        }
+        return record
+    }
+
     /// An attachment's metadata and bytes; 404 when it is missing or its record is hidden from the caller.
     func attachmentContent(_ sysID: String, caller: Caller) async throws -> (record: Record, bytes: [UInt8]) {
-        let (_, record) = try await get(sysID, in: "sys_attachment", caller: caller)
+        let record = try await attachment(sysID, caller: caller)
         let bytes = try await storage.read { db in
             try await db.rows("SELECT data FROM docket_attachment_data WHERE sys_id = " + .bind(sysID)).first?
                 .bytes(at: "data")

@@ -62,7 +62,7 @@ struct AttachmentController {
 
     @Sendable func metadata(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let (_, record) = try await store.get(try context.parameters.require("sys_id"), in: "sys_attachment", caller: caller)
+        let record = try await store.attachment(try context.parameters.require("sys_id"), caller: caller)
         let baseURL = BaseURL.of(request, configuration: configuration)
         return Response.json(.object([("result", Self.metadata(record, baseURL: baseURL))]))
     }
@@ -163,7 +163,7 @@ struct AttachmentController {
     }
 
     private func created(_ sysID: String, request: Request, caller: Caller) async throws -> Response {
-        let (_, record) = try await store.get(sysID, in: "sys_attachment", caller: caller)
+        let record = try await store.attachment(sysID, caller: caller)
         let baseURL = BaseURL.of(request, configuration: configuration)
         var response = Response.json(.object([("result", Self.metadata(record, baseURL: baseURL))]), status: .created)
         response.headers[.location] = "\(baseURL)/api/now/attachment/\(sysID)"

@@ -1,0 +1,18 @@
+import Crypto
+
+/// SHA-256 digests as lowercase hex (token hashes, attachment hashes).
+enum Digest {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    static func sha256Hex(_ bytes: some Sequence<UInt8>) -> String {
+        var hasher = SHA256()
+        hasher.update(data: Array(bytes))
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        for byte in hasher.finalize() {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
