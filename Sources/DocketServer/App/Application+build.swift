@@ -32,6 +32,7 @@ public func buildApplication(
             Task { await authenticator.invalidate() }
         }
         if event.table == "sys_rate_limit_rules" { rateLimiter.invalidate() }
+        if event.table == "oauth_entity" { oauth.invalidateClients() }
     }
 
     // HEAD works wherever GET does (same status and headers, no body).

@@ -1,6 +1,7 @@
 import Crypto
 import DocketModel
 import Foundation
+import Synchronization
 
 /// ServiceNow's OAuth 2.0 authorization server (`/oauth_token.do`): the password and refresh_token grants
 /// for clients registered in `oauth_entity`, and the bearer tokens they issue.
@@ -29,7 +30,8 @@ actor OAuthService {
     private let hasher: PasswordHasher
     private let key = Data(SysID.generate().utf8)
     /// Client secrets verified recently (keyed digest of id + secret), so token requests do not each pay bcrypt.
-    private var verifiedClients: [Data: (client: OAuthDirectory.Client, expires: Date)] = [:]
+    /// A mutex rather than actor state, so that a change to `oauth_entity` clears it synchronously.
+    private let verifiedClients = Mutex<[Data: (client: OAuthDirectory.Client, expires: Date)]>([:])
     /// Access tokens seen valid, in memory only: token → (user, expiry).
     private var accessTokens: [String: (userID: String, expires: Date)] = [:]
 
@@ -112,6 +114,10 @@ actor OAuthService {
         return stored.userID
     }
 
+    /// Forgets verified client secrets (after a change to `oauth_entity`: a new secret or a deactivated client
+    /// takes effect at once).
+    nonisolated func invalidateClients() { verifiedClients.withLock { $0 = [:] } }
+
     /// Revokes an access or refresh token (and the access tokens issued with a refresh token).
     func revoke(token: String) async {
         let hash = Self.hash(token)
@@ -127,11 +133,11 @@ actor OAuthService {
         digest.update(data: Data((id + "\u{0}" + secret).utf8))
         let keyed = Data(digest.finalize())
         let now = Date()
-        if let cached = verifiedClients[keyed], cached.expires > now { return cached.client }
+        if let cached = verifiedClients.withLock({ $0[keyed] }), cached.expires > now { return cached.client }
         guard let client = try? await directory.client(clientID: id), client.active,
             await hasher.verify(secret, hash: client.secretHash)
         else { return nil }
-        verifiedClients[keyed] = (client, now.addingTimeInterval(60))
+        verifiedClients.withLock { $0[keyed] = (client, now.addingTimeInterval(60)) }
         return client
     }
 

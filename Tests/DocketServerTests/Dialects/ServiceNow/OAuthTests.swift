@@ -86,6 +86,17 @@ struct OAuthTests {
         }
     }
 
+    @Test("a deactivated client stops getting tokens at once")
+    func deactivatedClient() async throws {
+        try await TestApp.withRouter { client throws in
+            #expect(try await client.passwordGrant().string("token_type") == "Bearer")
+            let clientID = DemoData.id("oauth_entity", 1)
+            let update = try await client.send(.patch, "/api/now/table/oauth_entity/\(clientID)", json: #"{"active":"false"}"#, headers: .admin)
+            #expect(update.status == .ok)
+            #expect(try await client.passwordGrant() == Self.accessDenied)
+        }
+    }
+
     @Test("a JSON token request is a 400 invalid_request")
     func jsonBody() async throws {
         try await TestApp.withRouter { client throws in
