@@ -150,6 +150,10 @@ enum BaseSchema {
         string("contact_type", "Contact type", 40), string("watch_list", "Watch list", 4000),
         FieldDefinition(table: "task", name: "comments", label: "Additional comments", type: .journal),
         FieldDefinition(table: "task", name: "work_notes", label: "Work notes", type: .journal),
+        // Both journals interleaved, newest first; read only (writes to it are ignored).
+        FieldDefinition(
+            table: "task", name: JournalStreams.combined, label: "Comments and Work notes", type: .journal, readOnly: true
+        ),
     ].map { inTable("task", $0) }
 
     /// Choice lists: (table, field) → (value, label) in display order.

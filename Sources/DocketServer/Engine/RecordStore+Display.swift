@@ -28,10 +28,21 @@ extension RecordStore {
         }
         var data = DisplayData()
         data.references = try await self.displayValues(wanted)
-        let journalFields = Set(page.columns.filter { $0.field.type == .journal }.map(\.name))
+        let journalFields = Set(page.columns.filter { $0.field.type == .journal }.flatMap { JournalStreams.elements(of: $0.name) })
         if !journalFields.isEmpty {
             data.journals = try await journalEntries(for: page.records.map(\.sysID), elements: journalFields)
         }
         return data
+    }
+}
+
+/// Journal fields that show other fields' entries.
+enum JournalStreams {
+    /// `comments_and_work_notes`: the entries of `comments` and `work_notes` together.
+    static let combined = "comments_and_work_notes"
+
+    /// The journal elements whose entries a journal field shows.
+    static func elements(of field: String) -> [String] {
+        field == combined ? ["comments", "work_notes"] : [field]
     }
 }

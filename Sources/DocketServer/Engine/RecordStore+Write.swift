@@ -211,6 +211,7 @@ extension RecordStore {
             }
             switch field.type {
             case .journal:
+                if field.readOnly { continue }
                 let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
                 if !text.isEmpty { prepared.journals.append((name, raw)) }
             case .password:

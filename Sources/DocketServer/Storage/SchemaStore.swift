@@ -144,6 +144,7 @@ enum SchemaStore {
         for row in try await db.rows("SELECT name FROM sys_db_object") {
             if let name = try row.value(at: "name", kind: .text).text { existing.insert(name) }
         }
+        try await addMissingBaseFields(db, now: now, skipping: Set(BaseSchema.tables.map(\.name)).subtracting(existing))
         let missing = BaseSchema.tables.filter { !existing.contains($0.name) }
         guard !missing.isEmpty else { return }
         let names = Set(missing.map(\.name))
@@ -157,6 +158,26 @@ enum SchemaStore {
             }
         }
         try await writeMetadata(missing, choices: BaseSchema.choices.filter { names.contains($0.0) }, db: db, now: now)
+    }
+
+    /// Fields added to existing base tables by a newer version: their dictionary rows, and columns.
+    private static func addMissingBaseFields(_ db: SQLExecutor, now: String, skipping newTables: Set<String>) async throws {
+        var present = Set<String>()
+        for row in try await db.rows("SELECT name, element FROM sys_dictionary") {
+            present.insert((try row.value(at: "name", kind: .text).text ?? "") + "." + (try row.value(at: "element", kind: .text).text ?? ""))
+        }
+        var added = false
+        for table in BaseSchema.tables where !newTables.contains(table.name) {
+            for field in table.ownFields where !present.contains(table.name + "." + field.name) {
+                try await insertDictionaryRow(table: table.name, field: field, db: db, now: now)
+                added = true
+            }
+        }
+        guard added else { return }
+        let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
+        for root in catalog.roots where !newTables.contains(root.name) {
+            try await addMissingColumns(root, catalog: catalog, db: db)
+        }
     }
 
     /// Adds the columns the catalog has for a hierarchy and its physical table lacks (new fields).
@@ -218,19 +239,40 @@ enum SchemaStore {
         }
     }
 
+    private static func insertDictionaryRow(table: String, field: FieldDefinition, db: SQLExecutor, now: String)
+        async throws
+    {
+        try await insertMetadataRow("sys_dictionary", [
+            ("name", .text(table)), ("element", .text(field.name)),
+            ("column_label", .text(field.label)), ("internal_type", .text(field.type.rawValue)),
+            ("reference", field.reference.map(SQLValue.text) ?? .null),
+            ("max_length", .integer(field.maxLength)), ("mandatory", .integer(field.mandatory ? 1 : 0)),
+            ("read_only", .integer(field.readOnly ? 1 : 0)), ("active", .integer(1)),
+            ("display", .integer(field.isDisplay ? 1 : 0)),
+            ("default_value", field.defaultValue.map(SQLValue.text) ?? .null),
+        ], id: SysID.stable("sys_dictionary:\(table).\(field.name)"), db: db, now: now)
+    }
+
+    /// Inserts a metadata row with its system fields.
+    private static func insertMetadataRow(
+        _ table: String, _ values: [(String, SQLValue)], id: String, db: SQLExecutor, now: String
+    ) async throws {
+        let all: [(String, SQLValue)] = values + [
+            ("sys_id", .text(id)), ("sys_created_on", .text(now)), ("sys_created_by", .text("system")),
+            ("sys_updated_on", .text(now)), ("sys_updated_by", .text("system")), ("sys_mod_count", .integer(0)),
+        ]
+        try await db.run(
+            "INSERT INTO " + .identifier(table) + " (" + all.map { SQLFragment.identifier($0.0) }.joined(", ")
+                + ") VALUES (" + all.map(\.1.fragment).joined(", ") + ")"
+        )
+    }
+
     /// Writes the `sys_db_object`, `sys_dictionary`, `sys_number` and `sys_choice` rows of tables.
     private static func writeMetadata(
         _ tables: [TableDefinition], choices: [(String, String, [(String, String)])], db: SQLExecutor, now: String
     ) async throws {
         func insert(_ table: String, _ values: [(String, SQLValue)], id: String) async throws {
-            let all: [(String, SQLValue)] = values + [
-                ("sys_id", .text(id)), ("sys_created_on", .text(now)), ("sys_created_by", .text("system")),
-                ("sys_updated_on", .text(now)), ("sys_updated_by", .text("system")), ("sys_mod_count", .integer(0)),
-            ]
-            try await db.run(
-                "INSERT INTO " + .identifier(table) + " (" + all.map { SQLFragment.identifier($0.0) }.joined(", ")
-                    + ") VALUES (" + all.map(\.1.fragment).joined(", ") + ")"
-            )
+            try await insertMetadataRow(table, values, id: id, db: db, now: now)
         }
         for table in tables {
             try await insert("sys_db_object", [
@@ -240,15 +282,7 @@ enum SchemaStore {
             ], id: SysID.stable("sys_db_object:" + table.name))
             let system = table.parent == nil ? SystemFields.definitions(for: table.name, extensible: table.isExtendable) : []
             for field in system + table.ownFields {
-                try await insert("sys_dictionary", [
-                    ("name", .text(table.name)), ("element", .text(field.name)),
-                    ("column_label", .text(field.label)), ("internal_type", .text(field.type.rawValue)),
-                    ("reference", field.reference.map(SQLValue.text) ?? .null),
-                    ("max_length", .integer(field.maxLength)), ("mandatory", .integer(field.mandatory ? 1 : 0)),
-                    ("read_only", .integer(field.readOnly ? 1 : 0)), ("active", .integer(1)),
-                    ("display", .integer(field.isDisplay ? 1 : 0)),
-                    ("default_value", field.defaultValue.map(SQLValue.text) ?? .null),
-                ], id: SysID.stable("sys_dictionary:\(table.name).\(field.name)"))
+                try await insertDictionaryRow(table: table.name, field: field, db: db, now: now)
             }
             if let prefix = table.numberPrefix {
                 try await insert("sys_number", [

@@ -39,6 +39,7 @@ struct DurabilityTests {
             try await db.run("DROP TABLE docket_attachment_data")
             try await db.run("DELETE FROM sys_dictionary WHERE name = 'sys_attachment'")
             try await db.run("DELETE FROM sys_db_object WHERE name = 'sys_attachment'")
+            try await db.run("DELETE FROM sys_dictionary WHERE name = 'task' AND element = 'comments_and_work_notes'")
         }
         try await storage.close()
         try await buildApplication(configuration).test(.router) { client throws in
@@ -51,6 +52,10 @@ struct DurabilityTests {
             #expect(upload.status == .created)
             let tables = try await client.get("/api/now/table/sys_db_object?name=sys_attachment", .admin)
             #expect(try tables.results.count == 1)
+            let field = try await client.get("/api/now/table/sys_dictionary?name=task&element=comments_and_work_notes", .admin)
+            #expect(try field.results.count == 1)
+            let record = try await client.get("/api/now/table/incident/\(Demo.incident1)?sysparm_display_value=true&sysparm_fields=comments_and_work_notes")
+            #expect(try record.result.string("comments_and_work_notes").contains("(Work notes)"))
         }
     }
 

@@ -83,7 +83,7 @@ struct RecordRenderer {
         let field = column.field
         switch field.type {
         case .journal:
-            return journalStream(record.sysID, field: field)
+            return journalStream(record.sysID, field: field, recordTable: recordTable)
         case .tableName:
             return catalog.table(value)?.label ?? value
         case .glideDateTime:
@@ -105,10 +105,12 @@ struct RecordRenderer {
     }
 
     /// Newest first: `YYYY-MM-DD HH:MM:SS - Name (Label)\ntext\n\n` per entry.
-    private func journalStream(_ sysID: String, field: FieldDefinition) -> String {
+    private func journalStream(_ sysID: String, field: FieldDefinition, recordTable: SchemaCatalog.Table?) -> String {
+        let elements = JournalStreams.elements(of: field.name)
         var stream = ""
-        for entry in data.journals[sysID] ?? [] where entry.element == field.name {
-            stream += "\(local(entry.createdOn)) - \(entry.createdByName ?? entry.createdBy) (\(field.label))\n\(entry.value)\n\n"
+        for entry in data.journals[sysID] ?? [] where elements.contains(entry.element) {
+            let label = entry.element == field.name ? field.label : recordTable?.field(entry.element)?.label ?? entry.element
+            stream += "\(local(entry.createdOn)) - \(entry.createdByName ?? entry.createdBy) (\(label))\n\(entry.value)\n\n"
         }
         return stream
     }

@@ -57,7 +57,8 @@ struct ServiceNowMiddleware: RouterMiddleware {
     /// JSON only: `Accept` must allow it (406 otherwise), a body must be JSON (415 otherwise). The Attachment
     /// API takes and returns files of any type.
     private static func checkNegotiation(_ request: Request) throws {
-        if request.uri.path.contains("/attachment") { return }
+        let path = request.uri.path
+        if path.hasPrefix("/api/now/attachment") || path.hasPrefix("/api/now/v1/attachment") { return }
         if let accept = request.headers[.accept]?.lowercased(), !accept.isEmpty,
             !accept.contains("json"), !accept.contains("*/*"), !accept.contains("application/*")
         {

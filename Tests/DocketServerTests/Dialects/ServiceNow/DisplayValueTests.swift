@@ -52,3 +52,29 @@ struct DisplayValueTests {
         }
     }
 }
+
+@Suite("Journal streams")
+struct JournalStreamTests {
+    @Test("comments_and_work_notes interleaves both journals, newest first, each with its own label; writes are ignored")
+    func combined() async throws {
+        try await TestApp.withRouter { client throws in
+            let uri = "/api/now/table/incident/\(Demo.incident1)?sysparm_display_value=true&sysparm_fields=comments,work_notes,comments_and_work_notes"
+            let record = try await client.get(uri).result
+            let combined = record.string("comments_and_work_notes")
+            #expect(combined.contains("(Additional comments)\n"))
+            #expect(combined.contains("(Work notes)\n"))
+            #expect(combined.count == record.string("comments").count + record.string("work_notes").count)
+            // Newest first: the work note (day 2) comes before the comment (day 1).
+            let workNote = try #require(combined.range(of: "(Work notes)"))
+            let comment = try #require(combined.range(of: "(Additional comments)"))
+            #expect(workNote.lowerBound < comment.lowerBound)
+            let write = try await client.send(
+                .patch, "/api/now/table/incident/\(Demo.incident1)", json: #"{"comments_and_work_notes":"ignored"}"#
+            )
+            #expect(write.status == .ok)
+            #expect(try await client.get(uri).result.string("comments_and_work_notes") == combined)
+            let raw = try await client.get("/api/now/table/incident/\(Demo.incident1)?sysparm_fields=comments_and_work_notes").result
+            #expect(raw.string("comments_and_work_notes") == "")
+        }
+    }
+}
