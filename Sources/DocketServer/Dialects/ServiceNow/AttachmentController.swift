@@ -49,14 +49,9 @@ struct AttachmentController {
         writer.endArray()
         writer.endObject()
         var response = Response.json(writer)
-        let total = page.total ?? 0
-        response.headers[.xTotalCount] = String(total)
-        if parameters.limit > 0 {
-            response.headers[.link] = LinkHeader.value(
-                baseURL: baseURL, path: request.uri.path, parameters: parameters.all, limit: parameters.limit,
-                offset: parameters.offset, total: total
-            )
-        }
+        response.headers.append(
+            contentsOf: parameters.pagingHeaders(total: page.total ?? 0, baseURL: baseURL, path: request.uri.path)
+        )
         return response
     }
 

@@ -1,3 +1,4 @@
+import HTTPTypes
 /// Builds the `Link` header of a list response: first and last always, prev and next when they exist.
 enum LinkHeader {
     static func value(
@@ -16,5 +17,19 @@ enum LinkHeader {
         if offset + step < total { links.append("\(url(offset + step));rel=\"next\"") }
         links.append("\(url(last));rel=\"last\"")
         return links.joined(separator: ",")
+    }
+}
+
+extension TableParameters {
+    /// `X-Total-Count` and `Link` for a list response, unless the request suppressed them.
+    func pagingHeaders(total: Int, baseURL: String, path: String) -> HTTPFields {
+        var headers: HTTPFields = [:]
+        if !noCount { headers[.xTotalCount] = String(total) }
+        if !suppressPaginationHeader, limit > 0 {
+            headers[.link] = LinkHeader.value(
+                baseURL: baseURL, path: path, parameters: all, limit: limit, offset: offset, total: total
+            )
+        }
+        return headers
     }
 }
