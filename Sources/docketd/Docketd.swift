@@ -8,19 +8,22 @@ import Logging
 struct Docketd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "docketd",
-        abstract: "Docket's server: a self-hosted work tracker that speaks the ServiceNow Table and My Work APIs.",
+        abstract: "Docket's server: a self-hosted work tracker that speaks ServiceNow's REST APIs.",
         discussion: """
-            Each option can also be set with the environment variable shown; an option on the command line wins.
-            Data lives in one SQLite file inside the data folder. With --demo, a new data folder is seeded with
-            demo users (admin/admin, john.doe/password, beth.anglin/password, abel.tuter/password) and records.
+            Table, My Work, Attachment, Aggregate (stats) and Batch APIs, with Basic, session-cookie and OAuth 2.0 \
+            (/oauth_token.do) authentication. Each option can also be set with the environment variable shown; an \
+            option on the command line wins.
 
-            With --tls-cert and --tls-key it serves HTTPS only (HTTP/2 by ALPN, else HTTP/1.1).
-            OAuth clients are registered in the oauth_entity table; the demo has client_id docket-demo with
-            secret docket-demo-secret.
+            Data lives in one SQLite file inside the data folder. With --demo, a new data folder is seeded with demo \
+            users (admin/admin, john.doe/password, beth.anglin/password, abel.tuter/password), records, and an \
+            OAuth client (client_id docket-demo, secret docket-demo-secret). More OAuth clients are records of the \
+            oauth_entity table.
 
-            When ready, docketd prints one line to standard output: "docketd listening on http://HOST:PORT"
-            (https:// with TLS).
-            Logs go to standard error. SIGINT or SIGTERM shuts it down cleanly.
+            With --tls-cert and --tls-key docketd serves HTTPS only: HTTP/2 when the client offers it by ALPN, \
+            HTTP/1.1 otherwise.
+
+            When ready, docketd prints one line to standard output: "docketd listening on http://HOST:PORT" \
+            (https:// with TLS). Logs go to standard error. SIGINT or SIGTERM shuts it down cleanly.
             """
     )
 

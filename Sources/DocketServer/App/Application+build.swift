@@ -11,6 +11,16 @@ import ServiceLifecycle
 public func buildApplication(
     _ configuration: Configuration, onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
+    // TLS files are checked before anything touches the data folder.
+    let server: HTTPServerBuilder
+    if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+        // TLS with ALPN: HTTP/2 for clients that offer it, HTTP/1.1 for the rest.
+        server = try .http2Upgrade(
+            tlsConfiguration: try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: key)
+        )
+    } else {
+        server = .http1()
+    }
     var logger = Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
     try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
@@ -65,15 +75,6 @@ public func buildApplication(
     let responder = router.buildResponder()
     batchResponder.set(responder)
 
-    let server: HTTPServerBuilder
-    if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
-        // TLS with ALPN: HTTP/2 for clients that offer it, HTTP/1.1 for the rest.
-        server = try .http2Upgrade(
-            tlsConfiguration: try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: key)
-        )
-    } else {
-        server = .http1()
-    }
     return Application(
         responder: MethodOverrideResponder(inner: responder),
         server: server,
