@@ -39,7 +39,7 @@ public func buildApplication(
     let rateLimiter = RateLimiter(store: store)
     store.onChange { event in
         if ["sys_user", "sys_user_has_role", "sys_user_role"].contains(event.table) {
-            Task { await authenticator.invalidate() }
+            authenticator.invalidate()
         }
         if event.table == "sys_rate_limit_rules" { rateLimiter.invalidate() }
         if event.table == "oauth_entity" { oauth.invalidateClients() }

@@ -1,6 +1,7 @@
 import Crypto
 import DocketModel
 import Foundation
+import Synchronization
 
 /// Verifies credentials and keeps sessions.
 ///
@@ -29,6 +30,8 @@ actor Authenticator {
     private var sessions: [String: Session] = [:]
     private var sessionByUser: [String: String] = [:]
     private var callers: [String: (caller: Caller, expires: ContinuousClock.Instant)] = [:]
+    private let changes = Atomic<Int>(0)
+    private var seenChanges = 0
     /// Verifications under way, by credential digest: concurrent requests with the same credentials wait for
     /// one bcrypt check instead of each running their own.
     private var verifying: [Data: Task<String?, Never>] = [:]
@@ -43,6 +46,7 @@ actor Authenticator {
     /// The caller for a user name and password, or nil when they are wrong (or the user is inactive or
     /// locked out).
     func authenticate(userName: String, password: String) async -> Caller? {
+        dropStaleCaches()
         // A keyed hash (a per-process random prefix) is enough to compare credentials without keeping them.
         var hasher = SHA256()
         hasher.update(data: key)
@@ -118,14 +122,24 @@ actor Authenticator {
         return await caller(userID: session.userID)
     }
 
-    /// Forgets cached credentials and callers (after a change to users or roles).
-    func invalidate() {
+    /// Forgets cached credentials and callers (after a change to users or roles). Synchronous, so the very
+    /// next request sees the change: the caches are dropped on the actor's next use.
+    nonisolated func invalidate() {
+        changes.add(1, ordering: .relaxed)
+    }
+
+    /// Drops the caches when users or roles changed since they were filled.
+    private func dropStaleCaches() {
+        let current = changes.load(ordering: .relaxed)
+        guard current != seenChanges else { return }
+        seenChanges = current
         credentials = [:]
         callers = [:]
     }
 
     /// The caller for a user sys_id (cached briefly); nil when the user is gone or inactive.
     func caller(userID: String) async -> Caller? {
+        dropStaleCaches()
         let now = clock.now
         if let cached = callers[userID], cached.expires > now { return cached.caller }
         guard let caller = try? await users.caller(userID: userID) else { return nil }

@@ -44,9 +44,21 @@ struct AccessPolicy: Sendable {
 
     /// The rules that grant `operation` on `table` to `caller`.
     func rules(for operation: AccessOperation, on table: SchemaCatalog.Table, caller: Caller) -> [AccessRule] {
-        rules.filter {
+        var granted = rules.filter {
             $0.operations.contains(operation) && table.ancestry.contains($0.table) && caller.hasAnyRole($0.roles)
         }
+        // A custom table created through sys_db_object comes with a role, `<table>_user`, that may do
+        // everything on it (ServiceNow's "create access controls" default).
+        let role = Self.customTableRole(table.root)
+        if let role, caller.roles.contains(role) {
+            granted.append(AccessRule(table.root, Set(AccessOperation.allCases), roles: [role]))
+        }
+        return granted
+    }
+
+    /// The role that grants access to a custom root table (`u_widget` → `u_widget_user`); nil for base tables.
+    static func customTableRole(_ root: String) -> String? {
+        root.hasPrefix("u_") || root.hasPrefix("x_") ? root + "_user" : nil
     }
 
     /// The rules a new instance starts with.

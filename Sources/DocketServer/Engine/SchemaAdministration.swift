@@ -1,3 +1,4 @@
+import Foundation
 import DocketModel
 
 /// Schema changes made by writing metadata records, as on a ServiceNow instance: inserting into
@@ -80,6 +81,16 @@ enum SchemaAdministration {
         }
         if root.name == name {
             try await SchemaStore.createPhysicalTable(table, catalog: updated, db: db)
+            // The role that grants access to the new table; admins give it to users through sys_user_has_role.
+            if let role = AccessPolicy.customTableRole(name),
+                try await db.integer("SELECT COUNT(*) FROM sys_user_role WHERE name = " + .bind(role)) == 0
+            {
+                try await SchemaStore.insertMetadataRow(
+                    "sys_user_role",
+                    [("name", .text(role)), ("description", .text("Read and write records of \(name)"))],
+                    id: SysID.generate(), db: db, now: GlideDateTime.format(Date())
+                )
+            }
         } else {
             try await SchemaStore.addMissingColumns(root, catalog: updated, db: db)
         }

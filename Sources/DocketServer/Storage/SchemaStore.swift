@@ -254,7 +254,7 @@ enum SchemaStore {
     }
 
     /// Inserts a metadata row with its system fields.
-    private static func insertMetadataRow(
+    static func insertMetadataRow(
         _ table: String, _ values: [(String, SQLValue)], id: String, db: SQLExecutor, now: String
     ) async throws {
         let all: [(String, SQLValue)] = values + [

@@ -80,6 +80,30 @@ struct SchemaAdministrationTests {
         }
     }
 
+    @Test("a new root table comes with a <table>_user role that grants access to it")
+    func customTableRole() async throws {
+        try await TestApp.withRouter { client throws in
+            #expect(try await client.send(.post, "/api/now/table/sys_db_object", json: #"{"name":"u_asset"}"#, headers: .admin).status == .created)
+            #expect(try await client.send(
+                .post, "/api/now/table/sys_dictionary", json: #"{"name":"u_asset","element":"u_tag"}"#, headers: .admin
+            ).status == .created)
+            #expect(try await client.send(.post, "/api/now/table/u_asset", json: #"{"u_tag":"A1"}"#, headers: .admin).status == .created)
+            // john.doe (itil) has no access yet.
+            #expect(try await client.get("/api/now/table/u_asset").results.isEmpty)
+            #expect(try await client.send(.post, "/api/now/table/u_asset", json: #"{"u_tag":"J1"}"#).status == .forbidden)
+            let role = try await client.get("/api/now/table/sys_user_role?name=u_asset_user", .admin).results
+            let roleID = try #require(role.first).string("sys_id")
+            let grant = try await client.send(
+                .post, "/api/now/table/sys_user_has_role",
+                json: #"{"user":"\#(DemoData.userID("john.doe"))","role":"\#(roleID)"}"#, headers: .admin
+            )
+            #expect(grant.status == .created)
+            #expect(try await client.send(.post, "/api/now/table/u_asset", json: #"{"u_tag":"J1"}"#).status == .created)
+            #expect(try await client.get("/api/now/table/u_asset").results.count == 2)
+            #expect(try await client.get("/api/now/stats/u_asset?sysparm_count=true").result["stats"]?.string("count") == "2")
+        }
+    }
+
     @Test(
         "invalid schema changes are 400s and leave nothing behind",
         arguments: [
