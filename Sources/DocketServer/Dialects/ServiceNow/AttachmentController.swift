@@ -41,18 +41,10 @@ struct AttachmentController {
             caller: caller
         )
         let baseURL = BaseURL.of(request, configuration: configuration)
-        var writer = JSONWriter(capacity: 1024 * max(1, page.records.count))
-        writer.beginObject()
-        writer.key("result")
-        writer.beginArray()
-        for record in page.records { writer.value(Self.metadata(record, baseURL: baseURL)) }
-        writer.endArray()
-        writer.endObject()
-        var response = Response.json(writer)
-        response.headers.append(
-            contentsOf: parameters.pagingHeaders(total: page.total ?? 0, baseURL: baseURL, path: request.uri.path)
-        )
-        return response
+        return ListResponse.make(
+            page.records, total: page.total, parameters: parameters, baseURL: baseURL, path: request.uri.path,
+            bytesPerRecord: 1024
+        ) { record, writer in writer.value(Self.metadata(record, baseURL: baseURL)) }
     }
 
     @Sendable func metadata(_ request: Request, context: Context) async throws -> Response {

@@ -1,3 +1,5 @@
+import DocketModel
+import Hummingbird
 import HTTPTypes
 /// Builds the `Link` header of a list response: first and last always, prev and next when they exist.
 enum LinkHeader {
@@ -31,5 +33,24 @@ extension TableParameters {
             )
         }
         return headers
+    }
+}
+
+/// A list response: `{"result":[…]}` with the paging headers.
+enum ListResponse {
+    static func make(
+        _ records: [Record], total: Int?, parameters: TableParameters, baseURL: String, path: String,
+        bytesPerRecord: Int, write: (Record, inout JSONWriter) -> Void
+    ) -> Response {
+        var writer = JSONWriter(capacity: bytesPerRecord * max(1, records.count))
+        writer.beginObject()
+        writer.key("result")
+        writer.beginArray()
+        for record in records { write(record, &writer) }
+        writer.endArray()
+        writer.endObject()
+        var response = Response.json(writer)
+        response.headers.append(contentsOf: parameters.pagingHeaders(total: total ?? 0, baseURL: baseURL, path: path))
+        return response
     }
 }

@@ -50,7 +50,9 @@ struct OAuthController {
     @Sendable func revoke(_ request: Request, context: Context) async throws -> Response {
         var token = FormQuery.parse(request.uri.query).first { $0.0 == "token" }?.1
         if token == nil, request.method == .post {
-            let body = try await request.body.collect(upTo: 64 * 1024)
+            guard let body = try? await request.body.collect(upTo: 64 * 1024) else {
+                return Self.response(Self.accessDenied, status: .contentTooLarge)
+            }
             token = FormQuery.parse(String(buffer: body)).first { $0.0 == "token" }?.1
         }
         if let token, !token.isEmpty { await oauth.revoke(token: token) }

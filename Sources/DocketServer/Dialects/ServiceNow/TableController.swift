@@ -38,18 +38,10 @@ struct TableController {
         }
         let baseURL = baseURL(for: request)
         let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL, caller: caller)
-        var writer = JSONWriter(capacity: 512 * max(1, page.records.count))
-        writer.beginObject()
-        writer.key("result")
-        writer.beginArray()
-        for record in page.records { renderer.write(record, columns: page.columns, to: &writer) }
-        writer.endArray()
-        writer.endObject()
-        var response = Response.json(writer)
-        response.headers.append(
-            contentsOf: parameters.pagingHeaders(total: page.total ?? 0, baseURL: baseURL, path: request.uri.path)
-        )
-        return response
+        return ListResponse.make(
+            page.records, total: page.total, parameters: parameters, baseURL: baseURL, path: request.uri.path,
+            bytesPerRecord: 512
+        ) { record, writer in renderer.write(record, columns: page.columns, to: &writer) }
     }
 
     @Sendable func read(_ request: Request, context: Context) async throws -> Response {

@@ -150,3 +150,14 @@ struct OAuthTests {
         }
     }
 }
+
+@Suite("OAuth revocation input")
+struct OAuthRevocationTests {
+    @Test("an oversized revocation body is a 413, never a 500")
+    func oversized() async throws {
+        try await TestApp.withRouter { client throws in
+            let response = try await client.form("/oauth_revoke_token.do", "token=" + String(repeating: "x", count: 70_000))
+            #expect(response.status == .contentTooLarge)
+        }
+    }
+}
