@@ -24,9 +24,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
     ],
     targets: [
-        .target(name: "DocketModel"),
+        .target(
+            name: "DocketModel", dependencies: [.product(name: "OrderedCollections", package: "swift-collections")]
+        ),
         .target(
             name: "DocketServer",
             dependencies: [
@@ -41,6 +45,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "SQLKit", package: "sql-kit"),

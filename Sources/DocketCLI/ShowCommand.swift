@@ -32,14 +32,12 @@ struct ShowCommand: AsyncParsableCommand {
         let environment = CLIEnvironment.current
         if output.json {
             let value = JSONValue.object([
-                ("record", record.json),
-                ("journal", .array(entries.map {
+                "record": record.json,
+                "journal": .array(entries.map {
                     .object([
-                        ("element", .string($0.element)), ("value", .string($0.value)),
-                        ("sys_created_on", .string($0.createdOn)), ("sys_created_by", .string($0.createdBy)),
-                    ])
-                })),
-            ])
+                        "element": .string($0.element), "value": .string($0.value),
+                        "sys_created_on": .string($0.createdOn), "sys_created_by": .string($0.createdBy)])
+                })])
             environment.print(String(decoding: value.serialized(), as: UTF8.self))
             return
         }

@@ -16,12 +16,11 @@ struct TasksCommand: AsyncParsableCommand {
         let groups = try await connection.client().myWork.myTasks()
         let environment = CLIEnvironment.current
         if output.json {
-            let value = JSONValue.object(groups.map { group in
+            let value = JSONValue(members: groups.map { group in
                 (group.label, .array(group.tasks.map { task in
                     .object([
-                        ("number", .string(task.number)), ("short_description", .string(task.shortDescription)),
-                        ("sys_id", .string(task.sysID)), ("created", .string(task.created)), ("link", .string(task.link)),
-                    ])
+                        "number": .string(task.number), "short_description": .string(task.shortDescription),
+                        "sys_id": .string(task.sysID), "created": .string(task.created), "link": .string(task.link)])
                 }))
             })
             environment.print(String(decoding: value.serialized(), as: UTF8.self))

@@ -8,14 +8,20 @@ import Foundation
 /// ```
 public enum GlideDateTime {
     /// Formats a date as `YYYY-MM-DD HH:MM:SS` in UTC.
+    /// Dates outside years 0001 to 9999 (which the format cannot show) are clamped to that range.
     public static func format(_ date: Date) -> String {
-        var seconds = Int(date.timeIntervalSince1970.rounded(.down))
+        let interval = date.timeIntervalSince1970
+        var seconds = interval.isNaN ? 0 : Int(min(max(interval.rounded(.down), minimumSeconds), maximumSeconds))
         var days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         seconds -= days * 86_400
         let (year, month, day) = civil(fromDays: &days)
         return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + " " + pad(seconds / 3600, 2) + ":"
             + pad(seconds / 60 % 60, 2) + ":" + pad(seconds % 60, 2)
     }
+
+    /// 0001-01-01 00:00:00 and 9999-12-31 23:59:59 UTC, in seconds since 1970.
+    private static let minimumSeconds: Double = -62_135_596_800
+    private static let maximumSeconds: Double = 253_402_300_799
 
     /// Formats a date as `YYYY-MM-DD HH:MM:SS` in a time zone (a user's, for display values).
     public static func format(_ date: Date, in timeZone: TimeZone) -> String {

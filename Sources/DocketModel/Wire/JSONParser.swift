@@ -1,4 +1,6 @@
-/// A strict JSON parser (RFC 8259) that keeps object members in document order.
+import OrderedCollections
+
+/// A strict JSON parser (RFC 8259) that keeps object members in document order and whole numbers exact.
 struct JSONParser {
     struct Failure: Error, CustomStringConvertible {
         let offset: Int
@@ -58,7 +60,7 @@ struct JSONParser {
         try enter()
         defer { depth -= 1 }
         index += 1
-        var members: [(String, JSONValue)] = []
+        var members: OrderedDictionary<String, JSONValue> = [:]
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -72,7 +74,7 @@ struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             index += 1
             skipWhitespace()
-            members.append((key, try parseValue()))
+            members[key] = try parseValue()
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end") }
             if bytes[index] == UInt8(ascii: ",") {
@@ -184,19 +186,30 @@ struct JSONParser {
             while index < bytes.count, (0x30...0x39).contains(bytes[index]) { index += 1 }
             return index - from
         }
-        guard digits() > 0 else { throw fail("unexpected character") }
+        let integerStart = index
+        let integerDigits = digits()
+        guard integerDigits > 0 else { throw fail("unexpected character") }
+        // RFC 8259: no leading zeros (`01`, `-00`).
+        if integerDigits > 1, bytes[integerStart] == UInt8(ascii: "0") {
+            index = integerStart
+            throw fail("leading zero in a number")
+        }
+        var isInteger = true
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
+            isInteger = false
             guard digits() > 0 else { throw fail("expected digits after '.'") }
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
+            isInteger = false
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
             guard digits() > 0 else { throw fail("expected exponent digits") }
         }
-        guard let text = String(validating: bytes[start..<index], as: UTF8.self), let number = Double(text) else {
-            throw fail("invalid number")
-        }
+        // Only ASCII digits, signs, '.', 'e' were consumed, so the bytes are valid UTF-8.
+        let text = String(decoding: bytes[start..<index], as: UTF8.self)
+        if isInteger, let exact = Int(text) { return .integer(exact) }
+        guard let number = Double(text), number.isFinite else { throw fail("number out of range") }
         return .number(number)
     }
 }

@@ -1,43 +1,79 @@
 import Foundation
+import OrderedCollections
 
-/// A JSON value with object keys kept in insertion order, so that responses are stable and readable.
+/// A JSON value with object keys kept in document (or insertion) order, so that responses are stable and
+/// readable, and integers kept exact.
 ///
 /// ```swift
-/// let body: JSONValue = .object([("result", .array([.string("a")]))])
-/// String(decoding: body.serialized(), as: UTF8.self) // {"result":["a"]}
+/// let body: JSONValue = .object(["result": .array([.string("a")]), "count": .integer(1)])
+/// String(decoding: body.serialized(), as: UTF8.self) // {"result":["a"],"count":1}
 /// ```
 public enum JSONValue: Sendable, Equatable {
     /// `null`.
     case null
     /// `true` or `false`.
     case bool(Bool)
-    /// A number.
+    /// A whole number written without fraction or exponent that fits 64 bits, kept exact
+    /// (`9007199254740993` stays itself).
+    case integer(Int)
+    /// Any other number: a fraction, an exponent, or a whole number beyond 64 bits.
     case number(Double)
     /// A string.
     case string(String)
     /// An array.
     case array([JSONValue])
-    /// An object, members in order.
-    case object([(String, JSONValue)])
+    /// An object, members in order; looking up a member is a hash lookup. A document that repeats a name keeps
+    /// the last value at the first position.
+    case object(OrderedDictionary<String, JSONValue>)
 
-    /// Structural equality (object members compared in order).
+    /// Structural equality: object members compared in order; `.integer(1)` equals `.number(1.0)`.
     public static func == (lhs: JSONValue, rhs: JSONValue) -> Bool {
         switch (lhs, rhs) {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
+        case (.integer(let a), .integer(let b)): return a == b
         case (.number(let a), .number(let b)): return a == b
+        case (.integer(let a), .number(let b)), (.number(let b), .integer(let a)): return Double(exactly: a) == b
         case (.string(let a), .string(let b)): return a == b
         case (.array(let a), .array(let b)): return a == b
-        case (.object(let a), .object(let b)):
-            return a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case (.object(let a), .object(let b)): return a == b
         default: return false
         }
+    }
+
+    /// An object from name-value pairs built at run time; a repeated name keeps the last value.
+    ///
+    /// ```swift
+    /// JSONValue(members: [("a", .integer(1)), ("b", .null)])
+    /// ```
+    public init(members: some Sequence<(String, JSONValue)>) {
+        var object: OrderedDictionary<String, JSONValue> = [:]
+        for (name, value) in members { object[name] = value }
+        self = .object(object)
     }
 
     /// The value of a key when this is an object.
     public subscript(key: String) -> JSONValue? {
         guard case .object(let members) = self else { return nil }
-        return members.first { $0.0 == key }?.1
+        return members[key]
+    }
+
+    /// The number as a `Double` when this is a number of either kind.
+    public var doubleValue: Double? {
+        switch self {
+        case .integer(let value): return Double(value)
+        case .number(let value): return value
+        default: return nil
+        }
+    }
+
+    /// The number as an `Int` when this is a whole number that fits (`2`, `2.0`, `2e3`); nil otherwise.
+    public var intValue: Int? {
+        switch self {
+        case .integer(let value): return value
+        case .number(let value): return Int(exactly: value)
+        default: return nil
+        }
     }
 
     /// The string when this is a string.
@@ -53,7 +89,7 @@ public enum JSONValue: Sendable, Equatable {
     }
 
     /// The members when this is an object.
-    public var objectValue: [(String, JSONValue)]? {
+    public var objectValue: OrderedDictionary<String, JSONValue>? {
         if case .object(let value) = self { return value }
         return nil
     }
@@ -71,6 +107,7 @@ public enum JSONValue: Sendable, Equatable {
         switch self {
         case .null: output.append(contentsOf: "null".utf8)
         case .bool(let value): output.append(contentsOf: (value ? "true" : "false").utf8)
+        case .integer(let value): output.append(contentsOf: String(value).utf8)
         case .number(let value):
             if value.isFinite, value == value.rounded(), abs(value) < 1e15 {
                 output.append(contentsOf: String(Int64(value)).utf8)
@@ -89,7 +126,7 @@ public enum JSONValue: Sendable, Equatable {
             output.append(UInt8(ascii: "]"))
         case .object(let members):
             output.append(UInt8(ascii: "{"))
-            for (index, (key, value)) in members.enumerated() {
+            for (index, (key, value)) in members.elements.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
                 Self.writeString(key, to: &output)
                 output.append(UInt8(ascii: ":"))
@@ -142,7 +179,8 @@ extension JSONValue: Codable {
         try JSONParser.parse(bytes)
     }
 
-    /// Decodes any JSON value.
+    /// Decodes any JSON value. A `Decoder` does not report the order of an object's members, so they come in
+    /// the decoder's key order; ``parse(_:)-(Data)`` keeps document order.
     public init(from decoder: any Decoder) throws {
         if var array = try? decoder.unkeyedContainer() {
             var values: [JSONValue] = []
@@ -151,11 +189,9 @@ extension JSONValue: Codable {
             return
         }
         if let object = try? decoder.container(keyedBy: AnyKey.self) {
-            self = .object(
-                try object.allKeys.map(\.stringValue).sorted().map {
-                    ($0, try object.decode(JSONValue.self, forKey: AnyKey(stringValue: $0)))
-                }
-            )
+            var members: OrderedDictionary<String, JSONValue> = [:]
+            for key in object.allKeys { members[key.stringValue] = try object.decode(JSONValue.self, forKey: key) }
+            self = .object(members)
             return
         }
         let container = try decoder.singleValueContainer()
@@ -163,6 +199,8 @@ extension JSONValue: Codable {
             self = .null
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
+        } else if let value = try? container.decode(Int.self) {
+            self = .integer(value)
         } else if let value = try? container.decode(Double.self) {
             self = .number(value)
         } else {
@@ -177,6 +215,9 @@ extension JSONValue: Codable {
             var container = encoder.singleValueContainer()
             try container.encodeNil()
         case .bool(let value):
+            var container = encoder.singleValueContainer()
+            try container.encode(value)
+        case .integer(let value):
             var container = encoder.singleValueContainer()
             try container.encode(value)
         case .number(let value):

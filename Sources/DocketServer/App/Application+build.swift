@@ -13,26 +13,37 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     // TLS files are checked before anything touches the data folder.
     let server: HTTPServerBuilder
+    let idle = TimeAmount.nanoseconds(
+        Int64(clamping: configuration.idleTimeout.components.seconds) * 1_000_000_000
+            + configuration.idleTimeout.components.attoseconds / 1_000_000_000
+    )
+    // The idle timeout also bounds how long a connection may take to send a complete request head.
+    let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectMethodHandler()], idleTimeout: idle)
     if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
         // TLS with ALPN: HTTP/2 for clients that offer it, HTTP/1.1 for the rest.
         server = try .http2Upgrade(
-            tlsConfiguration: try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: key)
+            tlsConfiguration: try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: key),
+            configuration: .init(idleTimeout: configuration.idleTimeout, streamConfiguration: http1)
         )
     } else {
-        server = .http1()
+        server = .http1(configuration: http1)
     }
     var logger = Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
     try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
     let storage = try await SQLiteStorage.open(path: configuration.databasePath, logger: logger)
-    let hasher = PasswordHasher(cost: configuration.bcryptCost)
+    let hasher = PasswordHasher(
+        cost: configuration.bcryptCost, threads: configuration.passwordHashThreads,
+        queueLimit: configuration.passwordHashQueue
+    )
     let (store, isNew) = try await RecordStore.open(storage: storage, logger: logger, hashPassword: hasher.hash)
     if isNew, configuration.demo {
         try await DemoData.seed(store)
         logger.info("Seeded demo data", metadata: ["dataDirectory": "\(configuration.dataDirectory)"])
     }
     let authenticator = Authenticator(
-        users: UserDirectory(store: store), hasher: hasher, credentialTTL: configuration.credentialCacheTTL,
+        users: UserDirectory(store: store), hasher: hasher, throttle: LoginThrottle(policy: configuration.loginThrottle),
+        credentialTTL: configuration.credentialCacheTTL,
         sessionTimeout: configuration.sessionTimeout
     )
     let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
@@ -41,12 +52,19 @@ public func buildApplication(
         if ["sys_user", "sys_user_has_role", "sys_user_role"].contains(event.table) {
             authenticator.invalidate()
         }
+        if event.table == "sys_user",
+            event.operation == .delete || event.fields.contains(where: UserDirectory.credentialFields.contains)
+        {
+            authenticator.endSessions(ofUser: event.sysID)
+            oauth.forgetTokens(ofUser: event.sysID)
+        }
         if event.table == "sys_rate_limit_rules" { rateLimiter.invalidate() }
         if event.table == "oauth_entity" { oauth.invalidateClients() }
     }
 
     // HEAD works wherever GET does (same status and headers, no body).
     let router = Router(context: DocketRequestContext.self, options: .autoGenerateHeadEndpoints)
+    router.add(middleware: MalformedRequestMiddleware())
     router.add(middleware: ServiceNowMiddleware())
     router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
     router.add(middleware: AuthMiddleware(authenticator: authenticator, oauth: oauth, secure: configuration.usesTLS))
@@ -79,18 +97,20 @@ public func buildApplication(
         responder: MethodOverrideResponder(inner: responder),
         server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
-        services: [StorageService(storage: storage)],
+        services: [StorageService(storage: storage, hasher: hasher)],
         onServerRunning: onServerRunning,
         logger: logger
     )
 }
 
-/// Closes the database when the application shuts down.
+/// Closes the database and stops the password-hashing threads when the application shuts down.
 struct StorageService: Service {
     let storage: any Storage
+    let hasher: PasswordHasher
 
     func run() async throws {
         try? await gracefulShutdown()
+        await hasher.shutdown()
         try await storage.close()
     }
 }

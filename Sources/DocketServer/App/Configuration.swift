@@ -33,6 +33,19 @@ public struct Configuration: Sendable {
     /// PEM private key for HTTPS (`--tls-key`, `DOCKET_TLS_KEY`).
     public var tlsKeyPath: String?
 
+    /// How long a connection may stay without a complete request head (after it opens, or after the previous
+    /// answer) before it is closed (`--idle-timeout`, `DOCKET_IDLE_TIMEOUT`). Half-open connections and idle
+    /// keep-alive connections both end after it; a request that is being answered is never cut.
+    public var idleTimeout: Duration
+
+    /// Threads that run bcrypt, apart from everything else (`--password-hash-threads`,
+    /// `DOCKET_PASSWORD_HASH_THREADS`); nil means half the processors, at least one.
+    public var passwordHashThreads: Int?
+    /// Password checks allowed to run or wait at once; more are answered 503 with `Retry-After`.
+    public var passwordHashQueue: Int
+    /// Login throttling: free failures per user name and client address, per address, the longest wait.
+    public var loginThrottle: LoginThrottlePolicy
+
     /// Whether docketd serves HTTPS.
     public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }
 
@@ -41,8 +54,13 @@ public struct Configuration: Sendable {
         logLevel: Logger.Level = .info, publicURL: String? = nil, bcryptCost: UInt8 = 12,
         credentialCacheTTL: Duration = .seconds(300), sessionTimeout: Duration = .seconds(1800),
         maxPageSize: Int = 10_000, maxBodySize: Int = 4 * 1024 * 1024, maxAttachmentSize: Int = 20 * 1024 * 1024,
-        tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil
+        tlsCertificatePath: String? = nil, tlsKeyPath: String? = nil, idleTimeout: Duration = .seconds(30),
+        passwordHashThreads: Int? = nil, passwordHashQueue: Int = 64, loginThrottle: LoginThrottlePolicy = .init()
     ) {
+        self.passwordHashThreads = passwordHashThreads
+        self.passwordHashQueue = passwordHashQueue
+        self.loginThrottle = loginThrottle
+        self.idleTimeout = idleTimeout
         self.host = host
         self.port = port
         self.dataDirectory = dataDirectory

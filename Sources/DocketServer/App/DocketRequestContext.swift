@@ -10,8 +10,13 @@ struct DocketRequestContext: RequestContext {
     /// A request run inside a Batch API request: already authenticated and already counted by rate limits.
     var isSubRequest = false
 
+    /// The client's IP address (login throttling counts failures per address); "unknown" when the transport
+    /// has none.
+    let clientAddress: String
+
     init(source: Source) {
         self.coreContext = .init(source: source)
+        self.clientAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 
     var maxUploadSize: Int { maxBodySize }

@@ -22,25 +22,34 @@ struct AuthMiddleware: RouterMiddleware {
         var context = context
         let presented = request.cookies[Self.cookieName]?.value
         var issue: String? = nil
-        if let basic = request.headers.basic {
-            guard let (caller, token) = await authenticator.login(userName: basic.username, password: basic.password)
-            else { throw ServiceNowError.unauthenticated }
-            context.caller = caller
-            if token != presented { issue = token }
-        } else if let bearer = request.headers.bearer {
-            // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
-            // refresh path sends one request without the new token) stay signed in through it.
-            guard let userID = await oauth.userID(accessToken: bearer.token),
-                let (caller, session) = await authenticator.bearerLogin(userID: userID, presentedSession: presented)
-            else { throw ServiceNowError.unauthenticated }
-            context.caller = caller
-            issue = session
-        } else if request.headers[.authorization] != nil {
-            throw ServiceNowError.unauthenticated
-        } else if let presented, let caller = await authenticator.caller(sessionToken: presented) {
-            context.caller = caller
-        } else {
-            throw ServiceNowError.unauthenticated
+        do {
+            if let basic = request.headers.basic {
+                let (caller, token) = try await authenticator.login(
+                    userName: basic.username, password: basic.password, address: context.clientAddress
+                )
+                context.caller = caller
+                if token != presented { issue = token }
+            } else if let bearer = request.headers.bearer {
+                // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
+                // refresh path sends one request without the new token) stay signed in through it.
+                guard let userID = await oauth.userID(accessToken: bearer.token) else {
+                    throw ServiceNowError.unauthenticated
+                }
+                let (caller, session) = try await authenticator.bearerLogin(userID: userID, presentedSession: presented)
+                context.caller = caller
+                issue = session
+            } else if request.headers[.authorization] != nil {
+                throw ServiceNowError.unauthenticated
+            } else if let presented, let caller = try await authenticator.caller(sessionToken: presented) {
+                context.caller = caller
+            } else {
+                throw ServiceNowError.unauthenticated
+            }
+        } catch let failure as LoginFailure {
+            if failure == .unavailable {
+                context.logger.error("User store unavailable during authentication", metadata: ["path": "\(request.uri.path)"])
+            }
+            throw ServiceNowError(failure)
         }
         var response = try await next(request, context)
         if let issue {

@@ -3,6 +3,19 @@ import DocketModel
 import Foundation
 import Synchronization
 
+/// Why a login did not produce a caller.
+enum LoginFailure: Error, Sendable, Equatable {
+    /// Wrong user name or password, or an account that may not log in.
+    case rejected
+    /// Too many recent failures from this client for this user name (or from this client): try again after
+    /// the delay.
+    case throttled(retryAfter: Duration)
+    /// Password checking is at capacity: try again shortly.
+    case busy
+    /// The user store could not be read (a database error): not the caller's fault.
+    case unavailable
+}
+
 /// Verifies credentials and keeps sessions.
 ///
 /// A bcrypt verification costs tens of milliseconds by design, so a successful Basic login is remembered for
@@ -22,6 +35,7 @@ actor Authenticator {
 
     private let users: UserDirectory
     private let hasher: PasswordHasher
+    private let throttle: LoginThrottle
     private let credentialTTL: Duration
     private let sessionTimeout: Duration
     private let key = Data(SysID.generate().utf8) + Data(SysID.generate().utf8)
@@ -32,20 +46,26 @@ actor Authenticator {
     private var callers: [String: (caller: Caller, expires: ContinuousClock.Instant)] = [:]
     private let changes = Atomic<Int>(0)
     private var seenChanges = 0
+    /// Users whose credentials or standing changed (password, lock, deactivation): their sessions end on the
+    /// actor's next use. Filled synchronously by the write path's listener.
+    private let endedUsers = Mutex<Set<String>>([])
     /// Verifications under way, by credential digest: concurrent requests with the same credentials wait for
     /// one bcrypt check instead of each running their own.
-    private var verifying: [Data: Task<String?, Never>] = [:]
+    private var verifying: [Data: Task<Result<String, LoginFailure>, Never>] = [:]
 
-    init(users: UserDirectory, hasher: PasswordHasher, credentialTTL: Duration, sessionTimeout: Duration) {
+    init(
+        users: UserDirectory, hasher: PasswordHasher, throttle: LoginThrottle = LoginThrottle(),
+        credentialTTL: Duration, sessionTimeout: Duration
+    ) {
         self.users = users
         self.hasher = hasher
+        self.throttle = throttle
         self.credentialTTL = credentialTTL
         self.sessionTimeout = sessionTimeout
     }
 
-    /// The caller for a user name and password, or nil when they are wrong (or the user is inactive or
-    /// locked out).
-    func authenticate(userName: String, password: String) async -> Caller? {
+    /// The caller for a user name and password from a client address.
+    func authenticate(userName: String, password: String, address: String) async throws(LoginFailure) -> Caller {
         dropStaleCaches()
         // A keyed hash (a per-process random prefix) is enough to compare credentials without keeping them.
         var hasher = SHA256()
@@ -53,39 +73,73 @@ actor Authenticator {
         hasher.update(data: Data((userName + "\u{0}" + password).utf8))
         let digest = Data(hasher.finalize())
         let now = clock.now
-        if let cached = credentials[userName], cached.expires > now, cached.digest == digest {
-            return await caller(userID: cached.userID)
+        // Credentials proven right a moment ago skip the throttle: someone else's failures never slow them.
+        if let cached = credentials[userName], cached.expires > now, cached.digest == digest,
+            let caller = try await knownCaller(userID: cached.userID)
+        {
+            return caller
         }
-        let verification: Task<String?, Never>
+        if let wait = throttle.delay(userName: userName, address: address) { throw .throttled(retryAfter: wait) }
+        let verification: Task<Result<String, LoginFailure>, Never>
         if let pending = verifying[digest] {
             verification = pending
         } else {
             let (users, hasher) = (self.users, self.hasher)
-            verification = Task {
-                guard let account = try? await users.account(userName: userName), account.canLogIn,
-                    await hasher.verify(password, hash: account.passwordHash)
-                else { return nil }
-                return account.userID
-            }
+            verification = Task { await Self.verify(userName: userName, password: password, users: users, hasher: hasher) }
             verifying[digest] = verification
         }
-        let userID = await verification.value
+        let result = await verification.value
         verifying[digest] = nil
-        guard let userID else { return nil }
-        credentials[userName] = CachedCredential(digest: digest, userID: userID, expires: clock.now + credentialTTL)
-        return await caller(userID: userID)
+        switch result {
+        case .success(let userID):
+            throttle.recordSuccess(userName: userName, address: address)
+            credentials[userName] = CachedCredential(digest: digest, userID: userID, expires: clock.now + credentialTTL)
+            guard let caller = try await knownCaller(userID: userID) else { throw .rejected }
+            return caller
+        case .failure(.rejected):
+            throttle.recordFailure(userName: userName, address: address)
+            throw .rejected
+        case .failure(let failure):
+            throw failure
+        }
+    }
+
+    /// One bcrypt check against the stored hash, or against a decoy when the account is unknown or may not
+    /// log in, so that every rejection costs the same.
+    private static func verify(
+        userName: String, password: String, users: UserDirectory, hasher: PasswordHasher
+    ) async -> Result<String, LoginFailure> {
+        let account: UserDirectory.Account?
+        do {
+            account = try await users.account(userName: userName)
+        } catch {
+            return .failure(.unavailable)
+        }
+        do {
+            guard let account, account.canLogIn else {
+                try await hasher.verifyDecoy(password)
+                return .failure(.rejected)
+            }
+            return try await hasher.verify(password, hash: account.passwordHash) ? .success(account.userID) : .failure(.rejected)
+        } catch {
+            return .failure(.busy)
+        }
     }
 
     /// Authenticates Basic credentials and returns the caller with their session token, in one actor hop.
-    func login(userName: String, password: String) async -> (caller: Caller, sessionToken: String)? {
-        guard let caller = await authenticate(userName: userName, password: password) else { return nil }
+    func login(userName: String, password: String, address: String) async throws(LoginFailure)
+        -> (caller: Caller, sessionToken: String)
+    {
+        let caller = try await authenticate(userName: userName, password: password, address: address)
         return (caller, sessionToken(for: caller))
     }
 
     /// The caller for a bearer token's user with the session to carry in the cookie (nil when the presented
     /// cookie already is that user's session), in one actor hop.
-    func bearerLogin(userID: String, presentedSession: String?) async -> (caller: Caller, sessionToken: String?)? {
-        guard let caller = await caller(userID: userID) else { return nil }
+    func bearerLogin(userID: String, presentedSession: String?) async throws(LoginFailure)
+        -> (caller: Caller, sessionToken: String?)
+    {
+        guard let caller = try await knownCaller(userID: userID) else { throw .rejected }
         if let presentedSession, let session = sessions[presentedSession], session.userID == userID,
             session.expires > clock.now
         {
@@ -111,7 +165,8 @@ actor Authenticator {
     }
 
     /// The caller of a live session, extending it; nil for unknown or expired tokens.
-    func caller(sessionToken token: String) async -> Caller? {
+    func caller(sessionToken token: String) async throws(LoginFailure) -> Caller? {
+        dropStaleCaches()
         let now = clock.now
         guard let session = sessions[token] else { return nil }
         guard session.expires > now else {
@@ -119,12 +174,25 @@ actor Authenticator {
             return nil
         }
         sessions[token]?.expires = now + sessionTimeout
-        return await caller(userID: session.userID)
+        return try await knownCaller(userID: session.userID)
+    }
+
+    /// Ends a session (logout); unknown tokens are ignored.
+    func endSession(_ token: String) {
+        guard let session = sessions.removeValue(forKey: token) else { return }
+        if sessionByUser[session.userID] == token { sessionByUser[session.userID] = nil }
     }
 
     /// Forgets cached credentials and callers (after a change to users or roles). Synchronous, so the very
     /// next request sees the change: the caches are dropped on the actor's next use.
     nonisolated func invalidate() {
+        changes.add(1, ordering: .relaxed)
+    }
+
+    /// Ends every session and cached credential of a user whose password, lock or active flag changed, at once
+    /// (synchronous, like ``invalidate()``).
+    nonisolated func endSessions(ofUser userID: String) {
+        endedUsers.withLock { _ = $0.insert(userID) }
         changes.add(1, ordering: .relaxed)
     }
 
@@ -135,14 +203,31 @@ actor Authenticator {
         seenChanges = current
         credentials = [:]
         callers = [:]
+        let ended = endedUsers.withLock { users in
+            defer { users = [] }
+            return users
+        }
+        guard !ended.isEmpty else { return }
+        sessions = sessions.filter { !ended.contains($0.value.userID) }
+        for user in ended { sessionByUser[user] = nil }
     }
 
-    /// The caller for a user sys_id (cached briefly); nil when the user is gone or inactive.
-    func caller(userID: String) async -> Caller? {
+    /// The caller for a user sys_id (cached briefly); nil when the user is gone, inactive or locked out.
+    func caller(userID: String) async throws(LoginFailure) -> Caller? {
+        try await knownCaller(userID: userID)
+    }
+
+    private func knownCaller(userID: String) async throws(LoginFailure) -> Caller? {
         dropStaleCaches()
         let now = clock.now
         if let cached = callers[userID], cached.expires > now { return cached.caller }
-        guard let caller = try? await users.caller(userID: userID) else { return nil }
+        let caller: Caller?
+        do {
+            caller = try await users.caller(userID: userID)
+        } catch {
+            throw .unavailable
+        }
+        guard let caller else { return nil }
         callers[userID] = (caller, now + credentialTTL)
         return caller
     }

@@ -18,10 +18,9 @@ actor OAuthService {
 
         var json: JSONValue {
             .object([
-                ("access_token", .string(accessToken)), ("refresh_token", .string(refreshToken)),
-                ("scope", .string("useraccount")), ("token_type", .string("Bearer")),
-                ("expires_in", .number(Double(expiresIn))),
-            ])
+                "access_token": .string(accessToken), "refresh_token": .string(refreshToken),
+                "scope": .string("useraccount"), "token_type": .string("Bearer"),
+                "expires_in": .integer(expiresIn)])
         }
     }
 
@@ -34,6 +33,8 @@ actor OAuthService {
     private let verifiedClients = Mutex<[Data: (client: OAuthDirectory.Client, expires: Date)]>([:])
     /// Access tokens seen valid, in memory only: token → (user, expiry).
     private var accessTokens: [String: (userID: String, expires: Date)] = [:]
+    /// Users whose remembered tokens must go (see ``forgetTokens(ofUser:)``).
+    private let endedUsers = Mutex<Set<String>>([])
 
     init(directory: OAuthDirectory, authenticator: Authenticator, hasher: PasswordHasher) {
         self.directory = directory
@@ -43,18 +44,25 @@ actor OAuthService {
 
     /// Runs a grant from the form fields of a token request; nil when anything is wrong (ServiceNow answers
     /// every failure alike). Client credentials come from the form or from HTTP Basic (RFC 6749 §2.3.1).
-    func grant(form: [String: String], basicClient: (id: String, secret: String)?) async -> Grant? {
+    /// Throws when the attempt could not be checked (throttled, password checking busy, storage down).
+    func grant(form: [String: String], basicClient: (id: String, secret: String)?, address: String)
+        async throws(LoginFailure) -> Grant?
+    {
         let clientID = form["client_id"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.id
         let secret = form["client_secret"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.secret
-        guard let clientID, let secret, let client = await verifyClient(id: clientID, secret: secret) else {
+        guard let clientID, let secret, let client = try await verifyClient(id: clientID, secret: secret) else {
             return nil
         }
         let now = Date()
         switch form["grant_type"] {
         case "password":
-            guard let userName = form["username"], let password = form["password"],
-                let caller = await authenticator.authenticate(userName: userName, password: password)
-            else { return nil }
+            guard let userName = form["username"], let password = form["password"] else { return nil }
+            let caller: Caller
+            do {
+                caller = try await authenticator.authenticate(userName: userName, password: password, address: address)
+            } catch .rejected {
+                return nil
+            }
             let access = Self.newToken()
             let refresh = Self.newToken()
             let refreshHash = Self.hash(refresh)
@@ -78,7 +86,7 @@ actor OAuthService {
             let refreshHash = Self.hash(refresh)
             guard let stored = try? await directory.token(hash: refreshHash), stored.type == "refresh_token",
                 stored.clientID == client.sysID, let expires = GlideDateTime.parse(stored.expires), expires > now,
-                await authenticator.caller(userID: stored.userID) != nil
+                try await authenticator.caller(userID: stored.userID) != nil
             else { return nil }
             let access = Self.newToken()
             let accessExpiry = now.addingTimeInterval(TimeInterval(client.accessLifespan))
@@ -98,6 +106,11 @@ actor OAuthService {
 
     /// The user an access token stands for; nil when it is unknown, expired or revoked.
     func userID(accessToken: String) async -> String? {
+        let ended = endedUsers.withLock { users in
+            defer { users = [] }
+            return users
+        }
+        if !ended.isEmpty { accessTokens = accessTokens.filter { !ended.contains($0.value.userID) } }
         let now = Date()
         if let known = accessTokens[accessToken] {
             guard known.expires > now else {
@@ -114,6 +127,10 @@ actor OAuthService {
         return stored.userID
     }
 
+    /// Forgets the remembered access tokens of a user whose password, lock or active flag changed (the engine
+    /// deleted their stored tokens in the same transaction). Synchronous: the next bearer request sees it.
+    nonisolated func forgetTokens(ofUser userID: String) { endedUsers.withLock { _ = $0.insert(userID) } }
+
     /// Forgets verified client secrets (after a change to `oauth_entity`: a new secret or a deactivated client
     /// takes effect at once).
     nonisolated func invalidateClients() { verifiedClients.withLock { $0 = [:] } }
@@ -127,16 +144,25 @@ actor OAuthService {
         accessTokens = [:]
     }
 
-    private func verifyClient(id: String, secret: String) async -> OAuthDirectory.Client? {
+    private func verifyClient(id: String, secret: String) async throws(LoginFailure) -> OAuthDirectory.Client? {
         var digest = SHA256()
         digest.update(data: key)
         digest.update(data: Data((id + "\u{0}" + secret).utf8))
         let keyed = Data(digest.finalize())
         let now = Date()
         if let cached = verifiedClients.withLock({ $0[keyed] }), cached.expires > now { return cached.client }
-        guard let client = try? await directory.client(clientID: id), client.active,
-            await hasher.verify(secret, hash: client.secretHash)
-        else { return nil }
+        let stored: OAuthDirectory.Client?
+        do {
+            stored = try await directory.client(clientID: id)
+        } catch {
+            throw .unavailable
+        }
+        guard let client = stored, client.active else { return nil }
+        do {
+            guard try await hasher.verify(secret, hash: client.secretHash) else { return nil }
+        } catch {
+            throw .busy
+        }
         verifiedClients.withLock { $0[keyed] = (client, now.addingTimeInterval(60)) }
         return client
     }

@@ -23,6 +23,23 @@ struct QueryCompiler {
         case hierarchy
     }
 
+    /// Bounds checked before any SQL is built, so that no query reaches a database limit (expression depth,
+    /// pattern length, tables in a join, bound parameters) and fails there.
+    enum Limits {
+        /// Conditions in one query, counting every alternative of every clause.
+        static let terms = 250
+        /// Sort terms in one query.
+        static let orderTerms = 20
+        /// Fields in one dot-walk (`caller_id.department.name` has 3).
+        static let dotWalkDepth = 6
+        /// Distinct dot-walk joins in one statement (SQLite joins at most 64 tables).
+        static let joins = 32
+        /// UTF-8 bytes of a LIKE, STARTSWITH or ENDSWITH value (SQLite's pattern limit is 50,000 escaped).
+        static let patternBytes = 10_000
+        /// Values in all IN and NOT IN lists of one query together.
+        static let listValues = 5_000
+    }
+
     let catalog: SchemaCatalog
     let policy: AccessPolicy
     /// The rules that decide whether a parent record is readable (for journal entries and attachments);
@@ -35,6 +52,7 @@ struct QueryCompiler {
     let alias: String
     private var joins: [SQLFragment] = []
     private var joinAliases: [String: (alias: String, table: SchemaCatalog.Table)] = [:]
+    private var listValues = 0
 
     init(
         catalog: SchemaCatalog, policy: AccessPolicy, dialect: StorageDialect, caller: Caller, now: Date = Date(),
@@ -70,6 +88,12 @@ struct QueryCompiler {
     mutating func condition(
         for query: EncodedQuery, unknownFields: UnknownFields = .ignore, scope: Scope = .table
     ) throws(EngineError) -> SQLFragment? {
+        let terms = query.groups.reduce(0) { $0 + $1.clauses.reduce(0) { $0 + $1.alternatives.count } }
+        guard terms <= Limits.terms else {
+            throw .badRequest(
+                "Query too complex", detail: "A query may have at most \(Limits.terms) conditions; this one has \(terms)"
+            )
+        }
         var groups: [SQLFragment] = []
         for group in query.groups {
             var clauses: [SQLFragment] = []
@@ -115,6 +139,12 @@ struct QueryCompiler {
             guard !value.isEmpty, let bound = bindable(value, for: field) else { return "1 = 0" }
             return column + SQLFragment(" \(term.op.rawValue) ") + .bind(bound)
         case .like, .notLike, .startsWith, .endsWith:
+            guard value.utf8.count <= Limits.patternBytes else {
+                throw .badRequest(
+                    "Query too complex",
+                    detail: "A \(term.op.rawValue) value may have at most \(Limits.patternBytes) bytes (field \(term.field))"
+                )
+            }
             let escaped = Self.escapeLike(value.lowercased())
             let pattern: String
             switch term.op {
@@ -129,6 +159,12 @@ struct QueryCompiler {
             let values = value.split(separator: ",", omittingEmptySubsequences: true)
                 .compactMap { bindable(String($0), for: field) }
             if values.isEmpty { return term.op == .in ? "1 = 0" : "1 = 1" }
+            listValues += values.count
+            guard listValues <= Limits.listValues else {
+                throw .badRequest(
+                    "Query too complex", detail: "IN lists of a query may hold at most \(Limits.listValues) values together"
+                )
+            }
             let list = column + " IN (" + .bindAnyList(values) + ")"
             return term.op == .in ? list : "(" + column + " IS NULL OR NOT " + list + ")"
         case .isEmpty, .emptyString:
@@ -163,6 +199,9 @@ struct QueryCompiler {
     /// `ORDER BY …` for the sort terms; unknown fields are ignored. Always ends with `sys_id` so that paging
     /// is stable; with no terms, records come in creation order.
     mutating func orderBy(_ terms: [OrderTerm]) throws(EngineError) -> SQLFragment {
+        guard terms.count <= Limits.orderTerms else {
+            throw .badRequest("Query too complex", detail: "A query may sort by at most \(Limits.orderTerms) fields")
+        }
         var parts: [SQLFragment] = []
         for term in terms {
             guard let (column, _) = try resolve(term.field, scope: .table) else { continue }
@@ -235,6 +274,11 @@ struct QueryCompiler {
     mutating func resolve(_ name: String, scope: Scope) throws(EngineError) -> (SQLFragment, FieldDefinition)? {
         let path = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard let first = path.first else { return nil }
+        guard path.count <= Limits.dotWalkDepth else {
+            throw .badRequest(
+                "Query too complex", detail: "A dot-walk may name at most \(Limits.dotWalkDepth) fields: \(name.prefix(200))"
+            )
+        }
         let field = scope == .hierarchy ? catalog.hierarchyField(first, in: table) : table.field(first)
         guard var current = field else { return nil }
         var currentAlias = alias
@@ -246,6 +290,11 @@ struct QueryCompiler {
             if let existing = joinAliases[key] {
                 currentAlias = existing.alias
             } else {
+                guard joinAliases.count < Limits.joins else {
+                    throw .badRequest(
+                        "Query too complex", detail: "A query may dot-walk through at most \(Limits.joins) references"
+                    )
+                }
                 let joinAlias = alias + "j\(joinAliases.count + 1)"
                 var on = SQLFragment.column(joinAlias, "sys_id") + " = " + .column(currentAlias, current.name)
                 // A dot-walk only sees referenced records the caller may read, so it cannot be used to probe

@@ -113,7 +113,15 @@ extension RecordStore {
                 sql = sql + " HAVING " + having.joined(" AND ")
             }
             if !order.isEmpty, !groupColumns.isEmpty { sql = sql + " ORDER BY " + order.joined(", ") }
-            let rows = try await db.rows(sql)
+            let rows: [ResultRow]
+            do {
+                rows = try await db.rows(sql)
+            } catch where db.dialect.isIntegerOverflow(error) {
+                // Stored values are bounded by the column type, but their sum is not.
+                throw EngineError.badRequest(
+                    "Aggregate out of range", detail: "A sum exceeds the 64-bit integer range; narrow the query"
+                )
+            }
             return try rows.map { row in
                 var values: [String] = []
                 for (index, field) in groupFields.enumerated() {

@@ -131,6 +131,10 @@ extension RecordStore {
                 )
             }
             try await self.appendJournals(prepared.journals, to: sysID, table: concrete, caller: caller, now: now, db: db)
+            if concrete.name == "sys_user", !changed.isDisjoint(with: UserDirectory.credentialFields) {
+                // A new password, a lock or a deactivation ends every OAuth token of the user in the same commit.
+                try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
+            }
             return try await self.appendEvent(
                 table: concrete.name, sysID: sysID, operation: .update,
                 fields: changed.sorted() + prepared.journals.map(\.field), caller: caller, now: now, db: db
@@ -158,6 +162,9 @@ extension RecordStore {
             }
             try await db.run("DELETE FROM " + .identifier(concrete.physicalTable) + " WHERE sys_id = " + .bind(sysID))
             try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
+            if concrete.name == "sys_user" {
+                try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
+            }
             // Attachment content goes with its metadata, and a record's attachments go with the record.
             if concrete.name == "sys_attachment" {
                 try await db.run("DELETE FROM docket_attachment_data WHERE sys_id = " + .bind(sysID))

@@ -11,6 +11,9 @@ struct UserDirectory: Sendable {
         var canLogIn: Bool { active && !lockedOut && !passwordHash.isEmpty }
     }
 
+    /// Fields of `sys_user` whose change ends the user's sessions, cached credentials and OAuth tokens.
+    static let credentialFields: Set<String> = ["password", "user_password", "locked_out", "active", "user_name"]
+
     let store: RecordStore
 
     func account(userName: String) async throws -> Account? {
@@ -27,12 +30,14 @@ struct UserDirectory: Sendable {
         }
     }
 
-    /// The caller with roles for a user sys_id; nil when the user no longer exists or is inactive.
+    /// The caller with roles for a user sys_id; nil when the user no longer exists, is inactive or locked out.
     func caller(userID: String) async throws -> Caller? {
         try await store.storage.read { db in
             guard let row = try await db.rows(
-                "SELECT user_name, name, active, time_zone FROM sys_user WHERE sys_id = " + .bind(userID)
-            ).first, try row.value(at: "active", kind: .integer).intValue != 0 else { return nil }
+                "SELECT user_name, name, active, locked_out, time_zone FROM sys_user WHERE sys_id = " + .bind(userID)
+            ).first, try row.value(at: "active", kind: .integer).intValue != 0,
+                try row.value(at: "locked_out", kind: .integer).intValue != 1
+            else { return nil }
             let roles = try await db.rows(
                 "SELECT r.name FROM sys_user_has_role AS h JOIN sys_user_role AS r ON r.sys_id = h.role WHERE h."
                     + .identifier("user") + " = " + .bind(userID)
@@ -68,6 +73,16 @@ struct OAuthDirectory: Sendable {
 
     let store: RecordStore
 
+    /// The longest token lifespan honoured (ten years): an admin may store any integer, and expiry arithmetic
+    /// must stay in range.
+    static let maximumLifespan = 315_360_000
+
+    /// A stored lifespan in seconds, clamped to 0 … ``maximumLifespan`` (0: tokens expire at once); the default
+    /// when missing.
+    static func lifespan(_ stored: Int?, _ defaultValue: Int) -> Int {
+        min(max(stored ?? defaultValue, 0), maximumLifespan)
+    }
+
     func client(clientID: String) async throws -> Client? {
         try await store.storage.read { db in
             guard let row = try await db.rows(
@@ -77,8 +92,10 @@ struct OAuthDirectory: Sendable {
             return Client(
                 sysID: try row.value(at: "sys_id", kind: .text).text ?? "",
                 secretHash: try row.value(at: "client_secret", kind: .text).text ?? "",
-                accessLifespan: try row.value(at: "access_token_lifespan", kind: .integer).intValue ?? 1800,
-                refreshLifespan: try row.value(at: "refresh_token_lifespan", kind: .integer).intValue ?? 8_640_000,
+                accessLifespan: Self.lifespan(try row.value(at: "access_token_lifespan", kind: .integer).intValue, 1800),
+                refreshLifespan: Self.lifespan(
+                    try row.value(at: "refresh_token_lifespan", kind: .integer).intValue, 8_640_000
+                ),
                 active: try row.value(at: "active", kind: .integer).intValue != 0
             )
         }

@@ -57,7 +57,9 @@ enum Workflow {
                 }
             }
             if !isInsert, changed.contains("assigned_to") || changed.contains("assignment_group") {
-                set("reassignment_count", String((Int(values["reassignment_count", default: "0"]) ?? 0) + 1))
+                // A stored count may be any integer (an admin can write it): saturate rather than overflow.
+                let count = Int(values["reassignment_count", default: "0"]) ?? 0
+                set("reassignment_count", String(count == .max ? count : count + 1))
             }
         }
         if table.name == "sys_user", changed.contains("first_name") || changed.contains("last_name"),

@@ -34,7 +34,7 @@ enum SQLValue: Sendable, Equatable {
     var intValue: Int? {
         switch self {
         case .integer(let value): return value
-        case .real(let value): return Int(value)
+        case .real(let value): return Int(exactly: value.rounded(.towardZero))
         case .text(let value): return Int(value)
         case .null: return nil
         }

@@ -121,17 +121,16 @@ struct SQLiteRunner: SQLRunner {
 }
 
 /// SQLite storage: one file in WAL mode, one writer connection behind an async lock, and a few reader
-/// connections used round-robin (WAL lets readers run while a write is in progress).
+/// connections, each lent to one read at a time (WAL lets readers run while a write is in progress).
 final class SQLiteStorage: Storage {
     let dialect = StorageDialect.sqlite
     private let writer: SQLiteConnection
-    private let readers: [SQLiteConnection]
+    private let readers: ConnectionPool<SQLiteConnection>
     private let writeLock = AsyncLock()
-    private let nextReader = Mutex(0)
 
     private init(writer: SQLiteConnection, readers: [SQLiteConnection]) {
         self.writer = writer
-        self.readers = readers
+        self.readers = ConnectionPool(readers)
     }
 
     /// Opens (creating if needed) the database file at `path`.
@@ -155,11 +154,9 @@ final class SQLiteStorage: Storage {
     }
 
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        let index = nextReader.withLock { value in
-            value = (value + 1) % readers.count
-            return value
+        try await readers.withConnection { connection in
+            try await body(SQLExecutor(runner: SQLiteRunner(connection: connection), dialect: dialect))
         }
-        return try await body(SQLExecutor(runner: SQLiteRunner(connection: readers[index]), dialect: dialect))
     }
 
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
@@ -179,7 +176,7 @@ final class SQLiteStorage: Storage {
 
     func close() async throws {
         try await writeLock.withLock {
-            for reader in self.readers { try await reader.close() }
+            for reader in self.readers.all { try await reader.close() }
             try await self.writer.close()
         }
     }

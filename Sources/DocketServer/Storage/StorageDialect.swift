@@ -57,6 +57,16 @@ enum StorageDialect: Sendable {
         "CAST(" + expression + " AS TEXT)"
     }
 
+    /// Whether a statement failed because integer arithmetic left the 64-bit range (SQLite's `SUM` raises
+    /// "integer overflow"; PostgreSQL's `bigint out of range`, SQLSTATE 22003).
+    func isIntegerOverflow(_ error: any Error) -> Bool {
+        let text = String(describing: error)
+        switch self {
+        case .sqlite: return text.contains("integer overflow")
+        case .postgres: return text.contains("out of range") || text.contains("22003")
+        }
+    }
+
     /// A query returning one row when a table exists.
     func tableExists(_ name: String) -> SQLFragment {
         switch self {

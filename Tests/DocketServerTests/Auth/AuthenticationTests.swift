@@ -16,9 +16,8 @@ struct AuthenticationTests {
                 #expect(response.status == .unauthorized)
                 #expect(response.headers[.wwwAuthenticate] == #"Basic realm="Service-now""#)
                 #expect(try response.json == .object([
-                    ("error", .object([("message", .string("User is not authenticated")), ("detail", .string("Required to provide Auth information"))])),
-                    ("status", .string("failure")),
-                ]))
+                    "error": .object(["message": .string("User is not authenticated"), "detail": .string("Required to provide Auth information")]),
+                    "status": .string("failure")]))
             }
         }
     }

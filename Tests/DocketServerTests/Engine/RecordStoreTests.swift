@@ -148,7 +148,7 @@ struct RecordStoreTests {
             #expect(!all.columns.contains { $0.name == "password" })
             let account = try await UserDirectory(store: store).account(userName: "john.doe")
             #expect(account?.passwordHash.hasPrefix("$2") == true)
-            #expect(await PasswordHasher(cost: 4).verify("password", hash: account!.passwordHash))
+            #expect(try await PasswordHasher(cost: 4).verify("password", hash: account!.passwordHash))
         }
     }
 

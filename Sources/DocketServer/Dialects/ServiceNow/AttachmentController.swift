@@ -51,7 +51,7 @@ struct AttachmentController {
         let caller = try context.requireCaller()
         let record = try await store.attachment(try context.parameters.require("sys_id"), caller: caller)
         let baseURL = BaseURL.of(request, configuration: configuration)
-        return Response.json(.object([("result", Self.metadata(record, baseURL: baseURL))]))
+        return Response.json(.object(["result": Self.metadata(record, baseURL: baseURL)]))
     }
 
     @Sendable func download(_ request: Request, context: Context) async throws -> Response {
@@ -152,7 +152,7 @@ struct AttachmentController {
     private func created(_ sysID: String, request: Request, caller: Caller) async throws -> Response {
         let record = try await store.attachment(sysID, caller: caller)
         let baseURL = BaseURL.of(request, configuration: configuration)
-        var response = Response.json(.object([("result", Self.metadata(record, baseURL: baseURL))]), status: .created)
+        var response = Response.json(.object(["result": Self.metadata(record, baseURL: baseURL)]), status: .created)
         response.headers[.location] = "\(baseURL)/api/now/attachment/\(sysID)"
         return response
     }
@@ -166,7 +166,7 @@ struct AttachmentController {
         ]
         var members = names.map { name in (name, JSONValue.string(name == "sys_id" ? record.sysID : record[name])) }
         members.append(("download_link", .string("\(baseURL)/api/now/attachment/\(record.sysID)/file")))
-        return .object(members)
+        return JSONValue(members: members)
     }
 
     private static func quoted(_ text: String) -> String {

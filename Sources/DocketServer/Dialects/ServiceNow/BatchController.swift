@@ -54,7 +54,8 @@ struct BatchController {
         let batchID: String
         switch body["batch_request_id"] {
         case .string(let text)?: batchID = text
-        case .number(let number)?: batchID = number == number.rounded() ? String(Int64(number)) : String(number)
+        case .integer(let number)?: batchID = String(number)
+        case .number(let number)?: batchID = JSONNumberText.of(number)
         default: batchID = ""
         }
         guard let responder = responder.value else { throw ServiceNowError(.serviceUnavailable, "Batch API not ready") }
@@ -73,9 +74,8 @@ struct BatchController {
             serviced.append(answer.json(id: sub.id, includeHeaders: !sub.excludeResponseHeaders, elapsed: elapsed))
         }
         return Response.json(.object([
-            ("batch_request_id", .string(batchID)), ("serviced_requests", .array(serviced)),
-            ("unserviced_requests", .array(unserviced)),
-        ]))
+            "batch_request_id": .string(batchID), "serviced_requests": .array(serviced),
+            "unserviced_requests": .array(unserviced)]))
     }
 
     private struct Answer {
@@ -86,17 +86,17 @@ struct BatchController {
         func json(id: String, includeHeaders: Bool, elapsed: Duration) -> JSONValue {
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             var members: [(String, JSONValue)] = [
-                ("id", .string(id)), ("status_code", .number(Double(status.code))),
+                ("id", .string(id)), ("status_code", .integer(status.code)),
                 ("status_text", .string(status.reasonPhrase)),
             ]
             if includeHeaders {
                 members.append(("headers", .array(headers.map {
-                    .object([("name", .string($0.name.canonicalName)), ("value", .string($0.value))])
+                    .object(["name": .string($0.name.canonicalName), "value": .string($0.value)])
                 })))
             }
             members.append(("body", .string(Data(body).base64EncodedString())))
-            members.append(("execution_time", .number((seconds * 1000).rounded())))
-            return .object(members)
+            members.append(("execution_time", .integer(Int((seconds * 1000).rounded()))))
+            return JSONValue(members: members)
         }
     }
 
@@ -122,9 +122,8 @@ struct BatchController {
 
     private static func error(_ status: HTTPResponse.Status, _ message: String, detail: String) -> Answer {
         let body = JSONValue.object([
-            ("error", .object([("message", .string(message)), ("detail", .string(detail))])),
-            ("status", .string("failure")),
-        ])
+            "error": .object(["message": .string(message), "detail": .string(detail)]),
+            "status": .string("failure")])
         return Answer(status: status, headers: [.contentType: "application/json"], body: body.serialized())
     }
 
@@ -136,7 +135,8 @@ struct BatchController {
         let id: String
         switch entry["id"] {
         case .string(let text)?: id = text
-        case .number(let number)?: id = String(Int64(number))
+        case .integer(let number)?: id = String(number)
+        case .number(let number)?: id = JSONNumberText.of(number)
         default: throw invalid("id is required")
         }
         guard case .string(let methodName)? = entry["method"],

@@ -16,7 +16,8 @@ enum LinkHeader {
         let last = total > 0 ? ((total - 1) / step) * step : 0
         var links = ["\(url(0));rel=\"first\""]
         if offset > 0 { links.append("\(url(max(0, offset - step)));rel=\"prev\"") }
-        if offset + step < total { links.append("\(url(offset + step));rel=\"next\"") }
+        // `offset` comes from the request and may be as large as Int.max: compare without adding to it.
+        if offset < total - step { links.append("\(url(offset + step));rel=\"next\"") }
         links.append("\(url(last));rel=\"last\"")
         return links.joined(separator: ",")
     }

@@ -36,19 +36,18 @@ struct MyWorkController {
             // getValue() yields null, not "", for empty fields.
             func value(_ field: String) -> JSONValue { record[field].isEmpty ? .null : .string(record[field]) }
             let item = JSONValue.object([
-                ("number", value("number")), ("short_desc", value("short_description")),
-                ("sys_id", .string(record.sysID)),
-                ("link", .string("\(base)/api/now/v2/table/\(record.table)/\(record.sysID)")),
-                ("snowui", .string("\(base)/\(record.table).do?sys_id=\(record.sysID)")),
-                ("created", value("sys_created_on")),
-            ])
+                "number": value("number"), "short_desc": value("short_description"),
+                "sys_id": .string(record.sysID),
+                "link": .string("\(base)/api/now/v2/table/\(record.table)/\(record.sysID)"),
+                "snowui": .string("\(base)/\(record.table).do?sys_id=\(record.sysID)"),
+                "created": value("sys_created_on")])
             if let index = groups.firstIndex(where: { $0.0 == label }) {
                 groups[index].1.append(item)
             } else {
                 groups.append((label, [item]))
             }
         }
-        return Response.json(.object([("result", .object(groups.map { ($0.0, .array($0.1)) }))]))
+        return Response.json(.object(["result": JSONValue(members: groups.map { ($0.0, .array($0.1)) })]))
     }
 
     /// Adds the comment as a work note on the task; 201 `{"data":"Successfully inserted"}` (no result wrapper).

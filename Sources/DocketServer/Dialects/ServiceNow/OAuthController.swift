@@ -17,17 +17,15 @@ struct OAuthController {
     }
 
     static let accessDenied: JSONValue = .object([
-        ("error_description", .string("access_denied")), ("error", .string("server_error")),
-    ])
+        "error_description": .string("access_denied"), "error": .string("server_error")])
 
     @Sendable func token(_ request: Request, context: Context) async throws -> Response {
         let type = request.headers[.contentType]?.lowercased() ?? ""
         guard type.hasPrefix("application/x-www-form-urlencoded") else {
             return Self.response(
                 .object([
-                    ("error_description", .string("The token request must be application/x-www-form-urlencoded")),
-                    ("error", .string("invalid_request")),
-                ]), status: .badRequest
+                    "error_description": .string("The token request must be application/x-www-form-urlencoded"),
+                    "error": .string("invalid_request")]), status: .badRequest
             )
         }
         let body: ByteBuffer
@@ -39,7 +37,20 @@ struct OAuthController {
         var form: [String: String] = [:]
         for (name, value) in FormQuery.parse(String(buffer: body)) where form[name] == nil { form[name] = value }
         let basic = request.headers.basic.map { (id: $0.username, secret: $0.password) }
-        guard let grant = await oauth.grant(form: form, basicClient: basic) else {
+        let outcome: OAuthService.Grant?
+        do {
+            outcome = try await oauth.grant(form: form, basicClient: basic, address: context.clientAddress)
+        } catch {
+            // Not checked at all (throttled, busy, storage down): say so, with when to come back.
+            let failure = ServiceNowError(error)
+            var response = Self.response(
+                .object(["error_description": .string(failure.message), "error": .string("temporarily_unavailable")]),
+                status: failure.status
+            )
+            response.headers.append(contentsOf: failure.headers)
+            return response
+        }
+        guard let grant = outcome else {
             context.logger.info("OAuth grant refused", metadata: ["grant_type": "\(form["grant_type"] ?? "")"])
             return Self.response(Self.accessDenied, status: .unauthorized)
         }

@@ -15,7 +15,7 @@ enum RequestBody {
                 .contentTooLarge, "Request body too large", detail: "The limit is \(context.maxUploadSize) bytes"
             )
         }
-        guard buffer.readableBytes > 0 else { return .object([]) }
+        guard buffer.readableBytes > 0 else { return .object([:]) }
         do {
             return try JSONValue.parse(Data(buffer.readableBytesView))
         } catch {
@@ -28,7 +28,7 @@ enum RequestBody {
     /// ServiceNow does).
     static func record(from request: Request, context: DocketRequestContext) async throws -> [String: String] {
         var body = try await json(from: request, context: context)
-        if case .array(let elements) = body { body = elements.first ?? .object([]) }
+        if case .array(let elements) = body { body = elements.first ?? .object([:]) }
         guard case .object(let members) = body else {
             throw ServiceNowError.badRequest("Exception while reading request", detail: "The payload must be a JSON object.")
         }
@@ -49,6 +49,7 @@ enum RequestBody {
         case .null: return ""
         case .string(let text): return text
         case .bool(let flag): return flag ? "true" : "false"
+        case .integer(let number): return String(number)
         case .number(let number):
             return number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
         case .object:

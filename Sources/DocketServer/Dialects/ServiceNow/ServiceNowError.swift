@@ -22,6 +22,26 @@ struct ServiceNowError: HTTPResponseError {
         return error
     }
 
+    /// The answer to a failed login: 401, or 429 / 503 with `Retry-After` when the attempt was not checked.
+    init(_ failure: LoginFailure) {
+        switch failure {
+        case .rejected:
+            self = .unauthenticated
+        case .throttled(let wait):
+            self.init(
+                .tooManyRequests, "Too many failed login attempts",
+                detail: "Wait before trying again; the wait doubles with each further failure"
+            )
+            headers[.retryAfter] = String(max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0)))
+        case .busy:
+            self.init(.serviceUnavailable, "Server busy", detail: "Too many logins are being checked; try again shortly")
+            headers[.retryAfter] = "1"
+        case .unavailable:
+            self.init(.serviceUnavailable, "Service unavailable", detail: "The user store could not be read; try again")
+            headers[.retryAfter] = "5"
+        }
+    }
+
     static let noResource = ServiceNowError(.badRequest, "Requested URI does not represent any resource")
 
     static func badRequest(_ message: String, detail: String? = nil) -> ServiceNowError {
@@ -39,9 +59,8 @@ struct ServiceNowError: HTTPResponseError {
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
         let body = JSONValue.object([
-            ("error", .object([("message", .string(message)), ("detail", detail.map(JSONValue.string) ?? .null)])),
-            ("status", .string("failure")),
-        ])
+            "error": .object(["message": .string(message), "detail": detail.map(JSONValue.string) ?? .null]),
+            "status": .string("failure")])
         var response = Response.json(body, status: status)
         for field in headers { response.headers.append(field) }
         return response

@@ -2,6 +2,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
+import NIOCore
+import NIOHTTP1
 
 /// Wraps every `/api` request: checks content negotiation, adds ServiceNow's common headers, and turns every
 /// error (engine, routing, anything unexpected) into the ServiceNow envelope, so no raw 500 page or stack
@@ -25,6 +27,13 @@ struct ServiceNowMiddleware: RouterMiddleware {
             response = try ServiceNowError(error).response(from: request, context: context)
         } catch let error as HTTPError {
             response = try Self.translate(error).response(from: request, context: context)
+        } catch let error as HTTPParserError {
+            // A malformed body (bad chunk framing) only shows when a handler reads it.
+            response = try ServiceNowError(.badRequest, "Malformed HTTP request", detail: "\(error)")
+                .response(from: request, context: context)
+        } catch is NIOTooManyBytesError {
+            response = try ServiceNowError(.contentTooLarge, "Request body too large")
+                .response(from: request, context: context)
         } catch {
             context.logger.error("Unexpected error", metadata: ["error": "\(String(reflecting: error))"])
             response = try ServiceNowError(.internalServerError, "Internal server error", detail: nil)

@@ -48,13 +48,13 @@ struct StatsController {
             for function in AggregateFunction.allCases where function != .count {
                 let entries = group.results.filter { $0.function == function }
                 guard !entries.isEmpty else { continue }
-                members.append((function.key, .object(entries.map { ($0.field, .string($0.value)) })))
+                members.append((function.key, JSONValue(members: entries.map { ($0.field, .string($0.value)) })))
             }
-            return .object(members)
+            return JSONValue(members: members)
         }
         let result: JSONValue
         if aggregate.groupBy.isEmpty {
-            result = .object([("stats", groups.first.map(statsObject) ?? .object([]))])
+            result = .object(["stats": groups.first.map(statsObject) ?? .object([:])])
         } else {
             result = .array(groups.map { group in
                 let fields = zip(aggregate.groupBy, group.values).enumerated().map { index, pair -> JSONValue in
@@ -62,12 +62,12 @@ struct StatsController {
                     if parameters.displayMode != .value {
                         members.append(("display_value", .string(labels[index][pair.1] ?? pair.1)))
                     }
-                    return .object(members)
+                    return JSONValue(members: members)
                 }
-                return .object([("stats", statsObject(group)), ("groupby_fields", .array(fields))])
+                return .object(["stats": statsObject(group), "groupby_fields": .array(fields)])
             })
         }
-        return Response.json(.object([("result", result)]))
+        return Response.json(.object(["result": result]))
     }
 
     /// Display values of grouped values: choice labels, referenced records' display values.

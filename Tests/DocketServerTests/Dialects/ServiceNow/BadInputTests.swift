@@ -98,7 +98,7 @@ struct BadInputTests {
             let fields = try await client.get("/api/now/table/incident?sysparm_fields=number%3B%20DROP%20TABLE%20task")
             #expect(fields.status == .ok)
             #expect(try fields.results.count == 22)
-            #expect(try fields.results.allSatisfy { $0 == .object([]) })
+            #expect(try fields.results.allSatisfy { $0 == .object([:]) })
             #expect(try await snapshot(client) == before)
             let record = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"x'); DROP TABLE task;--"}"#)
             #expect(record.status == .created)

@@ -9,8 +9,7 @@ import Testing
 @Suite("OAuth 2.0 at /oauth_token.do and bearer tokens")
 struct OAuthTests {
     static let accessDenied = JSONValue.object([
-        ("error_description", .string("access_denied")), ("error", .string("server_error")),
-    ])
+        "error_description": .string("access_denied"), "error": .string("server_error")])
 
     @Test("a password grant issues ServiceNow's token response and the token works on every API")
     func passwordGrant() async throws {

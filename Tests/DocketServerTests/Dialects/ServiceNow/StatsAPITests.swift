@@ -12,7 +12,7 @@ struct StatsAPITests {
     func count() async throws {
         try await TestApp.withRouter { client throws in
             let all = try await client.get("/api/now/stats/incident?sysparm_count=true", .admin).json
-            #expect(all == .object([("result", .object([("stats", .object([("count", .string("22"))]))]))]))
+            #expect(all == .object(["result": .object(["stats": .object(["count": .string("22")])])]))
             let active = try await client.get("/api/now/v1/stats/incident?sysparm_count=true&sysparm_query=active=true^priority<=2", .admin)
             let total = try await client.get("/api/now/table/incident?sysparm_query=active=true^priority<=2&sysparm_limit=1", .admin)
             #expect(try active.result["stats"]?.string("count") == total.headers[.xTotalCount])

@@ -109,7 +109,7 @@ struct TableAPITests {
             #expect(display.string("sys_class_name") == "Incident")
             #expect(display.string("comments").contains("(Additional comments)\nThanks for reporting this."))
             let all = try await client.get(base + "&sysparm_display_value=all").result
-            #expect(all["priority"] == .object([("display_value", .string("3 - Moderate")), ("value", .string("3"))]))
+            #expect(all["priority"] == .object(["display_value": .string("3 - Moderate"), "value": .string("3")]))
             #expect(all["caller_id"]?.objectValue?.map(\.0) == ["display_value", "link", "value"])
             let excluded = try await client.get(base + "&sysparm_display_value=true&sysparm_exclude_reference_link=true").result
             #expect(excluded["caller_id"] == .string("Abel Tuter"))

@@ -1,0 +1,103 @@
+import Foundation
+import Synchronization
+
+/// Slows down password guessing: failed logins are counted per user name *from one client address* and per
+/// client address; past a free allowance each further failure doubles the wait before the next attempt is
+/// even checked, up to a temporary lock of ``Policy/maximumDelay``.
+///
+/// Counting user names per address (rather than globally) means nobody can lock a user out by failing logins
+/// with that user's name from elsewhere: a successful login is never slowed by someone else's failures. A
+/// success clears the counts of its user name from that address.
+final class LoginThrottle: Sendable {
+    typealias Policy = LoginThrottlePolicy
+
+    private struct Entry {
+        var failures: Int
+        var lastFailure: ContinuousClock.Instant
+        var blockedUntil: ContinuousClock.Instant
+    }
+
+    let policy: Policy
+    private let clock = ContinuousClock()
+    private let entries = Mutex<[String: Entry]>([:])
+    /// Beyond this many tracked keys, expired ones are dropped (and, if still full, the oldest).
+    private let capacity = 100_000
+
+    init(policy: Policy = Policy()) {
+        self.policy = policy
+    }
+
+    /// How long the caller must wait before this attempt may be checked; nil when it may go ahead now.
+    func delay(userName: String, address: String) -> Duration? {
+        let now = clock.now
+        return entries.withLock { entries in
+            let waits = [Self.userKey(userName, address), Self.addressKey(address)].compactMap { key -> Duration? in
+                guard let entry = entries[key], entry.blockedUntil > now else { return nil }
+                return entry.blockedUntil - now
+            }
+            return waits.max()
+        }
+    }
+
+    /// Counts a failed attempt.
+    func recordFailure(userName: String, address: String) {
+        let now = clock.now
+        entries.withLock { entries in
+            if entries.count >= capacity { prune(&entries, now: now) }
+            for (key, free) in [(Self.userKey(userName, address), policy.userFailures),
+                                (Self.addressKey(address), policy.addressFailures)] {
+                var entry = entries[key] ?? Entry(failures: 0, lastFailure: now, blockedUntil: now)
+                if now - entry.lastFailure > policy.memory { entry.failures = 0 }
+                entry.failures = min(entry.failures + 1, 1_000)
+                entry.lastFailure = now
+                if entry.failures > free {
+                    // 1 s, 2 s, 4 s … doubling per failure past the allowance, up to the lock.
+                    let exponent = min(entry.failures - free - 1, 30)
+                    entry.blockedUntil = now + min(.seconds(1 << exponent), policy.maximumDelay)
+                }
+                entries[key] = entry
+            }
+        }
+    }
+
+    /// Clears the user name's count from this address after a successful login.
+    func recordSuccess(userName: String, address: String) {
+        _ = entries.withLock { $0.removeValue(forKey: Self.userKey(userName, address)) }
+    }
+
+    private func prune(_ entries: inout [String: Entry], now: ContinuousClock.Instant) {
+        entries = entries.filter { now - $0.value.lastFailure <= policy.memory || $0.value.blockedUntil > now }
+        if entries.count >= capacity {
+            let oldest = entries.sorted { $0.value.lastFailure < $1.value.lastFailure }.prefix(entries.count / 2)
+            for (key, _) in oldest { entries[key] = nil }
+        }
+    }
+
+    private static func userKey(_ userName: String, _ address: String) -> String {
+        "u\u{0}" + userName.lowercased() + "\u{0}" + address
+    }
+
+    private static func addressKey(_ address: String) -> String { "a\u{0}" + address }
+}
+
+/// How failed logins are throttled (see `docketd --help` and docs/configuration.md).
+public struct LoginThrottlePolicy: Sendable {
+    /// Failures of one user name from one client address before delays start (`--login-free-failures`).
+    public var userFailures: Int
+    /// Failures from one client address, whatever the user names, before delays start.
+    public var addressFailures: Int
+    /// The longest delay, which acts as a temporary lock (`--login-max-delay`).
+    public var maximumDelay: Duration
+    /// Counts are forgotten this long after the last failure.
+    public var memory: Duration
+
+    public init(
+        userFailures: Int = 5, addressFailures: Int = 50, maximumDelay: Duration = .seconds(900),
+        memory: Duration = .seconds(1800)
+    ) {
+        self.userFailures = max(0, userFailures)
+        self.addressFailures = max(0, addressFailures)
+        self.maximumDelay = maximumDelay
+        self.memory = memory
+    }
+}
