@@ -57,6 +57,29 @@ struct Docketd: AsyncParsableCommand {
     @Option(help: "Largest attachment accepted, in bytes (env DOCKET_MAX_ATTACHMENT_SIZE; default 20971520).")
     var maxAttachmentSize: Int?
 
+    @Option(help: "Seconds a connection may go without a complete request head before it is closed, idle keep-alive included (env DOCKET_IDLE_TIMEOUT; default 30).")
+    var idleTimeout: Int?
+
+    @Option(help: "Threads that check passwords (bcrypt), apart from request handling (env DOCKET_PASSWORD_HASH_THREADS; default half the processors).")
+    var passwordHashThreads: Int?
+
+    @Option(help: "Failed logins of one user name from one address before each further failure doubles the wait (env DOCKET_LOGIN_FREE_FAILURES; default 5).")
+    var loginFreeFailures: Int?
+
+    @Option(help: "Longest wait, in seconds, that failed logins impose: a temporary lock (env DOCKET_LOGIN_MAX_DELAY; default 900).")
+    var loginMaxDelay: Int?
+
+    /// A positive whole number from a flag or an environment variable.
+    private func number(_ flag: Int?, _ variable: String, _ environment: [String: String], default value: Int, name: String)
+        throws -> Int
+    {
+        let text = flag.map(String.init) ?? environment[variable] ?? String(value)
+        guard let number = Int(text), number > 0 else {
+            throw ValidationError("\(name) must be a positive whole number, not '\(text)'.")
+        }
+        return number
+    }
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let levelName = logLevel ?? environment["DOCKET_LOG_LEVEL"] ?? "info"
@@ -81,6 +104,17 @@ struct Docketd: AsyncParsableCommand {
         guard let attachmentLimit = Int(attachmentText), attachmentLimit > 0 else {
             throw ValidationError("The attachment size limit must be a positive number of bytes, not '\(attachmentText)'.")
         }
+        let idle = try number(idleTimeout, "DOCKET_IDLE_TIMEOUT", environment, default: 30, name: "--idle-timeout")
+        var hashThreads: Int? = nil
+        if passwordHashThreads != nil || environment["DOCKET_PASSWORD_HASH_THREADS"] != nil {
+            hashThreads = try number(
+                passwordHashThreads, "DOCKET_PASSWORD_HASH_THREADS", environment, default: 1, name: "--password-hash-threads"
+            )
+        }
+        let freeFailures = try number(
+            loginFreeFailures, "DOCKET_LOGIN_FREE_FAILURES", environment, default: 5, name: "--login-free-failures"
+        )
+        let maxDelay = try number(loginMaxDelay, "DOCKET_LOGIN_MAX_DELAY", environment, default: 900, name: "--login-max-delay")
         let configuration = Configuration(
             host: host ?? environment["DOCKET_HOST"] ?? "127.0.0.1",
             port: port,
@@ -88,7 +122,9 @@ struct Docketd: AsyncParsableCommand {
             demo: demo || ["1", "true", "yes"].contains(environment["DOCKET_DEMO"]?.lowercased() ?? ""),
             logLevel: level,
             publicURL: publicURL ?? environment["DOCKET_PUBLIC_URL"],
-            maxAttachmentSize: attachmentLimit, tlsCertificatePath: certificate, tlsKeyPath: key
+            maxAttachmentSize: attachmentLimit, tlsCertificatePath: certificate, tlsKeyPath: key,
+            idleTimeout: .seconds(idle), passwordHashThreads: hashThreads,
+            loginThrottle: LoginThrottlePolicy(userFailures: freeFailures, maximumDelay: .seconds(maxDelay))
         )
         let host = configuration.host
         let scheme = configuration.usesTLS ? "https" : "http"

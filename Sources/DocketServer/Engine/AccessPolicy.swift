@@ -13,9 +13,10 @@ struct AccessRule: Sendable {
         case always
         /// Records matching an encoded query, which may use dynamic values (`javascript:gs.getUserID()`).
         case query(EncodedQuery)
-        /// Records belonging to a parent record the caller may read (journal entries, attachments):
-        /// `tableColumn` holds the parent's table name and `idColumn` its sys_id.
-        case parentRecordReadable(tableColumn: String, idColumn: String)
+        /// Records belonging to a parent record on which the caller may perform `operation` (read for journal
+        /// entries and for listing attachments, write for adding or deleting attachments): `tableColumn` holds the
+        /// parent's table name and `idColumn` its sys_id.
+        case parentRecordAllows(AccessOperation, tableColumn: String, idColumn: String)
     }
 
     var table: String
@@ -78,12 +79,18 @@ struct AccessPolicy: Sendable {
                 AccessRule("task", [.read], condition: .query(involved)),
                 AccessRule("task", [.write], condition: .query(involved), writableFields: ["comments", "work_notes"]),
                 AccessRule(
-                    "sys_journal_field", [.read], condition: .parentRecordReadable(tableColumn: "name", idColumn: "element_id")
+                    "sys_journal_field", [.read],
+                    condition: .parentRecordAllows(.read, tableColumn: "name", idColumn: "element_id")
                 ),
-                // Attachments follow their record: whoever may read it may list, download, add and delete them.
+                // Attachments follow their record: whoever may read it may list and download them; adding or
+                // deleting one needs write access to the record.
                 AccessRule(
-                    "sys_attachment", [.read, .create, .delete],
-                    condition: .parentRecordReadable(tableColumn: "table_name", idColumn: "table_sys_id")
+                    "sys_attachment", [.read],
+                    condition: .parentRecordAllows(.read, tableColumn: "table_name", idColumn: "table_sys_id")
+                ),
+                AccessRule(
+                    "sys_attachment", [.create, .delete],
+                    condition: .parentRecordAllows(.write, tableColumn: "table_name", idColumn: "table_sys_id")
                 ),
                 AccessRule("sys_user_grmember", [.read], roles: ["itil"]),
                 AccessRule("sys_user_grmember", [.read], condition: .query(own)),

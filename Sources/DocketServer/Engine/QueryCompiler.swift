@@ -228,17 +228,19 @@ struct QueryCompiler {
                     return nil
                 }
                 parts.append(sql)
-            case .parentRecordReadable(let tableColumn, let idColumn):
-                parts.append(try parentFilter(tableColumn: tableColumn, idColumn: idColumn))
+            case .parentRecordAllows(let parentOperation, let tableColumn, let idColumn):
+                parts.append(try parentFilter(parentOperation, tableColumn: tableColumn, idColumn: idColumn))
             }
         }
         if parts.isEmpty { return "1 = 0" }
         return parts.count == 1 ? parts[0] : parts.joined(" OR ").parenthesized()
     }
 
-    /// Records that belong to another record (journal entries, attachments) are readable when their parent
-    /// is: `tableColumn` names the parent's table and `idColumn` holds its sys_id.
-    private func parentFilter(tableColumn: String, idColumn: String) throws(EngineError) -> SQLFragment {
+    /// Records that belong to another record (journal entries, attachments) qualify when the caller may perform
+    /// `operation` on their parent: `tableColumn` names the parent's table and `idColumn` holds its sys_id.
+    private func parentFilter(
+        _ operation: AccessOperation, tableColumn: String, idColumn: String
+    ) throws(EngineError) -> SQLFragment {
         var parts: [SQLFragment] = []
         let journals = table.name == "sys_journal_field"
         for (index, root) in catalog.roots.enumerated()
@@ -248,7 +250,7 @@ struct QueryCompiler {
                 alias: alias + "p\(index)"
             )
             let classes = column(tableColumn) + " IN (" + .bindList(root.descendants) + ")"
-            guard let filter = try parent.accessFilter(.read) else {
+            guard let filter = try parent.accessFilter(operation) else {
                 parts.append(classes)
                 continue
             }

@@ -53,6 +53,15 @@ struct WriteOptions: Sendable {
     var suppressAutoSysFields = false
     /// The time zone display values of dates are written in (the caller's); nil for UTC.
     var timeZone: TimeZone? = nil
+
+    /// The options as `caller` may use them: only admins may set `sys_` fields (their author, times and
+    /// update count are the audit trail).
+    func allowed(for caller: Caller) -> WriteOptions {
+        guard suppressAutoSysFields, !caller.isAdmin else { return self }
+        var options = self
+        options.suppressAutoSysFields = false
+        return options
+    }
 }
 
 /// A committed change, as appended to the event log.

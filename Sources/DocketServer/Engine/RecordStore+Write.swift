@@ -21,7 +21,7 @@ extension RecordStore {
         if !caller.isAdmin, policy.rules(for: .create, on: table, caller: caller).isEmpty {
             throw EngineError.forbidden(.create)
         }
-        let prepared = try await prepare(input, for: table, isInsert: true, options: options)
+        let prepared = try await prepare(input, for: table, isInsert: true, options: options.allowed(for: caller))
         let now = GlideDateTime.format(Date())
         let event = try await storage.write { db in
             let sysID = prepared.sysID ?? SysID.generate()
@@ -54,12 +54,19 @@ extension RecordStore {
             values["sys_updated_by"] = caller.userName
             values["sys_mod_count"] = "0"
             if table.isInHierarchy { values["sys_class_name"] = table.name }
-            if options.suppressAutoSysFields { values.merge(prepared.systemValues) { _, given in given } }
+            if options.allowed(for: caller).suppressAutoSysFields {
+                values.merge(prepared.systemValues) { _, given in given }
+            }
             let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
             try await db.run(
                 "INSERT INTO " + .identifier(table.physicalTable) + " ("
                     + stored.map { SQLFragment.identifier($0.name) }.joined(", ") + ") VALUES ("
                     + stored.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }.joined(", ") + ")"
+            )
+            // Create rules with conditions are judged on the row as it would be committed (an attachment is only
+            // created on a record the caller may change); a refusal rolls the insert back.
+            try await self.checkAccess(
+                .create, on: table, sysID: sysID, fields: Set(prepared.values.keys), caller: caller, db: db
             )
             try await self.appendJournals(prepared.journals, to: sysID, table: table, caller: caller, now: now, db: db)
             if SchemaAdministration.tables.contains(table.name) {
@@ -86,7 +93,7 @@ extension RecordStore {
         let now = GlideDateTime.format(Date())
         // Validation needs the concrete class (PATCH /table/task/<incident> may set incident fields).
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
-        let prepared = try await prepare(input, for: concrete, isInsert: false, options: options)
+        let prepared = try await prepare(input, for: concrete, isInsert: false, options: options.allowed(for: caller))
         let event = try await storage.write { db -> ChangeEvent? in
             let page = try await self.select(
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
@@ -114,7 +121,7 @@ extension RecordStore {
                 guard let field = concrete.field(name) else { return nil }
                 return .identifier(name) + " = " + FieldCoercion.sqlValue(values[name, default: ""], for: field).fragment
             }
-            if options.suppressAutoSysFields {
+            if options.allowed(for: caller).suppressAutoSysFields {
                 for (name, value) in prepared.systemValues where name != "sys_id" {
                     assignments.append(.identifier(name) + " = " + .bind(value))
                 }

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Adversarial requests against a live docketd (see README.md beside this file).
+
+Starts `docketd --demo` on a free loopback port with a throw-away data folder, sends generated requests one at
+a time over raw sockets, and fails on any 5xx, any exit of the server, any answer slower than the time limit,
+and any database change made by a request that was rejected (4xx or no answer). The generator is seeded, so a
+run is repeatable: `fuzz.py --seed 7 --requests 20000`.
+"""
+import argparse, base64, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, time
+
+FIELDS = ["number", "short_description", "state", "priority", "caller_id", "caller_id.name", "caller_id.manager.name",
+          "assigned_to.department", "sys_id", "sys_created_on", "active", "impact", "AAAA", "user_password",
+          "password", "opened_by.user_name", "sys_class_name", "assignment_group.manager.email", "", "..", "a.b.c"]
+OPS = ["=", "!=", "<", "<=", ">", ">=", "LIKE", "NOT LIKE", "STARTSWITH", "ENDSWITH", "IN", "NOT IN", "ISEMPTY",
+       "ISNOTEMPTY", "BETWEEN", "SAMEAS", "NSAMEAS", "INSTANCEOF", "ANYTHING", "EMPTYSTRING", "DYNAMIC", "ON"]
+TABLES = ["incident", "task", "problem", "change_request", "sys_user", "sys_user_group", "sys_journal_field",
+          "sys_attachment", "oauth_entity", "sys_db_object", "sys_dictionary", "nosuchtable", "..%2f..", "INCIDENT",
+          "sys_rate_limit_rules", "kb_knowledge"]
+NUMBERS = ["0", "-1", "1", "9223372036854775807", "9223372036854775808", "-9223372036854775809", "1e300", "1e309",
+           "NaN", "-0", "0x10", "１２", "1.5", "99999999999999999999999999", "", " 5", "5 ", "+5", "%00", "٣"]
+UNICODE = ["\u0000", "\u202e", "\ud7ff", "😀", "é", "\u0085", "\uffff", "ǅ", "\\", "'", '"', "%", "_", "^", "^^", "@"]
+
+def rnd_text(r, n=None):
+    n = r.randint(0, 40) if n is None else n
+    alphabet = "abcXYZ019 ^=@,._%'\"\\/" + "".join(UNICODE)
+    return "".join(r.choice(alphabet) for _ in range(n))
+
+def rnd_value(r):
+    k = r.random()
+    if k < 0.3: return r.choice(NUMBERS)
+    if k < 0.4: return "javascript:" + r.choice(["gs.getUserID()", "gs.daysAgo(9223372036854775807)", "x()", "gs.beginningOfToday()"])
+    if k < 0.45: return r.choice(["_", "%"]) * r.randint(1, 30000)
+    if k < 0.5: return ",".join(str(i) for i in range(r.randint(1, 9000)))
+    return rnd_text(r)
+
+def encoded_query(r):
+    parts = []
+    for _ in range(r.choice([1, 2, 5, 20, 300, 1600]) if r.random() < 0.2 else r.randint(1, 6)):
+        t = r.random()
+        if t < 0.08: parts.append(r.choice(["ORDERBY", "ORDERBYDESC", "GROUPBY"]) + r.choice(FIELDS))
+        elif t < 0.12: parts.append("NQ" + r.choice(FIELDS) + "=" + rnd_value(r))
+        elif t < 0.16: parts.append("JOINsys_user.sys_id=sys_user_group.manager!active=true")
+        elif t < 0.2: parts.append("RLQUERYsys_user_has_role.user,>=1^role=x^ENDRLQUERY")
+        elif t < 0.25: parts.append("caller_id" + ".manager" * r.randint(1, 40) + ".name=x")
+        else:
+            field = r.choice(FIELDS) if r.random() < 0.9 else rnd_text(r, 5)
+            parts.append(("OR" if r.random() < 0.2 else "") + field + r.choice(OPS) + rnd_value(r))
+    return "^".join(parts)
+
+def quote(s):
+    from urllib.parse import quote as q
+    return q(s.encode("utf-8", "surrogatepass"), safe="") if r_global.random() < 0.95 else s.replace(" ", "%20")
+
+def params(r):
+    names = ["sysparm_query", "sysparm_limit", "sysparm_offset", "sysparm_fields", "sysparm_display_value",
+             "sysparm_exclude_reference_link", "sysparm_no_count", "sysparm_suppress_pagination_header",
+             "sysparm_input_display_value", "sysparm_suppress_auto_sys_field", "sysparm_count", "sysparm_sum_fields",
+             "sysparm_avg_fields", "sysparm_group_by", "sysparm_having", "sysparm_order_by", "sysparm_min_fields",
+             "user_name", "state", "assigned_to", "AAAA"]
+    out = []
+    for _ in range(r.randint(0, 5)):
+        name = r.choice(names)
+        value = encoded_query(r) if name == "sysparm_query" else (r.choice(NUMBERS) if r.random() < 0.5 else rnd_value(r))
+        out.append(quote(name) + "=" + quote(value))
+    return "&".join(out)
+
+def json_body(r, depth=0):
+    k = r.random()
+    if depth > 3 or k < 0.3:
+        return r.choice([json.dumps(rnd_text(r)), r.choice(["1e400", "01", "-0", "9007199254740993", "1" * 400,
+                         "true", "null", "1.5e-400", "-9223372036854775809"]), '"\\ud800"', '"\\u0000"'])
+    if k < 0.5:
+        return "[" + ",".join(json_body(r, depth + 1) for _ in range(r.randint(0, 4))) + "]"
+    fields = ["short_description", "state", "caller_id", "sys_id", "sys_created_by", "sys_mod_count", "comments",
+              "work_notes", "number", "impact", "urgency", "password", "user_password", "table_name", "table_sys_id",
+              "active", "reassignment_count", "x" * 300]
+    return "{" + ",".join(json.dumps(r.choice(fields)) + ":" + json_body(r, depth + 1) for _ in range(r.randint(0, 6))) + "}"
+
+def body_variants(r):
+    k = r.random()
+    if k < 0.6: return json_body(r).encode("utf-8", "surrogatepass")
+    if k < 0.7: return ("[" * r.randint(100, 5000)).encode()
+    if k < 0.8: return json_body(r).encode("utf-8", "surrogatepass")[: r.randint(0, 20)]
+    if k < 0.9: return bytes(r.randint(0, 255) for _ in range(r.randint(1, 200)))
+    return json.dumps({"short_description": rnd_text(r), "caller_id": rnd_text(r)}).encode("utf-8", "surrogatepass")
+
+def auth_headers(r, creds):
+    k = r.random()
+    if k < 0.55: return {"Authorization": "Basic " + base64.b64encode(r.choice(creds).encode()).decode()}
+    if k < 0.65: return {"Authorization": "Basic " + r.choice(["", "!!!", base64.b64encode(b"nocolon").decode(),
+                         base64.b64encode(("x" * 5000 + ":y").encode()).decode(), base64.b64encode(b"\x00:\xff").decode()])}
+    if k < 0.75: return {"Authorization": "Bearer " + r.choice(["", "forged", "a" * 5000, rnd_text(r)])}
+    if k < 0.85: return {"Cookie": "JSESSIONID=" + r.choice(["", "forged", "A" * 100, rnd_text(r)])}
+    if k < 0.9: return {"Authorization": r.choice(["Digest x", "Basic", "Bearer", "Negotiate " + "=" * 20])}
+    return {}
+
+def build(r, creds):
+    """One request as raw bytes, and whether it is deliberately truncated (the client then half-closes)."""
+    kind = r.random()
+    headers = auth_headers(r, creds)
+    method, body, ctype = "GET", b"", None
+    if kind < 0.35:
+        table = r.choice(TABLES)
+        path = r.choice([f"/api/now/table/{table}", f"/api/now/v1/table/{table}", f"/api/now/v2/table/{table}/{rnd_text(r, 32)}",
+                         f"/api/now/table/{table}/{r.choice(['cdb04ffc53247d4908555def767adca7', '0' * 32, '..', '%00'])}"])
+        method = r.choice(["GET", "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
+        if method in ("POST", "PUT", "PATCH"):
+            body, ctype = body_variants(r), r.choice(["application/json", "application/json", "text/plain", "", "application/x-www-form-urlencoded"])
+        path += "?" + params(r)
+    elif kind < 0.45:
+        path = f"/api/now/stats/{r.choice(TABLES)}?" + params(r)
+    elif kind < 0.55:
+        method, ctype = "POST", "application/json"
+        reqs = []
+        for _ in range(r.randint(0, 4)):
+            sub = {"id": r.choice([1, 1e19, 1e300, -1, "x", None, [], 12345678901234567890]),
+                   "method": r.choice(["GET", "POST", "DELETE", "BREW", "", None]),
+                   "url": r.choice(["/api/now/table/incident?" + params(r), "/api/now/v1/batch", "relative", "/x", None]),
+                   "headers": r.choice([[{"name": "Content-Type", "value": "application/json"}], [{"name": "bad name", "value": 1}], "x", None]),
+                   "body": r.choice([base64.b64encode(body_variants(r)).decode(), "!!!notbase64", None, 5])}
+            reqs.append({k: v for k, v in sub.items() if v is not None or r.random() < 0.5})
+        doc = {"batch_request_id": r.choice([1, 1e300, "b", None, {"x": 1}]), "rest_requests": reqs if r.random() < 0.9 else "x"}
+        body = json.dumps(doc).encode() if r.random() < 0.8 else body_variants(r)
+        path = r.choice(["/api/now/v1/batch", "/api/now/batch"])
+    elif kind < 0.62:
+        method = r.choice(["POST", "GET", "DELETE"])
+        path = r.choice(["/api/now/attachment/file?table_name=incident&table_sys_id=cdb04ffc53247d4908555def767adca7&file_name=" + quote(rnd_text(r)),
+                         "/api/now/attachment/upload", "/api/now/v1/attachment/" + rnd_text(r, 32) + "/file", "/api/now/attachment?" + params(r)])
+        if method == "POST":
+            boundary = r.choice(["b", "", "x" * 80, "--"])
+            ctype = r.choice([f"multipart/form-data; boundary={boundary}", "multipart/form-data", "image/png", "application/json"])
+            body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{r.choice(['table_name', 'uploadFile', 'table_sys_id'])}\"" +
+                    r.choice(["; filename=\"a.txt\"", ""]) + "\r\n\r\n" + rnd_text(r) + r.choice([f"\r\n--{boundary}--\r\n", "", "\r\n--"])).encode("utf-8", "surrogatepass")
+    elif kind < 0.68:
+        method, ctype = "POST", r.choice(["application/x-www-form-urlencoded", "application/json", ""])
+        path = r.choice(["/oauth_token.do", "/oauth_revoke_token.do"])
+        body = "&".join(f"{quote(k)}={quote(r.choice([rnd_text(r), 'password', 'refresh_token', 'docket-demo', 'john.doe']))}"
+                        for k in r.sample(["grant_type", "client_id", "client_secret", "username", "password", "refresh_token", "token"], r.randint(0, 6))).encode()
+        headers = {}
+    elif kind < 0.74:
+        path = "/api/x_snc_my_work/v1/tracker/task" + r.choice(["", "/cdb04ffc53247d4908555def767adca7/comment", "/" + rnd_text(r, 10) + "/comment"])
+        if "comment" in path:
+            method, ctype, body = "POST", "application/json", body_variants(r)
+    else:
+        return raw_malformed(r, creds), True
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    for k, v in headers.items(): lines.append(f"{k}: {v}")
+    if ctype: lines.append(f"Content-Type: {ctype}")
+    truncated = False
+    if body or method in ("POST", "PUT", "PATCH"):
+        if r.random() < 0.1:
+            lines.append("Transfer-Encoding: chunked")
+            chunks = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n" if r.random() < 0.5 else r.choice([b"-1\r\nxx\r\n", b"fffffffffffffffffff\r\n", b"zz\r\n\r\n", b"5\r\nab"])
+            truncated = not chunks.endswith(b"0\r\n\r\n")
+            body = chunks
+        elif r.random() < 0.05:
+            lines.append(f"Content-Length: {len(body) + r.randint(1, 100)}")
+            truncated = True
+        else:
+            lines.append(f"Content-Length: {len(body)}")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogatepass")
+    return head + body, truncated
+
+def raw_malformed(r, creds):
+    auth = "Authorization: Basic " + base64.b64encode(r.choice(creds).encode()).decode() + "\r\n"
+    return r.choice([
+        b"CONNECT 127.0.0.1:22 HTTP/1.1\r\nHost: x\r\n\r\n",
+        ("CONNECT /api/now/table/incident HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n").encode(),
+        ("POST /api/now/table/incident HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n" + auth + "\r\n-1\r\n{}\r\n0\r\n\r\n").encode(),
+        ("POST /api/now/table/incident HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n" + auth + "\r\nzz\r\n").encode(),
+        b"GET / HTTP/9.9\r\n\r\n", b"GARBAGE\r\n\r\n", b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03", b"GET /health\r\n\r\n",
+        b"GET /api/now/table/incident HTTP/1.1\r\n" + b"X-A: " + b"a" * 100_000 + b"\r\n\r\n",
+        b"GET /api/now/table/incident HTTP/1.1\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(2000)) + b"\r\n",
+        b"GET /api/now/table/incident?" + b"a" * 200_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /api/now/table/incident HTTP/1.1\nHost: x\n\n",
+        b"GET /%ff%fe/../..%00 HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /api/now/table/incident HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+        b"GET /api/now/table/incident HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+        ("PATCH /api/now/table/incident/cdb04ffc53247d4908555def767adca7 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n" + auth + "\r\n{\"short").encode(),
+        b"GET /api/now/table/incident HTTP/1.1\r\nHost: x\r\n",
+        b"",
+    ])
+
+def send(port, data, truncated, limit):
+    s = socket.create_connection(("127.0.0.1", port), timeout=limit)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+    start = time.monotonic()
+    chunks = []
+    try:
+        s.sendall(data)
+        if truncated:
+            s.shutdown(socket.SHUT_WR)
+        while True:
+            remaining = limit - (time.monotonic() - start)
+            if remaining <= 0: raise socket.timeout()
+            s.settimeout(remaining)
+            chunk = s.recv(65536)
+            if not chunk: break
+            chunks.append(chunk)
+            blob = b"".join(chunks)
+            # Enough when the head and a Content-Length body are in (some answers keep the connection).
+            head_end = blob.find(b"\r\n\r\n")
+            if head_end >= 0:
+                length = None
+                for line in blob[:head_end].split(b"\r\n")[1:]:
+                    if line.lower().startswith(b"content-length:"): length = int(line.split(b":")[1])
+                if length is not None and len(blob) >= head_end + 4 + length: break
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    finally:
+        s.close()
+    blob = b"".join(chunks)
+    status = int(blob.split(b" ", 2)[1]) if blob.startswith(b"HTTP/1.1 ") and len(blob.split(b" ", 2)) > 1 and blob.split(b" ", 2)[1].isdigit() else None
+    return status, time.monotonic() - start, blob
+
+def main():
+    global r_global
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=20000, help="requests to send (default 20000)")
+    ap.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
+    ap.add_argument("--binary", default=os.environ.get("DOCKET_BIN"), help="docketd to run (default: DOCKET_BIN or the release build)")
+    ap.add_argument("--limit", type=float, default=5.0, help="slowest acceptable answer, in seconds (default 5)")
+    args = ap.parse_args()
+    r = r_global = random.Random(args.seed)
+    binary = args.binary or os.path.join(here, "..", "..", ".build", "release", "docketd")
+    work = tempfile.mkdtemp(prefix="docket-fuzz-")
+    out = open(os.path.join(work, "stdout"), "w+")
+    err = open(os.path.join(work, "stderr"), "w+")
+    server = subprocess.Popen([binary, "--demo", "--port", "0", "--data-dir", os.path.join(work, "data"), "--log-level", "error"],
+                              stdout=out, stderr=err)
+    failures, statuses, slowest = [], {}, 0.0
+    try:
+        port = None
+        for _ in range(300):
+            out.seek(0); line = out.read()
+            if "listening on" in line:
+                port = int(line.strip().rsplit(":", 1)[1]); break
+            time.sleep(0.1)
+        if port is None: raise SystemExit("fuzz: docketd did not start: " + open(err.name).read())
+        db = sqlite3.connect("file:" + os.path.join(work, "data", "docket.sqlite") + "?mode=ro", uri=True)
+        def log_seq():
+            return db.execute("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log").fetchone()[0]
+        creds = ["john.doe:password"] * 4 + ["abel.tuter:password"] * 3 + ["beth.anglin:password", "abel.tuter:wrong", "nobody:x", ":", "john.doe:"]
+        for i in range(args.requests):
+            data, truncated = build(r, creds)
+            before = log_seq()
+            try:
+                status, elapsed, blob = send(port, data, truncated, args.limit)
+            except socket.timeout:
+                failures.append(f"#{i}: no answer within {args.limit}s: {data[:200]!r}"); status, elapsed = "hang", args.limit
+            except OSError as error:
+                failures.append(f"#{i}: connection failed ({error}): {data[:200]!r}"); status, elapsed = "error", 0
+            slowest = max(slowest, elapsed)
+            statuses[status] = statuses.get(status, 0) + 1
+            if isinstance(status, int) and status >= 500:
+                failures.append(f"#{i}: {status}: {data[:300]!r} -> {blob[:300]!r}")
+            if server.poll() is not None:
+                failures.append(f"#{i}: docketd exited with {server.returncode} after {data[:300]!r}"); break
+            if not (isinstance(status, int) and status < 400) and log_seq() != before:
+                failures.append(f"#{i}: rejected ({status}) but the database changed: {data[:300]!r}")
+            if len(failures) > 20: break
+    finally:
+        if server.poll() is None:
+            server.terminate(); server.wait(10)
+        shutil.rmtree(work, ignore_errors=True)
+    total = sum(statuses.values())
+    print(f"fuzz: seed {args.seed}, {total} requests, slowest answer {slowest:.2f}s")
+    print("fuzz: statuses " + ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items(), key=lambda kv: str(kv[0]))))
+    fives = sum(v for k, v in statuses.items() if isinstance(k, int) and k >= 500)
+    print(f"fuzz: 5xx {fives}, exits {int(server.returncode not in (0, -15, None) and server.returncode != 0 and any('exited' in f for f in failures))}, "
+          f"hangs {statuses.get('hang', 0)}, data changes {sum('database changed' in f for f in failures)}")
+    for failure in failures: print("FAIL " + failure)
+    print(f"{total - len(failures)} passed, {len(failures)} failed")
+    sys.exit(1 if failures else 0)
+
+r_global = random.Random(0)
+if __name__ == "__main__":
+    main()
