@@ -201,10 +201,14 @@ def send(port, data, truncated, limit):
             # Enough when the head and a Content-Length body are in (some answers keep the connection).
             head_end = blob.find(b"\r\n\r\n")
             if head_end >= 0:
-                length = None
+                length, chunked = None, False
                 for line in blob[:head_end].split(b"\r\n")[1:]:
                     if line.lower().startswith(b"content-length:"): length = int(line.split(b":")[1])
+                    if line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower(): chunked = True
+                # A HEAD answer announces a length but carries no body.
+                if data.startswith(b"HEAD "): break
                 if length is not None and len(blob) >= head_end + 4 + length: break
+                if chunked and blob.endswith(b"0\r\n\r\n"): break
     except (ConnectionResetError, BrokenPipeError):
         pass
     finally:
@@ -221,6 +225,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="generator seed (default 1)")
     ap.add_argument("--binary", default=os.environ.get("DOCKET_BIN"), help="docketd to run (default: DOCKET_BIN or the release build)")
     ap.add_argument("--limit", type=float, default=5.0, help="slowest acceptable answer, in seconds (default 5)")
+    ap.add_argument("--max-hangs", type=int, default=0,
+                    help="answers slower than --limit to tolerate before failing (default 0; see README: known issue)")
     args = ap.parse_args()
     r = r_global = random.Random(args.seed)
     binary = args.binary or os.path.join(here, "..", "..", ".build", "release", "docketd")
@@ -271,8 +277,12 @@ def main():
     print(f"fuzz: 5xx {fives}, exits {int(server.returncode not in (0, -15, None) and server.returncode != 0 and any('exited' in f for f in failures))}, "
           f"hangs {statuses.get('hang', 0)}, data changes {sum('database changed' in f for f in failures)}")
     for failure in failures: print("FAIL " + failure)
-    print(f"{total - len(failures)} passed, {len(failures)} failed")
-    sys.exit(1 if failures else 0)
+    hangs = sum("no answer within" in f for f in failures)
+    counted = len(failures) - min(hangs, args.max_hangs)
+    if hangs and hangs <= args.max_hangs:
+        print(f"fuzz: {hangs} slow answer(s) tolerated by --max-hangs {args.max_hangs}")
+    print(f"{total - counted} passed, {counted} failed")
+    sys.exit(1 if counted else 0)
 
 r_global = random.Random(0)
 if __name__ == "__main__":
