@@ -101,13 +101,14 @@ struct RobustnessTests {
         }
     }
 
-    @Test("a malformed chunked body is a 400")
-    func badChunks() async throws {
+    @Test("a body with a leading-zero number is a 400 and creates nothing")
+    func leadingZeroBody() async throws {
         try await TestApp.withRouter { client throws in
-            // The router test client cannot frame bad chunks; an unparsable JSON body is the nearest router case,
-            // and the raw framing is exercised by Tests/Fuzz against a live server.
-            let response = try await client.send(.post, "/api/now/table/incident", json: "{\"a\":01}")
+            // Bad chunk framing cannot be sent by the router client; Tests/Fuzz sends it to a live server.
+            let before = try await client.get("/api/now/table/incident?sysparm_limit=1", .admin).headers[.xTotalCount]
+            let response = try await client.send(.post, "/api/now/table/incident", json: "{\"short_description\":01}")
             #expect(response.status == .badRequest)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", .admin).headers[.xTotalCount] == before)
         }
     }
 
