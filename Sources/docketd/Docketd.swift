@@ -10,6 +10,20 @@ struct Docketd: AsyncParsableCommand {
         commandName: "docketd",
         abstract: "Docket's server: a self-hosted work tracker that speaks ServiceNow's REST APIs.",
         discussion: """
+            `docketd` alone (or `docketd serve`) runs the server; see `docketd serve --help` for its options. \
+            `docketd users create` adds an account to a data folder, such as the first administrator of a server \
+            started without --demo.
+            """,
+        subcommands: [Serve.self, Users.self],
+        defaultSubcommand: Serve.self
+    )
+}
+
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve the APIs (the default command).",
+        discussion: """
             Table, My Work, Attachment, Aggregate (stats) and Batch APIs, with Basic, session-cookie and OAuth 2.0 \
             (/oauth_token.do) authentication. Each option can also be set with the environment variable shown; an \
             option on the command line wins.
@@ -18,6 +32,10 @@ struct Docketd: AsyncParsableCommand {
             users (admin/admin, john.doe/password, beth.anglin/password, abel.tuter/password), records, and an \
             OAuth client (client_id docket-demo, secret docket-demo-secret). More OAuth clients are records of the \
             oauth_entity table.
+
+            Without --demo a new data folder has no users. Create the first administrator with \
+            `docketd users create --admin <user name> --data-dir <folder>`, or set DOCKET_ADMIN_USER and \
+            DOCKET_ADMIN_PASSWORD for a start that finds nobody who can log in.
 
             With --tls-cert and --tls-key docketd serves HTTPS only: HTTP/2 when the client offers it by ALPN, \
             HTTP/1.1 otherwise.
@@ -115,7 +133,7 @@ struct Docketd: AsyncParsableCommand {
             loginFreeFailures, "DOCKET_LOGIN_FREE_FAILURES", environment, default: 5, name: "--login-free-failures"
         )
         let maxDelay = try number(loginMaxDelay, "DOCKET_LOGIN_MAX_DELAY", environment, default: 900, name: "--login-max-delay")
-        let configuration = Configuration(
+        var configuration = Configuration(
             host: host ?? environment["DOCKET_HOST"] ?? "127.0.0.1",
             port: port,
             dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket",
@@ -126,12 +144,23 @@ struct Docketd: AsyncParsableCommand {
             idleTimeout: .seconds(idle), passwordHashThreads: hashThreads,
             loginThrottle: LoginThrottlePolicy(userFailures: freeFailures, maximumDelay: .seconds(maxDelay))
         )
+        if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
+            guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {
+                throw ValidationError("DOCKET_ADMIN_USER needs DOCKET_ADMIN_PASSWORD too.")
+            }
+            configuration.initialAdmin = (user, password)
+        }
+        // The port is checked before the data folder is touched: a failed start writes nothing.
+        // UserAdministration.Failure is a sentence to act on: printed as it is, without the usage text.
+        try await ListenAddress.check(host: configuration.host, port: configuration.port)
+        try DataFolder.prepare(configuration.dataDirectory)
         let host = configuration.host
+        let configuredPort = configuration.port
         let scheme = configuration.usesTLS ? "https" : "http"
         let app: any ApplicationProtocol
         do {
             app = try await buildApplication(configuration) { channel in
-                let actualPort = channel.localAddress?.port ?? configuration.port
+                let actualPort = channel.localAddress?.port ?? configuredPort
                 // Written in one call, unbuffered, so scripts waiting for this line see it at once.
                 FileHandle.standardOutput.write(Data("docketd listening on \(scheme)://\(host):\(actualPort)\n".utf8))
             }
@@ -139,5 +168,79 @@ struct Docketd: AsyncParsableCommand {
             throw ValidationError(failure.description)
         }
         try await app.runService()
+    }
+}
+
+struct Users: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self]
+    )
+}
+
+struct CreateUser: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create an account, such as the first administrator.",
+        discussion: """
+            The password is asked for twice on the terminal (not echoed), or read from the first line of standard \
+            input with --password-stdin; it is never taken from the command line, where other users could see it. \
+            It needs at least 8 characters. Example: docketd users create --admin alice --data-dir /var/lib/docket
+            """
+    )
+
+    @Argument(help: "The user name to log in with (user_name).")
+    var userName: String
+
+    @Flag(help: "Give the account the admin role.")
+    var admin = false
+
+    @Option(name: .customLong("role"), help: "Another role to give (repeatable), e.g. --role itil.")
+    var roles: [String] = []
+
+    @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
+    var dataDirectory: String?
+
+    @Option(help: "First name.") var firstName: String = ""
+    @Option(help: "Last name.") var lastName: String = ""
+    @Option(help: "Email address.") var email: String = ""
+
+    @Flag(help: "Read the password from the first line of standard input.")
+    var passwordStdin = false
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let password: String
+        if passwordStdin {
+            password = readLine(strippingNewline: true) ?? ""
+        } else {
+            guard isatty(STDIN_FILENO) == 1 else {
+                throw ValidationError("Standard input is not a terminal: pass the password with --password-stdin.")
+            }
+            let first = Self.prompt("Password for \(userName): ")
+            guard Self.prompt("Repeat it: ") == first else { throw ValidationError("The passwords differ.") }
+            password = first
+        }
+        let configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
+        try await UserAdministration.createUser(
+            in: configuration, userName: userName, password: password, roles: (admin ? ["admin"] : []) + roles,
+            firstName: firstName, lastName: lastName, email: email
+        )
+        let roleText = ((admin ? ["admin"] : []) + roles).joined(separator: ", ")
+        print("Created user \(userName)\(roleText.isEmpty ? "" : " with roles: \(roleText)") in \(configuration.databasePath).")
+    }
+
+    /// Reads a line from the terminal without echoing it.
+    private static func prompt(_ text: String) -> String {
+        FileHandle.standardError.write(Data(text.utf8))
+        var settings = termios()
+        tcgetattr(STDIN_FILENO, &settings)
+        var quiet = settings
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &settings)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+        return readLine(strippingNewline: true) ?? ""
     }
 }

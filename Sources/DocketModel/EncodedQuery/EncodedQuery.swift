@@ -34,7 +34,7 @@ public struct EncodedQuery: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether the query filters nothing.
-    public var isUnfiltered: Bool { groups.allSatisfy { $0.clauses.isEmpty } }
+    public var isUnfiltered: Bool { groups.allSatisfy { $0.clauses.isEmpty && $0.subqueries.isEmpty } }
 
     /// Every condition in the query, in order.
     public var conditions: [QueryCondition] { groups.flatMap { $0.clauses.flatMap(\.alternatives) } }
@@ -48,7 +48,9 @@ public struct EncodedQuery: Sendable, Equatable, CustomStringConvertible {
         if isUnfiltered { return EncodedQuery(groups: other.groups, orderBy: orderBy + other.orderBy) }
         var combined: [QueryGroup] = []
         for left in groups {
-            for right in other.groups { combined.append(QueryGroup(clauses: left.clauses + right.clauses)) }
+            for right in other.groups {
+                combined.append(QueryGroup(clauses: left.clauses + right.clauses, subqueries: left.subqueries + right.subqueries))
+            }
         }
         return EncodedQuery(groups: combined, orderBy: orderBy + other.orderBy)
     }
@@ -58,9 +60,48 @@ public struct EncodedQuery: Sendable, Equatable, CustomStringConvertible {
 public struct QueryGroup: Sendable, Equatable {
     /// The clauses, all of which must match.
     public var clauses: [QueryClause]
+    /// Conditions on other tables (`JOIN…` and `RLQUERY…` terms), all of which must match too.
+    public var subqueries: [Subquery]
 
     /// Creates a group.
-    public init(clauses: [QueryClause]) { self.clauses = clauses }
+    public init(clauses: [QueryClause], subqueries: [Subquery] = []) {
+        self.clauses = clauses
+        self.subqueries = subqueries
+    }
+}
+
+/// A condition on records of another table that relate to the queried record.
+///
+/// - A join, `JOIN<table>.<field>=<other>.<otherField>!<conditions>`: there is a record of `other` whose
+///   `otherField` equals this record's `field` and that matches the conditions
+///   (`JOINsys_user.sys_id=sys_user_group.manager!active=true`: users who manage an active group).
+///   The conditions run from `!` to the next `^NQ`, sort term, `JOIN` or `RLQUERY`.
+/// - A related-list query, `RLQUERY<other>.<field>,<comparison><count>[,m2m]^<conditions>^ENDRLQUERY`: the
+///   number of `other` records whose reference `field` points at this record and that match the conditions
+///   compares with `count` (`RLQUERYincident.problem_id,>=1^ENDRLQUERY`: problems with an incident).
+public struct Subquery: Sendable, Equatable {
+    /// How the other table's records relate to the queried one.
+    public enum Kind: Sendable, Equatable {
+        /// `JOIN<table>.<field>=<other>.<otherField>`: `table` is the queried table as the term names it.
+        case join(table: String, field: String, otherField: String)
+        /// `RLQUERY<other>.<field>,<comparison><count>`; `manyToMany` is the `,m2m` flag (accepted; the
+        /// conditions may dot-walk through the many-to-many record either way).
+        case relatedList(field: String, comparison: QueryOperator, count: Int, manyToMany: Bool)
+    }
+
+    /// The relation.
+    public var kind: Kind
+    /// The other table.
+    public var table: String
+    /// Conditions on the other table's records (no subqueries of their own).
+    public var query: EncodedQuery
+
+    /// Creates a subquery.
+    public init(_ kind: Kind, table: String, query: EncodedQuery = EncodedQuery()) {
+        self.kind = kind
+        self.table = table
+        self.query = query
+    }
 }
 
 /// Alternatives joined by `^OR`; the clause matches when any alternative matches.

@@ -5,8 +5,9 @@ enum EncodedQueryPrinter {
     static func print(_ query: EncodedQuery) -> String {
         var parts: [String] = []
         for (index, group) in query.groups.enumerated() {
-            var groupText = group.clauses.map { $0.alternatives.map(print).joined(separator: "^OR") }
-                .joined(separator: "^")
+            var terms = group.clauses.map { $0.alternatives.map(print).joined(separator: "^OR") }
+            terms += group.subqueries.map(print)
+            var groupText = terms.joined(separator: "^")
             if index > 0 { groupText = "NQ" + groupText }
             parts.append(groupText)
         }
@@ -14,6 +15,17 @@ enum EncodedQueryPrinter {
             parts.append((term.descending ? "ORDERBYDESC" : "ORDERBY") + term.field)
         }
         return parts.joined(separator: "^")
+    }
+
+    static func print(_ subquery: Subquery) -> String {
+        let conditions = print(EncodedQuery(groups: subquery.query.groups))
+        switch subquery.kind {
+        case .join(let table, let field, let otherField):
+            return "JOIN\(table).\(field)=\(subquery.table).\(otherField)!" + conditions
+        case .relatedList(let field, let comparison, let count, let manyToMany):
+            let head = "RLQUERY\(subquery.table).\(field),\(comparison.rawValue)\(count)" + (manyToMany ? ",m2m" : "")
+            return head + (conditions.isEmpty ? "" : "^" + conditions) + "^ENDRLQUERY"
+        }
     }
 
     static func print(_ condition: QueryCondition) -> String {

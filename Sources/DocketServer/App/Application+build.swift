@@ -30,16 +30,40 @@ public func buildApplication(
     }
     var logger = Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
-    try FileManager.default.createDirectory(atPath: configuration.dataDirectory, withIntermediateDirectories: true)
+    try DataFolder.prepare(configuration.dataDirectory)
     let storage = try await SQLiteStorage.open(path: configuration.databasePath, logger: logger)
     let hasher = PasswordHasher(
         cost: configuration.bcryptCost, threads: configuration.passwordHashThreads,
         queueLimit: configuration.passwordHashQueue
     )
-    let (store, isNew) = try await RecordStore.open(storage: storage, logger: logger, hashPassword: hasher.hash)
-    if isNew, configuration.demo {
-        try await DemoData.seed(store)
-        logger.info("Seeded demo data", metadata: ["dataDirectory": "\(configuration.dataDirectory)"])
+    let store: RecordStore
+    do {
+        let (opened, isNew) = try await RecordStore.open(storage: storage, logger: logger, hashPassword: hasher.hash)
+        store = opened
+        if isNew, configuration.demo {
+            try await DemoData.seed(store)
+            logger.info("Seeded demo data", metadata: ["dataDirectory": "\(configuration.dataDirectory)"])
+        } else if configuration.demo, try await !DemoData.isPresent(in: store) {
+            logger.warning(
+                "--demo was given, but the data folder already holds a database without the demo data; it is served as it is. Point --data-dir at an empty folder for the demo.",
+                metadata: ["dataDirectory": "\(configuration.dataDirectory)"]
+            )
+        }
+        if let admin = configuration.initialAdmin, try await UserDirectory(store: store).activeUserCount() == 0 {
+            try await UserAdministration.createUser(in: store, userName: admin.userName, password: admin.password, roles: ["admin"])
+            logger.notice("Created the first administrator from DOCKET_ADMIN_USER", metadata: ["user": "\(admin.userName)"])
+        }
+        if try await UserDirectory(store: store).activeUserCount() == 0 {
+            logger.warning(
+                "No users exist yet, so nobody can log in. Create the first administrator with `docketd users create --admin <user name> --data-dir <folder>`, or start once with DOCKET_ADMIN_USER and DOCKET_ADMIN_PASSWORD set.",
+                metadata: ["dataDirectory": "\(configuration.dataDirectory)"]
+            )
+        }
+    } catch {
+        // Nothing is left open when the database cannot be prepared.
+        await hasher.shutdown()
+        try? await storage.close()
+        throw error
     }
     let authenticator = Authenticator(
         users: UserDirectory(store: store), hasher: hasher, throttle: LoginThrottle(policy: configuration.loginThrottle),

@@ -46,6 +46,10 @@ public struct Configuration: Sendable {
     /// Login throttling: free failures per user name and client address, per address, the longest wait.
     public var loginThrottle: LoginThrottlePolicy
 
+    /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
+    /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.
+    public var initialAdmin: (userName: String, password: String)?
+
     /// Whether docketd serves HTTPS.
     public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }
 

@@ -7,7 +7,19 @@ import Foundation
 enum DemoData {
     /// The sys_id of the n-th demo record of a kind (`user.john.doe`, `incident` 3 …).
     static func id(_ kind: String, _ index: Int) -> String { SysID.stable("demo.\(kind).\(index)") }
-    static func userID(_ userName: String) -> String { SysID.stable("demo.user.\(userName)") }
+    /// A demo user's sys_id; `admin` has the one every instance gives it, which scripts rely on.
+    static func userID(_ userName: String) -> String {
+        userName == "admin" ? adminUserID : SysID.stable("demo.user.\(userName)")
+    }
+    static let adminUserID = "6816f79cc0a8016401c5a33be04be441"
+    /// A role's sys_id: `admin` and `itil` have their well-known ones.
+    static func roleID(_ name: String) -> String {
+        switch name {
+        case "admin": return "2831a114c611228501d4ea6c309d626d"
+        case "itil": return "282bf1fac6112285017366cb5f867469"
+        default: return SysID.stable("demo.role.\(name)")
+        }
+    }
 
     struct Person {
         var userName, first, last, title, department: String
@@ -30,18 +42,74 @@ enum DemoData {
                password: nil, roles: []),
         Person(userName: "carol.coughlin", first: "Carol", last: "Coughlin", title: "HR Partner",
                department: "Human Resources", password: nil, roles: []),
+    ] + staff
+
+    /// More of the company, none of whom can log in (no password); eleven users in all hold `admin`, as on a
+    /// developer instance.
+    static let staff: [Person] = [
+        ("david.miller", "David", "Miller", "Systems Administrator", "IT", ["admin"]),
+        ("luke.wilson", "Luke", "Wilson", "Platform Engineer", "Development", ["admin"]),
+        ("bud.richman", "Bud", "Richman", "Security Engineer", "IT", ["admin"]),
+        ("don.goodliffe", "Don", "Goodliffe", "Database Administrator", "IT", ["admin", "itil"]),
+        ("christen.mitchell", "Christen", "Mitchell", "Service Owner", "Customer Support", ["itil"]),
+        ("ron.kettering", "Ron", "Kettering", "Developer", "Development", ["admin"]),
+        ("sam.sorokin", "Sam", "Sorokin", "Release Manager", "Development", ["admin"]),
+        ("jimmie.barninger", "Jimmie", "Barninger", "Support Engineer", "Customer Support", ["itil"]),
+        ("bow.ruggeri", "Bow", "Ruggeri", "Network Administrator", "IT", ["admin", "itil"]),
+        ("lucius.bagnoli", "Lucius", "Bagnoli", "Product Manager", "Product Management", ["admin"]),
+        ("alissa.mountjoy", "Alissa", "Mountjoy", "Recruiter", "Human Resources", []),
+        ("survey.user", "Survey", "User", "Survey Administrator", "Product Management", ["admin"]),
+        ("itil.user", "ITIL", "User", "Fulfiller", "Customer Support", ["itil"]),
+        ("ethan.hunt", "Ethan", "Hunt", "Field Technician", "IT", ["admin"]),
+        ("vera.jones", "Vera", "Jones", "Controller", "Finance", []),
+    ].map { Person(userName: $0.0, first: $0.1, last: $0.2, title: $0.3, department: $0.4, password: nil, roles: $0.5) }
+
+    /// Departments: name → (cost center, head).
+    static let departments: [(name: String, costCenter: String, head: String)] = [
+        ("IT", "IT Operations", "david.miller"), ("Sales", "Sales and Marketing", "abel.tuter"),
+        ("Finance", "Finance", "fred.luddy"), ("Human Resources", "Human Resources", "carol.coughlin"),
+        ("Development", "Engineering", "luke.wilson"), ("Customer Support", "Customer Care", "christen.mitchell"),
+        ("Product Management", "Engineering", "lucius.bagnoli"),
     ]
 
-    static let groups: [(name: String, description: String, manager: String, members: [String])] = [
-        ("Service Desk", "First line support for all employees", "john.doe", ["john.doe", "beth.anglin"]),
-        ("Network", "LAN, WAN, VPN and wireless", "beth.anglin", ["beth.anglin"]),
-        ("Database", "Database administration", "admin", ["admin", "john.doe"]),
-        ("Hardware", "Laptops, printers and peripherals", "john.doe", ["john.doe"]),
+    static let locations: [(name: String, street: String, city: String, state: String, zip: String, country: String)] = [
+        ("San Diego", "3033 Science Park Road", "San Diego", "CA", "92121", "USA"),
+        ("Santa Clara", "2225 Lawson Lane", "Santa Clara", "CA", "95054", "USA"),
+        ("London", "1 Fleet Place", "London", "", "EC4M 7WS", "UK"),
+        ("Amsterdam", "Vijzelstraat 68", "Amsterdam", "", "1017 HL", "Netherlands"),
+        ("Hyderabad", "Hitec City", "Hyderabad", "Telangana", "500081", "India"),
+    ]
+
+    static func departmentID(_ name: String) -> String { SysID.stable("demo.department.\(name)") }
+
+    /// Groups; the first four take the demo's tasks. `roles` are what members inherit (`sys_group_has_role`).
+    static let groups: [(name: String, description: String, manager: String, members: [String], roles: [String])] = [
+        ("Service Desk", "First line support for all employees", "john.doe", ["john.doe", "beth.anglin"], ["itil"]),
+        ("Network", "LAN, WAN, VPN and wireless", "beth.anglin", ["beth.anglin"], ["itil"]),
+        ("Database", "Database administration", "admin", ["admin", "john.doe"], ["itil", "admin"]),
+        ("Hardware", "Laptops, printers and peripherals", "john.doe", ["john.doe"], ["itil"]),
+        ("Platform Administrators", "Instance configuration and upgrades", "david.miller", ["david.miller", "luke.wilson"], ["admin"]),
+        ("Identity and Access", "Accounts, roles and single sign-on", "bud.richman", ["bud.richman"], ["user_admin"]),
+        ("Knowledge Managers", "Owns the knowledge base", "christen.mitchell", ["christen.mitchell"], ["knowledge_admin"]),
+        ("Change Advisory Board", "Reviews and approves normal changes", "sam.sorokin", ["sam.sorokin", "don.goodliffe"], []),
+    ]
+
+    /// Roles: name → description.
+    static let roles: [(String, String)] = [
+        ("admin", "Full access to everything"), ("itil", "Fulfills tasks: incidents, problems, changes"),
+        ("user_admin", "Manages users, groups and roles"), ("knowledge_admin", "Manages knowledge bases and articles"),
     ]
 
     /// The demo OAuth client's credentials.
     static let oauthClientID = "docket-demo"
     static let oauthClientSecret = "docket-demo-secret"
+
+    /// Whether a database holds the demo data (its john.doe, whose sys_id no real user has).
+    static func isPresent(in store: RecordStore) async throws -> Bool {
+        try await store.storage.read { db in
+            try await !db.rows("SELECT sys_id FROM sys_user WHERE sys_id = " + .bind(userID("john.doe"))).isEmpty
+        }
+    }
 
     static func seed(_ store: RecordStore) async throws {
         let now = Date()
@@ -66,25 +134,41 @@ enum DemoData {
             "name": "Docket demo client", "client_id": oauthClientID, "client_secret": oauthClientSecret,
         ])
 
-        for role in ["admin", "itil"] {
-            try await insert("sys_user_role", SysID.stable("demo.role.\(role)"), [
-                "name": role,
-                "description": role == "admin" ? "Full access to everything" : "Fulfills tasks: incidents, problems, changes",
+        for (role, description) in roles {
+            try await insert("sys_user_role", roleID(role), ["name": role, "description": description])
+        }
+        for (index, location) in locations.enumerated() {
+            try await insert("cmn_location", id("location", index + 1), [
+                "name": location.name, "street": location.street, "city": location.city, "state": location.state,
+                "zip": location.zip, "country": location.country,
             ])
         }
-        for person in people {
+        for department in departments {
+            try await insert("cmn_department", departmentID(department.name), [
+                "name": department.name, "cost_center": department.costCenter, "business_unit": department.costCenter,
+                "id": String(department.name.prefix(3)).uppercased(),
+            ])
+        }
+        for (index, person) in people.enumerated() {
             var values = [
                 "user_name": person.userName, "first_name": person.first, "last_name": person.last,
-                "name": "\(person.first) \(person.last)", "title": person.title, "department": person.department,
+                "name": "\(person.first) \(person.last)", "title": person.title,
+                "department": departmentID(person.department), "location": id("location", index % locations.count + 1),
                 "email": "\(person.userName)@example.com", "time_zone": person.timeZone, "active": "true",
             ]
-            if let password = person.password { values["password"] = password }
+            if let password = person.password { values["user_password"] = password }
             try await insert("sys_user", userID(person.userName), values)
             for role in person.roles {
                 try await insert("sys_user_has_role", SysID.stable("demo.has_role.\(person.userName).\(role)"), [
-                    "user": userID(person.userName), "role": SysID.stable("demo.role.\(role)"),
+                    "user": userID(person.userName), "role": roleID(role),
                 ])
             }
+        }
+        for department in departments {
+            try await store.update(
+                departmentID(department.name), in: "cmn_department", values: ["head": userID(department.head)],
+                caller: .system
+            )
         }
         for (index, group) in groups.enumerated() {
             let groupID = id("group", index + 1)
@@ -97,9 +181,51 @@ enum DemoData {
                     "user": userID(member), "group": groupID,
                 ])
             }
+            for role in group.roles {
+                try await insert("sys_group_has_role", SysID.stable("demo.group_has_role.\(index).\(role)"), [
+                    "group": groupID, "role": roleID(role),
+                ])
+            }
         }
         try await seedTasks(insert: insert, at: at)
         try await seedKnowledge(insert: insert, at: at)
+        try await seedSystemLog(store, now: now)
+    }
+
+    /// Hundreds of system log entries over the last weeks, as an instance accumulates them. Written in bulk,
+    /// as the server writes its log: log rows are not changes anybody subscribes to.
+    static func seedSystemLog(_ store: RecordStore, now: Date, count: Int = 750) async throws {
+        let sources = [
+            ("Authentication", 0, ["User john.doe logged in", "User beth.anglin logged in", "User admin logged in",
+                                   "Failed login for user abel.tuter", "Session expired for user fred.luddy"]),
+            ("Scheduler", 0, ["Job 'Clean expired sessions' completed", "Job 'Compact event log' completed",
+                              "Job 'SLA timers' completed in 42 ms"]),
+            ("REST API", 0, ["GET /api/now/table/incident answered 200", "POST /api/now/table/incident answered 201",
+                             "PATCH /api/now/table/problem answered 200"]),
+            ("Email", 1, ["Outbound mail server slow to answer", "Mail to carol.coughlin@example.com deferred"]),
+            ("Database", 2, ["Statement took longer than 5 seconds on task", "Deadlock retried on sys_user"]),
+            ("Evaluator", 1, ["Script include 'TaskUtils' used a deprecated API"]),
+        ]
+        var rows: [[(String, SQLValue)]] = []
+        rows.reserveCapacity(count)
+        for index in 0..<count {
+            let (source, level, messages) = sources[index % sources.count]
+            let created = GlideDateTime.format(now.addingTimeInterval(-Double(count - index) * 2_400))
+            rows.append([
+                ("sys_id", .text(id("syslog", index + 1))), ("level", .integer(level)), ("source", .text(source)),
+                ("message", .text(messages[(index / sources.count) % messages.count])),
+                ("sys_created_on", .text(created)), ("sys_created_by", .text("system")),
+                ("sys_updated_on", .text(created)), ("sys_updated_by", .text("system")), ("sys_mod_count", .integer(0)),
+            ])
+        }
+        let chunks = rows.chunked(200)
+        try await store.storage.write { db in
+            for chunk in chunks {
+                let columns = chunk[chunk.startIndex].map { SQLFragment.identifier($0.0) }.joined(", ")
+                let values = chunk.map { "(" + $0.map(\.1.fragment).joined(", ") + ")" }.joined(", ")
+                try await db.run("INSERT INTO syslog (" + columns + ") VALUES " + values)
+            }
+        }
     }
 
     typealias Insert = (String, String, [String: String], String?) async throws -> Void

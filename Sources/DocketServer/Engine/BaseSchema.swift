@@ -30,12 +30,13 @@ enum BaseSchema {
             string("last_name", "Last name", 50), string("name", "Name", 151), string("email", "Email", 100),
             string("title", "Title", 60), string("phone", "Business phone", 40),
             string("mobile_phone", "Mobile phone", 40), ref("manager", "Manager", "sys_user"),
-            string("department", "Department", 80), string("location", "Location", 80),
+            ref("department", "Department", "cmn_department"), ref("location", "Location", "cmn_location"),
             bool("active", "Active", "true"), bool("locked_out", "Locked out"),
             bool("web_service_access_only", "Web service access only"), bool("vip", "VIP"),
             string("time_zone", "Time zone", 40), string("employee_number", "Employee number", 40),
             glideDateTime("last_login_time", "Last login time"),
-            FieldDefinition(table: "", name: "password", label: "Password", type: .password, maxLength: 255),
+            // A bcrypt hash, read back as "********"; `password` is accepted as its name in writes.
+            FieldDefinition(table: "", name: "user_password", label: "Password", type: .password, maxLength: 255),
         ], indexes: [["user_name"]]),
         table("sys_user_group", "Group", display: "name", [
             string("name", "Name", 80), string("description", "Description", 1000),
@@ -48,6 +49,31 @@ enum BaseSchema {
         table("sys_user_role", "Role", display: "name", [
             string("name", "Name", 100), string("description", "Description", 1000),
         ]),
+        table("sys_group_has_role", "Group Role", display: nil, [
+            ref("group", "Group", "sys_user_group"), ref("role", "Role", "sys_user_role"),
+            bool("inherits", "Inherits", "true"),
+        ], indexes: [["group"]]),
+        table("cmn_department", "Department", display: "name", [
+            string("name", "Name", 100), string("id", "ID", 40), string("description", "Description", 1000),
+            ref("head", "Department head", "sys_user"), ref("parent", "Parent", "cmn_department"),
+            string("business_unit", "Business unit", 100), string("cost_center", "Cost center", 100),
+        ]),
+        table("cmn_location", "Location", display: "name", [
+            string("name", "Name", 100), string("street", "Street", 255), string("city", "City", 100),
+            string("state", "State / Province", 100), string("zip", "Zip / Postal code", 40),
+            string("country", "Country", 40), ref("parent", "Parent", "cmn_location"),
+            string("latitude", "Latitude", 40), string("longitude", "Longitude", 40),
+        ]),
+        // The system log: what the server did (logins, schema changes, errors), newest last.
+        table("syslog", "System Log", display: "message", [
+            int("level", "Level", "0"), string("source", "Source", 100), string("message", "Message", 4000),
+        ], indexes: [["source"]]),
+        // Application files: one row per table definition, dictionary entry and other configuration record.
+        table("sys_metadata", "Application File", display: "sys_name", [
+            string("sys_name", "Display name", 255), string("sys_update_name", "Update name", 255),
+            string("sys_package", "Package", 100), string("sys_scope", "Application", 100),
+            string("sys_policy", "Protection policy", 40),
+        ], indexes: [["sys_update_name"]]),
         table("sys_user_has_role", "User Role", display: nil, [
             ref("user", "User", "sys_user"), ref("role", "Role", "sys_user_role"),
             bool("inherited", "Inherited"), string("state", "State", 40, defaultValue: "active"),
@@ -189,6 +215,7 @@ enum BaseSchema {
         ("sys_rate_limit_rules", "resource", [("", "All REST APIs"), ("table", "Table API"),
                                               ("attachment", "Attachment API"), ("stats", "Aggregate API"),
                                               ("batch", "Batch API"), ("my_work", "My Work API")]),
+        ("syslog", "level", [("-1", "Debug"), ("0", "Information"), ("1", "Warning"), ("2", "Error")]),
         ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
                                             ("retired", "Retired")]),
     ]

@@ -3,6 +3,9 @@ import Foundation
 
 /// Validates written values against field types and converts between the wire's strings and columns.
 enum FieldCoercion {
+    /// What a set password reads as.
+    static let passwordMask = "********"
+
     /// The canonical string for a written value; `""` for empty. Throws a 400 for a value of the wrong type.
     static func normalize(_ value: String, for field: FieldDefinition) throws(EngineError) -> String {
         if value.isEmpty { return "" }

@@ -38,6 +38,13 @@ struct QueryCompiler {
         static let patternBytes = 10_000
         /// Values in all IN and NOT IN lists of one query together.
         static let listValues = 5_000
+        /// JOIN and RLQUERY terms in one query.
+        static let subqueries = 8
+    }
+
+    /// Counts conditions across a statement, its subqueries included.
+    final class Counter {
+        var value = 0
     }
 
     let catalog: SchemaCatalog
@@ -53,11 +60,14 @@ struct QueryCompiler {
     private var joins: [SQLFragment] = []
     private var joinAliases: [String: (alias: String, table: SchemaCatalog.Table)] = [:]
     private var listValues = 0
+    private var subqueries = 0
+    private let termCount: Counter
 
     init(
         catalog: SchemaCatalog, policy: AccessPolicy, dialect: StorageDialect, caller: Caller, now: Date = Date(),
-        table: SchemaCatalog.Table, alias: String = "t", parentPolicy: AccessPolicy? = nil
+        table: SchemaCatalog.Table, alias: String = "t", parentPolicy: AccessPolicy? = nil, termCount: Counter = Counter()
     ) {
+        self.termCount = termCount
         self.parentPolicy = parentPolicy ?? policy
         self.catalog = catalog
         self.policy = policy
@@ -88,12 +98,6 @@ struct QueryCompiler {
     mutating func condition(
         for query: EncodedQuery, unknownFields: UnknownFields = .ignore, scope: Scope = .table
     ) throws(EngineError) -> SQLFragment? {
-        let terms = query.groups.reduce(0) { $0 + $1.clauses.reduce(0) { $0 + $1.alternatives.count } }
-        guard terms <= Limits.terms else {
-            throw .badRequest(
-                "Query too complex", detail: "A query may have at most \(Limits.terms) conditions; this one has \(terms)"
-            )
-        }
         var groups: [SQLFragment] = []
         for group in query.groups {
             var clauses: [SQLFragment] = []
@@ -101,11 +105,18 @@ struct QueryCompiler {
                 var alternatives: [SQLFragment] = []
                 for term in clause.alternatives {
                     if let sql = try condition(for: term, unknownFields: unknownFields, scope: scope) {
+                        try countTerm()
                         alternatives.append(sql)
                     }
                 }
                 if alternatives.isEmpty { continue }
                 clauses.append(alternatives.count == 1 ? alternatives[0] : alternatives.joined(" OR ").parenthesized())
+            }
+            for subquery in group.subqueries {
+                if let sql = try condition(for: subquery, unknownFields: unknownFields) {
+                    try countTerm()
+                    clauses.append(sql)
+                }
             }
             // A group whose every term was dropped matches everything, and so does the whole query.
             if clauses.isEmpty { return nil }
@@ -113,6 +124,66 @@ struct QueryCompiler {
         }
         if groups.isEmpty { return nil }
         return groups.count == 1 ? groups[0] : groups.joined(" OR ").parenthesized()
+    }
+
+    /// Counts a condition that reaches SQL. Terms an instance ignores (unknown fields) cost nothing, so a
+    /// query may repeat them (pysnc's own tests send 2,300), but no more than ``Limits/terms`` reach SQL.
+    private mutating func countTerm() throws(EngineError) {
+        termCount.value += 1
+        guard termCount.value <= Limits.terms else {
+            throw .badRequest(
+                "Query too complex", detail: "A query may have at most \(Limits.terms) conditions on known fields"
+            )
+        }
+    }
+
+    // MARK: Subqueries
+
+    /// `JOIN` and `RLQUERY` terms as `EXISTS` or counting subqueries over the other table, which only see the
+    /// records the caller may read there. Unknown tables or fields drop the term like any unknown field.
+    private mutating func condition(for subquery: Subquery, unknownFields: UnknownFields) throws(EngineError) -> SQLFragment? {
+        let nothing: SQLFragment? = unknownFields == .matchNothing ? "1 = 0" : nil
+        guard let other = catalog.table(subquery.table) else { return nothing }
+        subqueries += 1
+        guard subqueries <= Limits.subqueries else {
+            throw .badRequest("Query too complex", detail: "A query may hold at most \(Limits.subqueries) JOIN or RLQUERY terms")
+        }
+        var inner = QueryCompiler(
+            catalog: catalog, policy: parentPolicy, dialect: dialect, caller: caller, now: now, table: other,
+            alias: alias + "s\(subqueries)", termCount: termCount
+        )
+        let link: SQLFragment
+        switch subquery.kind {
+        case .join(let tableName, let fieldName, let otherFieldName):
+            // The term names the queried table (or one it extends); anything else is not about this query.
+            guard table.ancestry.contains(tableName),
+                let field = table.field(fieldName), field.type.isStored,
+                let otherField = other.field(otherFieldName), otherField.type.isStored
+            else { return nothing }
+            link = inner.column(otherField.name) + " = " + column(field.name)
+        case .relatedList(let fieldName, _, _, _):
+            guard let field = other.field(fieldName), field.type == .reference else { return nothing }
+            link = inner.column(field.name) + " = " + column("sys_id")
+        }
+        var parts = [link]
+        if let classes = inner.classFilter() { parts.append(classes) }
+        if let access = try inner.accessFilter(.read) { parts.append(access) }
+        if let filter = try inner.condition(for: subquery.query, unknownFields: unknownFields, scope: .table) {
+            parts.append(filter)
+        }
+        let body = " FROM " + inner.from + " WHERE " + parts.joined(" AND ")
+        switch subquery.kind {
+        case .join:
+            return "EXISTS (SELECT 1" + body + ")"
+        case .relatedList(_, let comparison, let count, _):
+            switch (comparison, count) {
+            case (.greaterThan, 0), (.greaterOrEqual, 1): return "EXISTS (SELECT 1" + body + ")"
+            case (.equals, 0), (.lessThan, 1), (.lessOrEqual, 0): return "NOT EXISTS (SELECT 1" + body + ")"
+            default:
+                return "(SELECT COUNT(*)" + body + ")" + SQLFragment(" \(comparison.rawValue == "!=" ? "<>" : comparison.rawValue) ")
+                    + .bind(count)
+            }
+        }
     }
 
     private mutating func condition(

@@ -53,7 +53,7 @@ extension RecordStore {
         var seen = Set<String>()
         var values: [String: String] = [:]
         for name in fields where seen.insert(name).inserted {
-            guard let field = table.field(name), field.type != .password else { continue }
+            guard let field = table.field(name) else { continue }
             columns.append(ResultColumn(name: name, field: field))
             if field.type.isStored { values[name] = entry.record[name] }
         }
@@ -73,6 +73,16 @@ extension RecordStore {
         for name in fields ?? table.fields.map(\.name) {
             guard seen.insert(name).inserted else { continue }
             if let field = table.field(name), field.type == .journal {
+                columns.append(ResultColumn(name: name, field: field))
+                continue
+            }
+            // A password is read as a mask when set: the hash itself never leaves the database.
+            if let field = table.field(name), field.type == .password {
+                let column = compiler.column(name)
+                expressions.append(
+                    "CASE WHEN " + column + " IS NULL OR " + column + " = '' THEN '' ELSE "
+                        + SQLFragment("'\(FieldCoercion.passwordMask)'") + " END AS " + .identifier("c\(columns.count)")
+                )
                 columns.append(ResultColumn(name: name, field: field))
                 continue
             }

@@ -216,7 +216,8 @@ extension RecordStore {
                 }
                 continue
             }
-            guard let field = table.field(name) else { continue }
+            guard let field = table.field(name) ?? Self.alias(name, in: table) else { continue }
+            let name = field.name
             if SystemFields.names.contains(name) {
                 if options.suppressAutoSysFields, name != "sys_class_name" {
                     prepared.systemValues[name] = try FieldCoercion.normalize(raw, for: field)
@@ -229,7 +230,8 @@ extension RecordStore {
                 let text = raw.trimmingCharacters(in: .whitespacesAndNewlines)
                 if !text.isEmpty { prepared.journals.append((name, raw)) }
             case .password:
-                if !raw.isEmpty { prepared.values[name] = await hash(raw) }
+                // A client that writes back what it read sends the mask: that is not a new password.
+                if !raw.isEmpty, raw != FieldCoercion.passwordMask { prepared.values[name] = await hash(raw) }
             default:
                 var value = raw
                 if options.inputDisplayValue {
@@ -245,6 +247,12 @@ extension RecordStore {
             }
         }
         return prepared
+    }
+
+    /// Other names a field is written under: `sys_user.password` for `user_password` (what docketd called it
+    /// before, and what some scripts send).
+    static func alias(_ name: String, in table: SchemaCatalog.Table) -> FieldDefinition? {
+        name == "password" ? table.field("user_password") : nil
     }
 
     /// Resolves a display value (choice label, reference display name) to the value to store.

@@ -18,7 +18,7 @@ final class SchemaCatalog: Sendable {
         /// This table and its ancestors, nearest first.
         let ancestry: [String]
         let displayField: String?
-        /// What a read of every field returns: all fields but passwords, in order.
+        /// What a read of every field returns: all fields in order (passwords as a mask).
         let readableColumns: [ResultColumn]
 
         init(
@@ -92,7 +92,7 @@ final class SchemaCatalog: Sendable {
             tables[definition.name] = Table(
                 definition: definition, fields: fields, fieldsByName: fieldsByName, root: root,
                 descendants: descendants(of: definition.name), ancestry: chain, displayField: display,
-                readableColumns: fields.filter { $0.type != .password }.map { ResultColumn(name: $0.name, field: $0) }
+                readableColumns: fields.map { ResultColumn(name: $0.name, field: $0) }
             )
         }
         var hierarchy: [String: [String: FieldDefinition]] = [:]

@@ -19,14 +19,24 @@ struct UserDirectory: Sendable {
     func account(userName: String) async throws -> Account? {
         try await store.storage.read { db in
             guard let row = try await db.rows(
-                "SELECT sys_id, password, active, locked_out FROM sys_user WHERE user_name = " + .bind(userName)
+                "SELECT sys_id, user_password, active, locked_out FROM sys_user WHERE user_name = " + .bind(userName)
             ).first else { return nil }
             return Account(
                 userID: try row.value(at: "sys_id", kind: .text).text ?? "",
-                passwordHash: try row.value(at: "password", kind: .text).text ?? "",
+                passwordHash: try row.value(at: "user_password", kind: .text).text ?? "",
                 active: try row.value(at: "active", kind: .integer).intValue != 0,
                 lockedOut: try row.value(at: "locked_out", kind: .integer).intValue == 1
             )
+        }
+    }
+
+    /// How many users could log in (active, not locked out, with a password).
+    func activeUserCount() async throws -> Int {
+        try await store.storage.read { db in
+            try await db.rows(
+                "SELECT COUNT(*) AS n FROM sys_user WHERE active = 1 AND (locked_out IS NULL OR locked_out = 0)"
+                    + " AND user_password IS NOT NULL AND user_password <> ''"
+            ).first?.value(at: "n", kind: .integer).intValue ?? 0
         }
     }
 

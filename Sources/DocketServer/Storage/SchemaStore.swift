@@ -16,6 +16,8 @@ enum SchemaStore {
                 try await ensureOrderIndexes(db)
                 try await createSideTables(db)
                 try await addMissingBaseTables(db, now: GlideDateTime.format(now))
+                try await upgradeUserFields(db, now: GlideDateTime.format(now))
+                try await syncMetadataFiles(db)
                 return false
             }
             try await createSystemTables(db)
@@ -23,6 +25,7 @@ enum SchemaStore {
             let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
             for root in catalog.roots { try await createPhysicalTable(root, catalog: catalog, db: db) }
             try await writeMetadata(BaseSchema.tables, choices: BaseSchema.choices, db: db, now: GlideDateTime.format(now))
+            try await syncMetadataFiles(db)
             try await db.run(
                 "INSERT INTO docket_meta (key, value) VALUES ('schema_version', " + .bind(String(schemaVersion)) + ")"
             )
@@ -158,6 +161,68 @@ enum SchemaStore {
             }
         }
         try await writeMetadata(missing, choices: BaseSchema.choices.filter { names.contains($0.0) }, db: db, now: now)
+    }
+
+    /// `sys_user` fields an older docketd defined differently: the password hash moves from `password` to
+    /// `user_password` (the old name stays accepted in writes), and `department` and `location`, once free text,
+    /// become references to `cmn_department` and `cmn_location`, each distinct text becoming a record of its own.
+    private static func upgradeUserFields(_ db: SQLExecutor, now: String) async throws {
+        let legacyPassword = try await db.rows(
+            "SELECT sys_id FROM sys_dictionary WHERE name = 'sys_user' AND element = 'password'"
+        )
+        if !legacyPassword.isEmpty {
+            try await db.run(
+                "UPDATE sys_user SET user_password = password WHERE (user_password IS NULL OR user_password = '')"
+                    + " AND password IS NOT NULL"
+            )
+            try await db.run("UPDATE sys_user SET password = NULL")
+            try await db.run("DELETE FROM sys_dictionary WHERE name = 'sys_user' AND element = 'password'")
+        }
+        for (field, target) in [("department", "cmn_department"), ("location", "cmn_location")] {
+            let text = try await db.rows(
+                "SELECT sys_id FROM sys_dictionary WHERE name = 'sys_user' AND element = " + .bind(field)
+                    + " AND internal_type = 'string'"
+            )
+            guard !text.isEmpty else { continue }
+            let names = try await db.rows(
+                "SELECT DISTINCT " + .identifier(field) + " AS v FROM sys_user WHERE " + .identifier(field)
+                    + " IS NOT NULL AND " + .identifier(field) + " <> ''"
+            ).compactMap { try $0.value(at: "v", kind: .text).text }
+            for name in names {
+                let existing = try await db.rows(
+                    "SELECT sys_id FROM " + .identifier(target) + " WHERE name = " + .bind(name)
+                ).first.flatMap { try? $0.value(at: "sys_id", kind: .text).text }
+                let id = existing ?? SysID.stable("\(target):\(name)")
+                if existing == nil {
+                    try await insertMetadataRow(target, [("name", .text(name))], id: id, db: db, now: now)
+                }
+                try await db.run(
+                    "UPDATE sys_user SET " + .identifier(field) + " = " + .bind(id) + " WHERE " + .identifier(field)
+                        + " = " + .bind(name)
+                )
+            }
+            try await db.run(
+                "UPDATE sys_dictionary SET internal_type = 'reference', reference = " + .bind(target)
+                    + ", max_length = 32 WHERE name = 'sys_user' AND element = " + .bind(field)
+            )
+        }
+    }
+
+    /// `sys_metadata` lists the application files: one row per table and per dictionary entry, sharing its
+    /// sys_id (on an instance those tables extend `sys_metadata`). Rows for new definitions are added on start.
+    private static func syncMetadataFiles(_ db: SQLExecutor) async throws {
+        let common: SQLFragment = "'global', 'global', '', sys_created_on, sys_created_by, sys_updated_on, sys_updated_by, 0"
+        let columns: SQLFragment =
+            "INSERT INTO sys_metadata (sys_id, sys_name, sys_update_name, sys_package, sys_scope, sys_policy, sys_created_on,"
+            + " sys_created_by, sys_updated_on, sys_updated_by, sys_mod_count) "
+        try await db.run(
+            columns + "SELECT sys_id, label, 'sys_db_object_' || name, " + common
+                + " FROM sys_db_object AS o WHERE NOT EXISTS (SELECT 1 FROM sys_metadata AS m WHERE m.sys_id = o.sys_id)"
+        )
+        try await db.run(
+            columns + "SELECT sys_id, COALESCE(column_label, element), 'sys_dictionary_' || name || '_' || element, "
+                + common + " FROM sys_dictionary AS d WHERE NOT EXISTS (SELECT 1 FROM sys_metadata AS m WHERE m.sys_id = d.sys_id)"
+        )
     }
 
     /// Fields added to existing base tables by a newer version: their dictionary rows, and columns.

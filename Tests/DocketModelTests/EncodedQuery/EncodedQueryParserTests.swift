@@ -24,6 +24,11 @@ struct EncodedQueryParserTests {
             "caller_idSAMEASassigned_to", "caller_idNSAMEASopened_by", "sys_class_nameINSTANCEOFtask",
             "assigned_to.user_name=beth.anglin", "caller_id=javascript:gs.getUserID()",
             "active=true^priority<=2^ORpriority=5^NQstate=1^ORDERBYDESCsys_updated_on^ORDERBYnumber",
+            "JOINsys_user.sys_id=sys_user_group.manager!active=true",
+            "active=true^JOINsys_user.sys_id=sys_user_has_role.user!role=2831a114c611228501d4ea6c309d626d^ORrole=x^inherited=false",
+            "RLQUERYsys_group_has_role.group,>0,m2m^role.nameLIKEadmin^ENDRLQUERY", "RLQUERYincident.problem_id,>=1^ENDRLQUERY",
+            "active=true^RLQUERYincident.problem_id,=0^ENDRLQUERY^NQJOINproblem.sys_id=incident.problem_id!",
+            "AAAA=BBBB^sys_id=6816f79cc0a8016401c5a33be04be441",
         ]
     )
     func roundTrip(text: String) throws {
@@ -62,7 +67,12 @@ struct EncodedQueryParserTests {
 
     @Test(
         "malformed terms are errors that name the term",
-        arguments: ["=1", "state", "stateFOO1", "1state=2", "assigned_toISEMPTYx", "a..b=1", "ORDERBY", "Sta te=1"]
+        arguments: [
+            "=1", "state", "stateFOO1", "1state=2", "assigned_toISEMPTYx", "a..b=1", "ORDERBY", "Sta te=1",
+            "RLQUERYincident.problem_id,>=1", "ENDRLQUERY", "RLQUERYincident,>=1^ENDRLQUERY", "RLQUERYincident.problem_id,~1^ENDRLQUERY",
+            "RLQUERYincident.problem_id,>=-1^ENDRLQUERY", "RLQUERYincident.problem_id,>=1,x^ENDRLQUERY",
+            "RLQUERYa.b,>0^RLQUERYc.d,>0^ENDRLQUERY^ENDRLQUERY", "JOINsys_user.sys_id!active=true", "JOINa=b.c!x=1",
+        ]
     )
     func malformed(text: String) {
         #expect(throws: EncodedQueryError.self) { try EncodedQuery(text) }
@@ -107,5 +117,39 @@ struct DynamicValueTests {
         #expect(resolve(.daysAgoEnd(2)) == "2024-03-08 23:59:59")
         #expect(resolve(.beginningOfLast7Days) == "2024-03-04 00:00:00")
         #expect(resolve(.hoursAgo(1)) == "2024-03-10 14:30:00")
+    }
+
+    @Test("field names with capitals are names, ended by an operator in capitals")
+    func capitals() throws {
+        #expect(try EncodedQuery("AAAA=BBBB").conditions == [QueryCondition("AAAA", .equals, "BBBB")])
+        #expect(try EncodedQuery("u_FooIN1,2").conditions == [QueryCondition("u_Foo", .in, "1,2")])
+        #expect(try EncodedQuery("INCIDENT_STATE=1").conditions == [QueryCondition("INCIDENT_STATE", .equals, "1")])
+        #expect(try EncodedQuery("stateISEMPTY").conditions == [QueryCondition("state", .isEmpty)])
+    }
+
+    @Test("a JOIN takes the conditions after it up to the next group; an RLQUERY those up to ENDRLQUERY")
+    func subqueries() throws {
+        let join = try EncodedQuery("active=true^JOINsys_user.sys_id=sys_user_group.manager!active=true^name=x^NQstate=1")
+        #expect(join.groups.count == 2)
+        #expect(join.groups[0].clauses == [QueryClause([QueryCondition("active", .equals, "true")])])
+        #expect(
+            join.groups[0].subqueries == [
+                Subquery(
+                    .join(table: "sys_user", field: "sys_id", otherField: "manager"), table: "sys_user_group",
+                    query: EncodedQuery(all: [QueryCondition("active", .equals, "true"), QueryCondition("name", .equals, "x")])
+                )
+            ]
+        )
+        let related = try EncodedQuery("RLQUERYsys_group_has_role.group,>0,m2m^role.nameLIKEadmin^ENDRLQUERY^active=true")
+        #expect(related.groups[0].clauses == [QueryClause([QueryCondition("active", .equals, "true")])])
+        #expect(
+            related.groups[0].subqueries == [
+                Subquery(
+                    .relatedList(field: "group", comparison: .greaterThan, count: 0, manyToMany: true), table: "sys_group_has_role",
+                    query: EncodedQuery(all: [QueryCondition("role.name", .like, "admin")])
+                )
+            ]
+        )
+        #expect(!related.isUnfiltered)
     }
 }

@@ -5,6 +5,8 @@ import Hummingbird
 import HummingbirdTesting
 import Synchronization
 import Testing
+import NIOCore
+import NIOPosix
 
 @testable import DocketServer
 
@@ -25,6 +27,57 @@ struct DurabilityTests {
             #expect(record.string("number") == "INC0010023")
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount] == "23")
         }
+    }
+
+    @Test("an older database's password, department and location fields are upgraded on start")
+    func upgradeUserFields() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = TestApp.configuration(dataDirectory: directory.path)
+        try await buildApplication(configuration).test(.router) { _ in }
+        // Make sys_user look as an older docketd left it: the hash in `password`, departments and locations as text.
+        let storage = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
+        try await storage.write { db in
+            try await db.run("ALTER TABLE sys_user ADD COLUMN password TEXT")
+            try await db.run("UPDATE sys_user SET password = user_password, user_password = NULL")
+            try await db.run(
+                "UPDATE sys_dictionary SET element = 'password', sys_id = " + .bind(SysID.stable("sys_dictionary:sys_user.password"))
+                    + " WHERE name = 'sys_user' AND element = 'user_password'"
+            )
+            for (field, table) in [("department", "cmn_department"), ("location", "cmn_location")] {
+                try await db.run(SQLFragment("UPDATE sys_user SET \(field) = (SELECT name FROM \(table) WHERE sys_id = sys_user.\(field))"))
+                try await db.run(
+                    SQLFragment("UPDATE sys_dictionary SET internal_type = 'string', reference = NULL WHERE name = 'sys_user' AND element = '\(field)'")
+                )
+            }
+            try await db.run("UPDATE sys_user SET department = 'Legal' WHERE user_name = 'abel.tuter'")
+        }
+        try await storage.close()
+        try await buildApplication(configuration).test(.router) { client throws in
+            // Passwords still work, under their new name; the old column no longer holds the hash.
+            let abel = try await client.get(
+                "/api/now/table/sys_user?user_name=abel.tuter&sysparm_display_value=all&sysparm_fields=user_password,department,location",
+                .abel
+            )
+            #expect(abel.status == .ok)
+            let record = try abel.results.first ?? .null
+            #expect(record["user_password"]?.string("value") == "********")
+            // Text became references, to existing records where the name matches and to new ones where not.
+            #expect(record["department"]?.string("display_value") == "Legal")
+            #expect(record["department"]?.string("value").count == 32)
+            #expect(record["location"]?.string("value") == DemoData.id("location", 4))
+            let john = try await client.get("/api/now/table/sys_user/\(DemoData.userID("john.doe"))?sysparm_fields=department", .admin).result
+            #expect(john["department"]?.string("value") == DemoData.departmentID("IT"))
+            let dictionary = try await client.get(
+                "/api/now/table/sys_dictionary?sysparm_query=name=sys_user^elementINdepartment,location,password,user_password^ORDERBYelement&sysparm_fields=element,internal_type,reference",
+                .admin
+            ).results
+            #expect(dictionary.map { $0.string("element") } == ["department", "location", "user_password"])
+            #expect(dictionary.map { $0.string("internal_type") } == ["reference", "reference", "password2"])
+        }
+        let check = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
+        let leftovers = try await check.read { db in try await db.rows("SELECT sys_id FROM sys_user WHERE password IS NOT NULL").count }
+        try await check.close()
+        #expect(leftovers == 0)
     }
 
     @Test("a database made before a base table existed gets that table on the next start")
@@ -72,5 +125,65 @@ struct DurabilityTests {
             #expect(response.status == .ok)
             #expect(try response.results.count == 2)
         }
+    }
+}
+
+@Suite("Starting without the demo")
+struct FirstAdministratorTests {
+    @Test("docketd users create makes an administrator who can log in; duplicates and short passwords are refused")
+    func createUser() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = TestApp.configuration(dataDirectory: directory.path, demo: false)
+        try await UserAdministration.createUser(in: configuration, userName: "alice", password: "correct horse", roles: ["admin"])
+        await #expect(throws: UserAdministration.Failure.self) {
+            try await UserAdministration.createUser(in: configuration, userName: "alice", password: "correct horse", roles: [])
+        }
+        await #expect(throws: UserAdministration.Failure.self) {
+            try await UserAdministration.createUser(in: configuration, userName: "bob", password: "short", roles: [])
+        }
+        await #expect(throws: UserAdministration.Failure.self) {
+            try await UserAdministration.createUser(in: configuration, userName: "bob", password: "long enough", roles: ["nope"])
+        }
+        try await UserAdministration.createUser(in: configuration, userName: "bob", password: "long enough", roles: ["itil"])
+        try await buildApplication(configuration).test(.router) { client throws in
+            let users = try await client.get("/api/now/table/sys_user?sysparm_fields=user_name&sysparm_query=ORDERBYuser_name", .basic("alice", "correct horse"))
+            #expect(users.status == .ok)
+            #expect(try users.results.map { $0.string("user_name") } == ["alice", "bob"])
+            let incident = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"first"}"#, headers: .basic("bob", "long enough"))
+            #expect(incident.status == .created)
+        }
+    }
+
+    @Test("DOCKET_ADMIN_USER creates the first administrator only while nobody can log in")
+    func initialAdmin() async throws {
+        let directory = TemporaryDirectory()
+        var configuration = TestApp.configuration(dataDirectory: directory.path, demo: false)
+        configuration.initialAdmin = ("root", "first-password")
+        try await buildApplication(configuration).test(.router) { client throws in
+            #expect(try await client.get("/api/now/table/sys_user", .basic("root", "first-password")).status == .ok)
+        }
+        configuration.initialAdmin = ("other", "second-password")
+        try await buildApplication(configuration).test(.router) { client throws in
+            #expect(try await client.get("/api/now/table/sys_user", .basic("other", "second-password")).status == .unauthorized)
+        }
+    }
+
+    @Test("an unusable data folder or a port in use is a sentence naming it, and nothing is written")
+    func startupErrors() async throws {
+        let directory = TemporaryDirectory()
+        let file = directory.path + "/plain-file"
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: file, contents: Data()))
+        #expect(throws: UserAdministration.Failure.self) { try DataFolder.prepare(file) }
+        let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
+        let port = channel.localAddress?.port ?? 0
+        do {
+            try await ListenAddress.check(host: "127.0.0.1", port: port)
+            Issue.record("a bound port was reported free")
+        } catch let failure as UserAdministration.Failure {
+            #expect(failure.description.contains("Port \(port)"))
+            #expect(failure.description.contains("--port 0"))
+        }
+        try await channel.close()
     }
 }

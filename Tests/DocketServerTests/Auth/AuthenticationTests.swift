@@ -79,16 +79,24 @@ struct AuthenticationTests {
     func noPasswordLeak() async throws {
         try await TestApp.withRouter { client throws in
             for mode in ["false", "true", "all"] {
-                for fields in ["", "&sysparm_fields=user_name,password", "&sysparm_fields=manager.password"] {
+                for fields in ["", "&sysparm_fields=user_name,user_password", "&sysparm_fields=manager.user_password", "&sysparm_fields=password"] {
                     let response = try await client.get("/api/now/table/sys_user?sysparm_display_value=\(mode)\(fields)", .admin)
                     #expect(response.status == .ok)
                     #expect(!response.text.contains("$2"))
                     #expect(!response.text.contains("\"password\""))
                 }
+                // The password field reads as a mask where one is set, and empty where none is.
+                let masked = try await client.get(
+                    "/api/now/table/sys_user?sysparm_display_value=\(mode)&sysparm_fields=user_name,user_password&sysparm_query=user_nameINadmin,fred.luddy^ORDERBYuser_name",
+                    .admin
+                ).results
+                #expect(masked.count == 2)
+                let shown = masked.map { $0["user_password"]?.stringValue ?? $0["user_password"]?["value"]?.stringValue ?? "?" }
+                #expect(shown == ["********", ""])
             }
-            let dotWalk = try await client.get("/api/now/table/incident?sysparm_fields=caller_id.password", .admin)
+            let dotWalk = try await client.get("/api/now/table/incident?sysparm_fields=caller_id.user_password", .admin)
             #expect(!dotWalk.text.contains("$2"))
-            let probe = try await client.get("/api/now/table/sys_user?sysparm_query=passwordSTARTSWITH$2", .admin)
+            let probe = try await client.get("/api/now/table/sys_user?sysparm_query=user_passwordSTARTSWITH$2", .admin)
             #expect(probe.status == .forbidden)
             #expect(probe.errorMessage == "Insufficient rights to query records")
             // An admin can set a password, which is stored hashed and works for login.
@@ -98,6 +106,17 @@ struct AuthenticationTests {
             #expect(set.status == .ok)
             #expect(!set.text.contains("n3w-Secret") && !set.text.contains("$2"))
             #expect(try await client.get("/api/now/table/sys_user?user_name=fred.luddy", .basic("fred.luddy", "n3w-Secret")).status == .ok)
+            // user_password is the field's name; writing back the mask a read returned changes nothing.
+            let renamed = try await client.send(
+                .patch, "/api/now/table/sys_user/\(DemoData.userID("fred.luddy"))", json: #"{"user_password":"an0ther-Secret"}"#, headers: .admin
+            )
+            #expect(try renamed.result.string("user_password") == "********")
+            #expect(try await client.get("/api/now/table/sys_user?user_name=fred.luddy", .basic("fred.luddy", "an0ther-Secret")).status == .ok)
+            let echoed = try await client.send(
+                .put, "/api/now/table/sys_user/\(DemoData.userID("fred.luddy"))", json: #"{"user_password":"********","title":"CFO"}"#, headers: .admin
+            )
+            #expect(echoed.status == .ok)
+            #expect(try await client.get("/api/now/table/sys_user?user_name=fred.luddy", .basic("fred.luddy", "an0ther-Secret")).status == .ok)
         }
     }
 }

@@ -95,8 +95,8 @@ struct QueryCompilerTests {
 
     @Test("querying the password field is forbidden")
     func password() async throws {
-        await #expect(throws: EngineError.forbiddenQuery) { try await compile("password=x", table: "sys_user") }
-        await #expect(throws: EngineError.forbiddenQuery) { try await compile("caller_id.passwordSTARTSWITH$2") }
+        await #expect(throws: EngineError.forbiddenQuery) { try await compile("user_password=x", table: "sys_user") }
+        await #expect(throws: EngineError.forbiddenQuery) { try await compile("caller_id.user_passwordSTARTSWITH$2") }
     }
 
     @Test("a user without roles reads only tasks they are involved in")
@@ -123,5 +123,48 @@ struct QueryCompilerTests {
     func between() async throws {
         #expect(try await compile("priorityBETWEEN1@3").sql.hasSuffix(#"("t"."priority" >= ?1 AND "t"."priority" <= ?2)"#))
         await #expect(throws: EngineError.self) { try await compile("priorityBETWEEN1") }
+    }
+
+    @Test("a JOIN is an EXISTS subquery on the other table, linked by the named fields")
+    func join() async throws {
+        let (sql, binds) = try await compile("JOINsys_user.sys_id=sys_user_group.manager!active=true", table: "sys_user")
+        #expect(
+            sql == #"SELECT 1 FROM "sys_user" AS "t" WHERE EXISTS (SELECT 1 FROM "sys_user_group" AS "ts1" WHERE "ts1"."manager" = "t"."sys_id" AND "ts1"."active" = ?1)"#
+        )
+        #expect(binds == ["1"])
+    }
+
+    @Test("a related-list query counts the referring records; >0 and =0 are EXISTS and NOT EXISTS")
+    func relatedList() async throws {
+        let exists = try await compile("RLQUERYincident.problem_id,>=1^ENDRLQUERY", table: "problem")
+        #expect(exists.sql.contains(#"EXISTS (SELECT 1 FROM "task" AS "ts1" WHERE "ts1"."problem_id" = "t"."sys_id" AND "ts1"."sys_class_name" IN (?"#))
+        let none = try await compile("RLQUERYincident.problem_id,=0^ENDRLQUERY", table: "problem")
+        #expect(none.sql.contains("NOT EXISTS (SELECT 1 FROM"))
+        let counted = try await compile("RLQUERYincident.problem_id,>2^active=true^ENDRLQUERY", table: "problem")
+        #expect(counted.sql.contains(#"(SELECT COUNT(*) FROM "task" AS "ts1" WHERE "ts1"."problem_id" = "t"."sys_id""#))
+        #expect(counted.sql.contains(#""ts1"."active" = ?"#))
+        #expect(counted.sql.hasSuffix(") > ?\(counted.binds.count)"))
+        #expect(counted.binds.last == "2")
+        let m2m = try await compile("RLQUERYsys_group_has_role.group,>0,m2m^role.nameLIKEadmin^ENDRLQUERY", table: "sys_user_group")
+        #expect(m2m.sql.contains(#"LEFT JOIN "sys_user_role" AS "ts1j1" ON "ts1j1"."sys_id" = "ts1"."role""#))
+    }
+
+    @Test("subqueries only see the other table's records the caller may read")
+    func subqueryAccess() async throws {
+        let (sql, _) = try await compile("RLQUERYincident.problem_id,>=1^ENDRLQUERY", table: "problem", caller: Callers.abel)
+        // abel has no role: only incidents he is involved in count.
+        #expect(sql.contains(#"EXISTS (SELECT 1 FROM "task" AS "ts1" WHERE "ts1"."problem_id" = "t"."sys_id""#))
+        #expect(sql.contains(#""ts1"."caller_id" = ?"#))
+    }
+
+    @Test("unknown tables and fields in subqueries drop the term; unknown terms do not count towards the limit")
+    func subqueryUnknown() async throws {
+        #expect(try await compile("JOINsys_user.sys_id=no_table.manager!active=true", table: "sys_user").sql == #"SELECT 1 FROM "sys_user" AS "t""#)
+        #expect(try await compile("JOINincident.sys_id=sys_user_group.manager!", table: "sys_user").sql == #"SELECT 1 FROM "sys_user" AS "t""#)
+        #expect(try await compile("RLQUERYincident.nope,>=1^ENDRLQUERY", table: "problem").sql == #"SELECT 1 FROM "task" AS "t""#)
+        let many = (0..<2300).map { _ in "AAAA=BBBB" }.joined(separator: "^") + "^sys_id=6816f79cc0a8016401c5a33be04be441"
+        let (sql, binds) = try await compile(many, table: "sys_user")
+        #expect(sql == #"SELECT 1 FROM "sys_user" AS "t" WHERE "t"."sys_id" = ?1"#)
+        #expect(binds == ["6816f79cc0a8016401c5a33be04be441"])
     }
 }

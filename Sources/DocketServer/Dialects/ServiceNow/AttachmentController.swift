@@ -88,7 +88,7 @@ struct AttachmentController {
             ),
             caller: caller
         )
-        return try await created(sysID, request: request, caller: caller)
+        return try await created(sysID, request: request, caller: caller, content: true)
     }
 
     /// `POST …/upload` with a multipart form: `table_name`, `table_sys_id`, then the file part.
@@ -126,7 +126,7 @@ struct AttachmentController {
             ),
             caller: caller
         )
-        return try await created(sysID, request: request, caller: caller)
+        return try await created(sysID, request: request, caller: caller, content: false)
     }
 
     @Sendable func delete(_ request: Request, context: Context) async throws -> Response {
@@ -149,11 +149,15 @@ struct AttachmentController {
         }
     }
 
-    private func created(_ sysID: String, request: Request, caller: Caller) async throws -> Response {
+    /// 201 with the new metadata. `Location` keeps the API version the client called: a raw upload
+    /// (`…/file`) points at the new attachment's content, `…/attachment/<sys_id>/file`, as an instance does;
+    /// a multipart upload at its metadata.
+    private func created(_ sysID: String, request: Request, caller: Caller, content: Bool) async throws -> Response {
         let record = try await store.attachment(sysID, caller: caller)
         let baseURL = BaseURL.of(request, configuration: configuration)
         var response = Response.json(.object(["result": Self.metadata(record, baseURL: baseURL)]), status: .created)
-        response.headers[.location] = "\(baseURL)/api/now/attachment/\(sysID)"
+        let api = request.uri.path.hasPrefix("/api/now/v1/") ? "/api/now/v1" : "/api/now"
+        response.headers[.location] = "\(baseURL)\(api)/attachment/\(sysID)" + (content ? "/file" : "")
         return response
     }
 

@@ -63,21 +63,65 @@ struct ServiceNowMiddleware: RouterMiddleware {
         }
     }
 
-    /// JSON only: `Accept` must allow it (406 otherwise), a body must be JSON (415 otherwise). The Attachment
-    /// API takes and returns files of any type.
+    /// JSON only: `Accept` must allow it (406 otherwise), and every `POST`, `PUT` or `PATCH` must say its body is
+    /// JSON (415 otherwise, an empty body included). A browser can send `text/plain`, form-encoded and
+    /// `multipart/form-data` bodies to another site without asking first, carrying cached Basic credentials;
+    /// requiring JSON is what keeps such forged writes out. The Attachment API takes and returns files of any
+    /// type: its uploads are checked by ``checkAttachmentUpload(_:)``.
     private static func checkNegotiation(_ request: Request) throws {
         let path = request.uri.path
-        if path.hasPrefix("/api/now/attachment") || path.hasPrefix("/api/now/v1/attachment") { return }
+        if path.hasPrefix("/api/now/attachment") || path.hasPrefix("/api/now/v1/attachment") {
+            try checkAttachmentUpload(request)
+            return
+        }
         if let accept = request.headers[.accept]?.lowercased(), !accept.isEmpty,
             !accept.contains("json"), !accept.contains("*/*"), !accept.contains("application/*")
         {
             throw ServiceNowError(.notAcceptable, "Requested response format is not supported", detail: accept)
         }
-        if [.post, .put, .patch].contains(request.method), let type = request.headers[.contentType]?.lowercased(),
-            !type.isEmpty, !type.contains("json"), !type.hasPrefix("text/plain")
-        {
-            throw ServiceNowError(.unsupportedMediaType, "Unsupported Media Type", detail: type)
+        if [.post, .put, .patch].contains(request.method) {
+            let type = request.headers[.contentType]?.lowercased() ?? ""
+            guard isJSON(type) else {
+                throw ServiceNowError(
+                    .unsupportedMediaType, "Unsupported Media Type",
+                    detail: type.isEmpty ? "Send the body as application/json" : "\(type): send the body as application/json"
+                )
+            }
         }
+    }
+
+    /// `application/json`, `application/<anything>+json`, `text/json`, with or without parameters.
+    static func isJSON(_ contentType: String) -> Bool {
+        let essence = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        return essence == "application/json" || essence == "text/json" || (essence.hasPrefix("application/") && essence.hasSuffix("+json"))
+    }
+
+    /// The media types a browser may send to another origin without a preflight request.
+    private static let simpleTypes: Set<String> = ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+
+    /// An attachment upload is a file of any type, so its content type cannot tell a script from a forged
+    /// browser form. Browsers name the page a cross-origin request comes from in `Origin` (and say
+    /// `Sec-Fetch-Site: cross-site`); an upload with one of the types a page may send without a preflight is
+    /// refused with 415 when it comes from another origin. API clients send neither header.
+    private static func checkAttachmentUpload(_ request: Request) throws {
+        guard request.method == .post else { return }
+        let type = request.headers[.contentType]?.lowercased() ?? ""
+        let essence = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        guard essence.isEmpty || simpleTypes.contains(essence) else { return }
+        if isCrossOrigin(request) {
+            throw ServiceNowError(
+                .unsupportedMediaType, "Unsupported Media Type",
+                detail: "Cross-origin uploads of \(essence.isEmpty ? "untyped bodies" : essence) are refused"
+            )
+        }
+    }
+
+    private static func isCrossOrigin(_ request: Request) -> Bool {
+        if let site = request.headers[.secFetchSite]?.lowercased(), site == "cross-site" || site == "same-site" { return true }
+        guard let origin = request.headers[.origin], !origin.isEmpty else { return false }
+        guard let host = request.head.authority else { return true }
+        let originHost = origin.split(separator: "/", omittingEmptySubsequences: true).dropFirst().first.map(String.init)
+        return originHost?.lowercased() != host.lowercased()
     }
 }
 
@@ -88,4 +132,5 @@ extension HTTPField.Name {
     static let xContentTypeOptions = Self("X-Content-Type-Options")!
     static let link = Self("Link")!
     static let pragma = Self("Pragma")!
+    static let secFetchSite = Self("Sec-Fetch-Site")!
 }

@@ -47,4 +47,69 @@ struct AccessHoleTests {
             #expect(after.string("sys_updated_by") == "abel.tuter")
         }
     }
+
+    @Test(
+        "writes a browser could forge cross-site are refused with 415 and write nothing",
+        arguments: ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""]
+    )
+    func forgedWrites(type: String) async throws {
+        try await TestApp.withRouter { client throws in
+            var headers = HTTPFields.john
+            if !type.isEmpty { headers[.contentType] = type }
+            let before = try await client.get("/api/now/table/incident?sysparm_fields=sys_id", .admin).results.count
+            let created = try await client.execute(
+                uri: "/api/now/table/incident", method: .post, headers: headers,
+                body: ByteBuffer(string: #"{"short_description":"forged"}"#)
+            )
+            #expect(created.status == .unsupportedMediaType)
+            let patched = try await client.execute(
+                uri: "/api/now/table/incident/\(Demo.incident1)", method: .patch, headers: headers,
+                body: ByteBuffer(string: #"{"short_description":"forged"}"#)
+            )
+            #expect(patched.status == .unsupportedMediaType)
+            let batch = try await client.execute(
+                uri: "/api/now/v1/batch", method: .post, headers: headers, body: ByteBuffer(string: #"{"rest_requests":[]}"#)
+            )
+            #expect(batch.status == .unsupportedMediaType)
+            #expect(try await client.get("/api/now/table/incident?sysparm_fields=sys_id", .admin).results.count == before)
+            let record = try await client.get("/api/now/table/incident/\(Demo.incident1)", .admin).result
+            #expect(record.string("short_description") != "forged")
+        }
+    }
+
+    @Test("JSON media types with parameters and +json suffixes are accepted")
+    func jsonTypes() async throws {
+        try await TestApp.withRouter { client throws in
+            for type in ["application/json; charset=utf-8", "application/vnd.api+json", "Application/JSON"] {
+                var headers = HTTPFields.john
+                headers[.contentType] = type
+                let created = try await client.execute(
+                    uri: "/api/now/table/incident", method: .post, headers: headers,
+                    body: ByteBuffer(string: #"{"short_description":"typed"}"#)
+                )
+                #expect(created.status == .created, "\(type)")
+            }
+        }
+    }
+
+    @Test("a cross-origin attachment upload of a type a page may send unasked is refused; API clients are not")
+    func crossOriginUpload() async throws {
+        try await TestApp.withRouter { client throws in
+            let uri = "/api/now/attachment/file?table_name=incident&table_sys_id=\(Demo.incident1)&file_name=x.txt"
+            for extra: HTTPFields in [[.origin: "https://evil.example"], [HTTPField.Name("Sec-Fetch-Site")!: "cross-site"]] {
+                var headers = HTTPFields.john
+                headers[.contentType] = "text/plain"
+                headers.append(contentsOf: extra)
+                let refused = try await client.execute(uri: uri, method: .post, headers: headers, body: ByteBuffer(string: "x"))
+                #expect(refused.status == .unsupportedMediaType)
+            }
+            let listed = try await client.get("/api/now/attachment?sysparm_query=table_sys_id=\(Demo.incident1)", .admin)
+            #expect(try listed.results.isEmpty)
+            // An image needs a preflight from another origin, so it may come from anywhere.
+            var image = HTTPFields.john
+            image[.contentType] = "image/png"
+            image[.origin] = "https://elsewhere.example"
+            #expect(try await client.execute(uri: uri, method: .post, headers: image, body: ByteBuffer(string: "x")).status == .created)
+        }
+    }
 }

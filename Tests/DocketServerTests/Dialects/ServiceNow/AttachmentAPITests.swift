@@ -29,7 +29,7 @@ struct AttachmentAPITests {
             #expect(created.status == .created)
             let meta = try created.result
             let id = meta.string("sys_id")
-            #expect(created.headers[.location]?.hasSuffix("/api/now/attachment/\(id)") == true)
+            #expect(created.headers[.location]?.hasSuffix("/api/now/attachment/\(id)/file") == true)
             #expect(meta.string("file_name") == "blob.bin")
             #expect(meta.string("size_bytes") == String(bytes.count))
             #expect(meta.string("table_name") == "incident")
@@ -161,6 +161,23 @@ struct AttachmentAPITests {
             #expect(large.status == .contentTooLarge)
             #expect(large.errorMessage == "Request body too large")
             #expect(try await client.get("/api/now/attachment", .admin).results.isEmpty)
+        }
+    }
+
+    @Test("Location keeps the API version called and points a raw upload at its content")
+    func locationKeepsVersion() async throws {
+        try await TestApp.withRouter { client throws in
+            var headers = HTTPFields.john
+            headers[.contentType] = "text/plain"
+            let versioned = try await client.execute(
+                uri: "/api/now/v1/attachment/file?table_name=incident&table_sys_id=\(Demo.incident1)&file_name=v.txt",
+                method: .post, headers: headers, body: ByteBuffer(string: "v1")
+            )
+            #expect(versioned.status == .created)
+            let id = try versioned.result.string("sys_id")
+            #expect(versioned.headers[.location]?.hasSuffix("/api/now/v1/attachment/\(id)/file") == true)
+            let content = try await client.get("/api/now/v1/attachment/\(id)/file")
+            #expect(String(buffer: content.body) == "v1")
         }
     }
 }

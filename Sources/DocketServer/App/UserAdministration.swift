@@ -1,0 +1,151 @@
+import DocketModel
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Creating accounts from the command line (`docketd users create`) and from the environment on first start:
+/// how a server that was not started with `--demo` gets its first administrator.
+public enum UserAdministration {
+    /// Why an account could not be created, in words a person can act on.
+    public struct Failure: Error, CustomStringConvertible, Sendable {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// The built-in roles a new data folder lacks until someone creates them, with the sys_ids an instance uses.
+    static let builtInRoles: [(name: String, id: String, description: String)] = [
+        ("admin", DemoData.roleID("admin"), "Full access to everything"),
+        ("itil", DemoData.roleID("itil"), "Fulfills tasks: incidents, problems, changes"),
+    ]
+
+    /// Creates a user in the data folder of `configuration` (which must not be served at the same time by a
+    /// docketd that caches logins; a running server picks the new user up on its next login attempt).
+    /// Returns the new user's sys_id.
+    @discardableResult
+    public static func createUser(
+        in configuration: Configuration, userName: String, password: String, roles: [String],
+        firstName: String = "", lastName: String = "", email: String = ""
+    ) async throws -> String {
+        try DataFolder.prepare(configuration.dataDirectory)
+        let storage = try await SQLiteStorage.open(path: configuration.databasePath, logger: Logger(label: "docketd.users"))
+        let hasher = PasswordHasher(cost: configuration.bcryptCost, threads: 1, queueLimit: 4)
+        do {
+            let (store, _) = try await RecordStore.open(
+                storage: storage, logger: Logger(label: "docketd.users"), hashPassword: hasher.hash
+            )
+            let id = try await createUser(
+                in: store, userName: userName, password: password, roles: roles, firstName: firstName, lastName: lastName,
+                email: email
+            )
+            await hasher.shutdown()
+            try await storage.close()
+            return id
+        } catch {
+            await hasher.shutdown()
+            try? await storage.close()
+            throw error
+        }
+    }
+
+    /// Creates a user with roles, creating the built-in roles it names when they do not exist yet.
+    @discardableResult
+    static func createUser(
+        in store: RecordStore, userName: String, password: String, roles: [String], firstName: String = "",
+        lastName: String = "", email: String = ""
+    ) async throws -> String {
+        let name = userName.trimmingCharacters(in: .whitespaces)
+        guard !name.isEmpty, name.count <= 40, !name.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw Failure("A user name is 1 to 40 characters without spaces.")
+        }
+        guard password.count >= 8 else { throw Failure("The password must have at least 8 characters.") }
+        func ids(_ table: String, _ field: String, _ value: String) async throws -> [String] {
+            try await store.list(
+                RecordQuery(
+                    table: table, query: EncodedQuery(all: [QueryCondition(field, .equals, value)]), fields: ["sys_id"],
+                    limit: 1, count: false
+                ),
+                caller: .system
+            ).records.map(\.sysID)
+        }
+        guard try await ids("sys_user", "user_name", name).isEmpty else { throw Failure("A user named '\(name)' already exists.") }
+        var roleIDs: [String] = []
+        for role in roles {
+            if let id = try await ids("sys_user_role", "name", role).first {
+                roleIDs.append(id)
+            } else if let builtIn = builtInRoles.first(where: { $0.name == role }) {
+                roleIDs.append(try await store.insert(
+                    into: "sys_user_role", values: ["sys_id": builtIn.id, "name": role, "description": builtIn.description],
+                    caller: .system
+                ))
+            } else {
+                throw Failure("There is no role named '\(role)'.")
+            }
+        }
+        let first = firstName.isEmpty ? name : firstName
+        let userID = try await store.insert(
+            into: "sys_user",
+            values: [
+                "user_name": name, "first_name": first, "last_name": lastName,
+                "name": lastName.isEmpty ? first : "\(first) \(lastName)", "email": email, "user_password": password,
+                "active": "true",
+            ],
+            caller: .system
+        )
+        for roleID in roleIDs {
+            try await store.insert(into: "sys_user_has_role", values: ["user": userID, "role": roleID], caller: .system)
+        }
+        return userID
+    }
+}
+
+/// Checks on the data folder, made before anything is written into it.
+public enum DataFolder {
+    /// Creates the folder when missing; throws a sentence saying why it cannot be used otherwise.
+    public static func prepare(_ path: String) throws {
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard isDirectory.boolValue else {
+                throw UserAdministration.Failure("The data folder \(path) is a file, not a folder. Choose another --data-dir.")
+            }
+        } else {
+            do {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            } catch {
+                throw UserAdministration.Failure(
+                    "The data folder \(path) cannot be created (\(error.localizedDescription)). Choose another --data-dir or create it first."
+                )
+            }
+        }
+        guard FileManager.default.isWritableFile(atPath: path) else {
+            throw UserAdministration.Failure("The data folder \(path) is not writable by this user. Fix its permissions or choose another --data-dir.")
+        }
+        let database = URL(fileURLWithPath: path).appendingPathComponent("docket.sqlite").path
+        if FileManager.default.fileExists(atPath: database), !FileManager.default.isWritableFile(atPath: database) {
+            throw UserAdministration.Failure("The database \(database) is not writable by this user. Fix its permissions.")
+        }
+    }
+}
+
+/// Checks that the address docketd is about to listen on is free, before anything touches the data folder.
+public enum ListenAddress {
+    /// Throws a sentence naming the port when it cannot be bound (in use, or not permitted).
+    public static func check(host: String, port: Int) async throws {
+        guard port != 0 else { return }
+        do {
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .bind(host: host, port: port).get()
+            try await channel.close()
+        } catch let error as IOError where error.errnoCode == EADDRINUSE {
+            throw UserAdministration.Failure(
+                "Port \(port) on \(host) is already in use. Stop whatever listens there, choose another port with --port, or use --port 0 to take any free port."
+            )
+        } catch let error as IOError where error.errnoCode == EACCES {
+            throw UserAdministration.Failure(
+                "Port \(port) on \(host) needs privileges this user lacks. Choose a port above 1023 with --port, or --port 0."
+            )
+        } catch {
+            throw UserAdministration.Failure("Cannot listen on \(host):\(port): \(error). Check --host and --port.")
+        }
+    }
+}
