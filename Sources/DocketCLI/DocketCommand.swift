@@ -36,14 +36,26 @@ public struct DocketCommand: AsyncParsableCommand {
                 environment.err(message + "\n")
                 return 2
             }
-            do {
+            func runCommand() async throws {
                 if var command = command as? any AsyncParsableCommand {
                     try await command.run()
                 } else {
                     var command = command
                     try command.run()
                 }
+            }
+            do {
+                do {
+                    try await runCommand()
+                } catch let error as DocketError where error.kind == .loginExpired {
+                    // The saved login ran out: ask for the password again (on a terminal) and run the command again.
+                    guard try await logInAgain(environment) else { throw error }
+                    try await runCommand()
+                }
                 return 0
+            } catch let error as DocketError where error.kind == .loginExpired {
+                environment.err("docket: your saved login has expired or was ended: run 'docket login' again\n")
+                return 1
             } catch let error as CLIFailure {
                 environment.err("docket: \(error.description)\n")
                 return 1
@@ -65,5 +77,23 @@ public struct DocketCommand: AsyncParsableCommand {
                 }
             }
         }
+    }
+
+    /// Asks for the password of the saved user and logs in again the way it was saved; false when there is no
+    /// saved login or nobody to ask.
+    private static func logInAgain(_ environment: CLIEnvironment) async throws -> Bool {
+        guard let saved = CLIConfiguration.load(from: environment.configDirectory), let target = try? Instance(saved.instance),
+            let old = try environment.credentialStore.credentials(for: target)
+        else { return false }
+        guard let password = environment.readPassword("Your login to \(target) has expired. Password for \(saved.userName): "),
+            !password.isEmpty
+        else { return false }
+        var client: (id: String, secret: String)? = nil
+        if case .refreshToken(let id, let secret, _, _) = old { client = (id, secret) }
+        let (credentials, _) = try await LoginCommand.logIn(
+            target, user: saved.userName, password: password, client: client, savePassword: false, environment: environment
+        )
+        try environment.credentialStore.save(credentials, for: target)
+        return true
     }
 }

@@ -6,9 +6,18 @@ import Foundation
 struct LoginCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "login",
-        abstract: "Check credentials against an instance and save them for later commands.",
-        discussion: "Asks for the password without echo; --password-stdin reads it from standard input instead."
+        abstract: "Log in to an instance and keep the login (never the password) for later commands.",
+        discussion: """
+            Asks for the password without echo; --password-stdin reads it from standard input instead. The \
+            password is used once: docket keeps an OAuth refresh token (docketd offers the docket-cli client; give \
+            --client-id and --client-secret for an instance's own), or else the session cookie, and asks for the \
+            password again when that expires. --save-password keeps the password itself instead, for unattended \
+            scripts; anyone who can read the credential store can then log in as you.
+            """
     )
+
+    static let defaultClientID = "docket-cli"
+    static let defaultClientSecret = "docket-cli"
 
     @Argument(help: "Instance name (acme) or URL (http://127.0.0.1:8080).")
     var instance: String
@@ -19,36 +28,71 @@ struct LoginCommand: AsyncParsableCommand {
     @Flag(help: "Read the password from standard input (for scripts).")
     var passwordStdin = false
 
-    @Option(help: "OAuth client id: log in with the OAuth password grant instead of Basic.")
+    @Option(help: "OAuth client id to log in with (default: docketd's docket-cli client, else a session cookie).")
     var clientID: String?
 
     @Option(help: "OAuth client secret (with --client-id).")
     var clientSecret: String?
 
+    @Flag(help: "Save the password itself (not recommended: anyone who can read the credential store can use it).")
+    var savePassword = false
+
     func run() async throws {
         let environment = CLIEnvironment.current
         let target = try Instance(instance)
+        if clientID != nil, clientSecret == nil { throw ValidationError("--client-id needs --client-secret") }
         let password = passwordStdin ? environment.readLine() : environment.readPassword("Password for \(user): ")
         guard let password, !password.isEmpty else { throw CLIFailure("no password given") }
-        let credentials: Credentials
-        if let clientID {
-            guard let clientSecret else { throw ValidationError("--client-id needs --client-secret") }
-            credentials = .oauth(clientID: clientID, clientSecret: clientSecret, userName: user, password: password)
-        } else {
-            credentials = .basic(userName: user, password: password)
-        }
-        let client = DocketClient(
-            session: DocketSession(instance: target, credentials: credentials, transport: environment.transport)
+        let (credentials, me) = try await Self.logIn(
+            target, user: user, password: password, client: clientID.map { ($0, clientSecret ?? "") },
+            savePassword: savePassword, environment: environment
         )
-        let me = try await WhoAmICommand.lookUp(user, client: client)
         try environment.credentialStore.save(credentials, for: target)
         try CLIConfiguration(instance: target.description, userName: user).save(to: environment.configDirectory)
+        if savePassword {
+            environment.err("docket: warning: your password is saved in the credential store; anyone who can read it can log in as you.\n")
+        }
         environment.print("Logged in to \(target) as \(me["name"] ?? user) (\(user)).")
+    }
+
+    /// Logs in and returns what to keep: a refresh token from the OAuth client (the given one, or docketd's),
+    /// else the session cookies of a Basic login; the password itself only with `savePassword`.
+    static func logIn(
+        _ target: Instance, user: String, password: String, client: (id: String, secret: String)?, savePassword: Bool,
+        environment: CLIEnvironment
+    ) async throws -> (Credentials, TableRecord) {
+        let oauthClient = client ?? (defaultClientID, defaultClientSecret)
+        let oauth = DocketSession(
+            instance: target,
+            credentials: .oauth(clientID: oauthClient.id, clientSecret: oauthClient.secret, userName: user, password: password),
+            transport: environment.transport
+        )
+        do {
+            let me = try await WhoAmICommand.lookUp(user, client: DocketClient(session: oauth))
+            if savePassword {
+                return (.oauth(clientID: oauthClient.id, clientSecret: oauthClient.secret, userName: user, password: password), me)
+            }
+            if let refresh = await oauth.refreshToken {
+                return (.refreshToken(clientID: oauthClient.id, clientSecret: oauthClient.secret, userName: user, refreshToken: refresh), me)
+            }
+        } catch let error as DocketError where client == nil && error.kind == .http && error.status == 401 {
+            // No docket-cli client here (a ServiceNow instance), or a wrong password: a Basic login tells which.
+        }
+        let basic = DocketSession(instance: target, credentials: .basic(userName: user, password: password), transport: environment.transport)
+        let me = try await WhoAmICommand.lookUp(user, client: DocketClient(session: basic))
+        if savePassword { return (.basic(userName: user, password: password), me) }
+        let cookies = await basic.sessionCookies
+        guard !cookies.isEmpty else {
+            throw CLIFailure("\(target) offers neither an OAuth client nor a session cookie: log in with --save-password or --client-id")
+        }
+        return (.sessionCookies(userName: user, cookies: cookies), me)
     }
 }
 
 struct LogoutCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "logout", abstract: "Forget the saved credentials.")
+    static let configuration = CommandConfiguration(
+        commandName: "logout", abstract: "End the login on the instance and forget it here."
+    )
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -58,6 +102,10 @@ struct LogoutCommand: AsyncParsableCommand {
             throw CLIFailure("not logged in")
         }
         let target = try Instance(name)
+        if let credentials = try environment.credentialStore.credentials(for: target) {
+            // Revokes the refresh token or ends the session at /logout.do; a password login has nothing to end.
+            await DocketSession(instance: target, credentials: credentials, transport: environment.transport).logout()
+        }
         try environment.credentialStore.delete(for: target)
         try? FileManager.default.removeItem(at: CLIConfiguration.url(in: environment.configDirectory))
         environment.print("Logged out of \(target).")

@@ -76,7 +76,8 @@ struct ShowCommand: AsyncParsableCommand {
 
 struct CommentCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "comment", abstract: "Add a comment to a task (through the My Work API)."
+        commandName: "comment",
+        abstract: "Add a comment (visible to the caller) or, with --work-note, a work note (fulfillers only) to a task."
     )
 
     @OptionGroup var connection: ConnectionOptions
@@ -87,6 +88,9 @@ struct CommentCommand: AsyncParsableCommand {
     @Argument(help: "The comment text.")
     var text: String
 
+    @Flag(help: "Add a work note, seen only by those who work on the task (through the My Work API).")
+    var workNote = false
+
     func validate() throws {
         if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw ValidationError("the comment is empty") }
     }
@@ -94,7 +98,12 @@ struct CommentCommand: AsyncParsableCommand {
     func run() async throws {
         let client = try connection.client()
         let record = try await ShowCommand.find(task, client: client)
-        try await client.myWork.addComment(text, to: record.sysID)
-        CLIEnvironment.current.print("Added a comment to \(record["number"] ?? task).")
+        if workNote {
+            try await client.myWork.addComment(text, to: record.sysID)
+            CLIEnvironment.current.print("Added a work note to \(record["number"] ?? task).")
+        } else {
+            try await client.myWork.addCustomerComment(text, to: record.sysID)
+            CLIEnvironment.current.print("Added a comment to \(record["number"] ?? task).")
+        }
     }
 }

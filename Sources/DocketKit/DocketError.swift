@@ -21,6 +21,8 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         public static let decoding = Kind("decoding")
         /// A request could not be built from the arguments.
         public static let invalidRequest = Kind("invalidRequest")
+        /// A saved login (refresh token or session cookie) has expired or was ended: log in again.
+        public static let loginExpired = Kind("loginExpired")
 
         /// The kind's name.
         public var description: String { name }

@@ -75,6 +75,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Largest attachment accepted, in bytes (env DOCKET_MAX_ATTACHMENT_SIZE; default 20971520).")
     var maxAttachmentSize: Int?
 
+    @Option(help: "Bytes all attachments of one record may hold together; 0 for no limit (env DOCKET_ATTACHMENT_QUOTA_PER_RECORD; default 104857600).")
+    var attachmentQuotaPerRecord: Int?
+
+    @Option(help: "Bytes all attachments one non-admin user uploaded may hold together; 0 for no limit (env DOCKET_ATTACHMENT_QUOTA_PER_USER; default 1073741824).")
+    var attachmentQuotaPerUser: Int?
+
     @Option(help: "Seconds a connection may go without a complete request head before it is closed, idle keep-alive included (env DOCKET_IDLE_TIMEOUT; default 30).")
     var idleTimeout: Int?
 
@@ -144,6 +150,18 @@ struct Serve: AsyncParsableCommand {
             idleTimeout: .seconds(idle), passwordHashThreads: hashThreads,
             loginThrottle: LoginThrottlePolicy(userFailures: freeFailures, maximumDelay: .seconds(maxDelay))
         )
+        for (flag, variable, name, apply) in [
+            (attachmentQuotaPerRecord, "DOCKET_ATTACHMENT_QUOTA_PER_RECORD", "--attachment-quota-per-record",
+             { (configuration: inout Configuration, value: Int?) in configuration.attachmentQuotaPerRecord = value }),
+            (attachmentQuotaPerUser, "DOCKET_ATTACHMENT_QUOTA_PER_USER", "--attachment-quota-per-user",
+             { (configuration: inout Configuration, value: Int?) in configuration.attachmentQuotaPerUser = value }),
+        ] {
+            guard let text = flag.map(String.init) ?? environment[variable] else { continue }
+            guard let bytes = Int(text), bytes >= 0 else {
+                throw ValidationError("\(name) must be a number of bytes (0 for no limit), not '\(text)'.")
+            }
+            apply(&configuration, bytes == 0 ? nil : bytes)
+        }
         if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
             guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {
                 throw ValidationError("DOCKET_ADMIN_USER needs DOCKET_ADMIN_PASSWORD too.")

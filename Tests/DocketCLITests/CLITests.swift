@@ -67,6 +67,70 @@ struct CLITests {
         }
     }
 
+    @Test("login keeps a refresh token, never the password; logout revokes it on the server")
+    func loginKeepsNoPassword() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let file = cli.directory.appendingPathComponent("credentials.json")
+            let saved = try String(contentsOf: file, encoding: .utf8)
+            #expect(saved.contains("refreshToken"))
+            #expect(!saved.contains("password"))
+            let target = try Instance(base)
+            guard case .refreshToken(_, _, _, let refresh) = try FileCredentialStore(directory: cli.directory).credentials(for: target) else {
+                Issue.record("no refresh token saved")
+                return
+            }
+            #expect(await cli.run("tasks").code == 0)
+            #expect(await cli.run("logout").code == 0)
+            // The token no longer works anywhere.
+            let revoked = DocketSession(
+                instance: target, credentials: .refreshToken(clientID: "docket-cli", clientSecret: "docket-cli", userName: "john.doe", refreshToken: refresh)
+            )
+            await #expect(throws: DocketError.self) { _ = try await DocketClient(session: revoked).myWork.myTasks() }
+        }
+    }
+
+    @Test("an expired login asks for the password again and carries on; without one to ask, says to log in")
+    func expiredLogin() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let store = FileCredentialStore(directory: cli.directory)
+            let target = try Instance(base)
+            try store.save(.refreshToken(clientID: "docket-cli", clientSecret: "docket-cli", userName: "john.doe", refreshToken: "expired"), for: target)
+            let refused = await cli.run("whoami")
+            #expect(refused.code == 1)
+            #expect(refused.err.contains("docket login"))
+            let asked = await cli.run("whoami", stdin: ["password"])
+            #expect(asked.code == 0)
+            #expect(asked.out.hasPrefix("John Doe (john.doe)"))
+            #expect(await cli.run("whoami").code == 0)
+        }
+    }
+
+    @Test("without an OAuth client the login keeps the session cookie; --save-password keeps the password, with a warning")
+    func cookieAndSavedPassword() async throws {
+        try await withLiveServer { base throws in
+            let admin = DocketClient(session: DocketSession(instance: try Instance(base), credentials: .basic(userName: "admin", password: "admin")))
+            let clients = try await admin.table.records(in: "oauth_entity", query: .where("client_id", .equals, "docket-cli"))
+            for client in clients.records { try await admin.table.deleteRecord(client.sysID, in: "oauth_entity") }
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let saved = try String(contentsOf: cli.directory.appendingPathComponent("credentials.json"), encoding: .utf8)
+            #expect(saved.contains("JSESSIONID"))
+            #expect(!saved.contains("password"))
+            #expect(await cli.run("tasks").code == 0)
+            #expect(await cli.run("logout").code == 0)
+            let keeper = CLIHarness()
+            let login = await keeper.run("login", base, "--user", "john.doe", "--password-stdin", "--save-password", stdin: ["password"])
+            #expect(login.code == 0)
+            #expect(login.err.contains("warning"))
+            let kept = try String(contentsOf: keeper.directory.appendingPathComponent("credentials.json"), encoding: .utf8)
+            #expect(kept.contains("password"))
+        }
+    }
+
     @Test("a wrong password is exit 1 with a message a person can act on, and saves nothing")
     func wrongPassword() async throws {
         try await withLiveServer { base throws in
@@ -113,7 +177,10 @@ struct CLITests {
             #expect(show.out.contains("Number             INC0010001\n"))
             #expect(show.out.contains("State              In Progress\n"))
             #expect(show.out.contains("Assigned to        John Doe\n"))
-            #expect(show.out.contains("john.doe  (work note)\n  Replaced the router\n"))
+            #expect(show.out.contains("john.doe  (comment)\n  Replaced the router\n"))
+            let note = await cli.run("comment", "INC0010001", "Checked the logs", "--work-note")
+            #expect(note.out == "Added a work note to INC0010001.\n")
+            #expect(await cli.run("show", "INC0010001").out.contains("john.doe  (work note)\n  Checked the logs\n"))
             let byID = await cli.run("show", Demo.incident1, "--json")
             #expect(byID.code == 0)
             #expect(byID.out.contains(#""value":"Replaced the router""#))

@@ -100,7 +100,13 @@ public struct MyWorkService: Sendable {
         }
     }
 
-    /// Adds a comment through the My Work API (the instance stores it as a work note).
+    /// Adds a customer-visible comment (the `comments` journal) to a task, through the Table API.
+    public func addCustomerComment(_ text: String, to sysID: String) async throws {
+        _ = try await TableService(session: session).updateRecord(sysID, in: "task", with: ["comments": text])
+    }
+
+    /// Adds a comment through the My Work API, which stores it as a work note (visible to fulfillers only), as
+    /// an instance's My Work API does.
     public func addComment(_ text: String, to sysID: String) async throws {
         let body = try JSONEncoder().encode(["comment": text])
         _ = try await session.send(

@@ -46,10 +46,45 @@ public actor DocketSession {
         self.credentials = credentials
         self.transport = transport
         self.retryPolicy = retryPolicy
+        if case .sessionCookies(_, let saved) = credentials { cookies = saved }
     }
 
     /// Whether the session holds cookies from the instance (after a successful Basic login).
     public var hasSessionCookies: Bool { !cookies.isEmpty }
+
+    /// The cookies the instance set, to save instead of a password (``Credentials/sessionCookies(userName:cookies:)``).
+    public var sessionCookies: [String: String] { cookies }
+
+    /// The refresh token of the last OAuth grant, to save instead of a password
+    /// (``Credentials/refreshToken(clientID:clientSecret:userName:refreshToken:)``).
+    public var refreshToken: String? {
+        if let refresh = token?.refreshToken { return refresh }
+        if case .refreshToken(_, _, _, let refresh) = credentials { return refresh }
+        return nil
+    }
+
+    /// Ends the login on the instance: revokes the OAuth refresh token (and with it the access tokens), or
+    /// ends the session at `/logout.do`. Local state is dropped whatever the instance answers.
+    public func logout() async {
+        defer {
+            cookies = [:]
+            token = nil
+        }
+        if let refresh = refreshToken {
+            let request = HTTPRequestData(
+                method: "POST", url: instance.url("/oauth_revoke_token.do"),
+                headers: ["Content-Type": "application/x-www-form-urlencoded"],
+                body: Data(("token=" + Instance.encode(refresh)).utf8)
+            )
+            _ = try? await transport.send(request)
+        }
+        if !cookies.isEmpty {
+            let cookie = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
+            _ = try? await transport.send(
+                HTTPRequestData(method: "POST", url: instance.url("/logout.do"), headers: ["Cookie": cookie], body: nil)
+            )
+        }
+    }
 
     /// Sends a request to a path of the instance; returns the response when its status is 2xx and throws
     /// ``DocketError`` otherwise.
@@ -82,11 +117,16 @@ public actor DocketSession {
             switch response.status {
             case 200..<300:
                 return response
-            case 401 where !loggedInAgain && (usedCookies || token != nil):
-                // The session or token expired: log in again, once.
+            case 401 where !loggedInAgain && (token != nil || (usedCookies && !credentials.isSaved)):
+                // The session or token expired: log in again (or refresh), once.
                 cookies = [:]
                 token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
                 loggedInAgain = true
+            case 401 where credentials.isSaved:
+                throw DocketError(
+                    kind: .loginExpired, status: 401, message: "the saved login has expired or was ended: log in again",
+                    request: "\(request.method) \(request.url.absoluteString)"
+                )
             case 429 where retries < retryPolicy.maximumRetries:
                 retries += 1
                 try await Task.sleep(for: delay(after: response, attempt: retries))
@@ -109,9 +149,13 @@ public actor DocketSession {
             }
             request.headers["Authorization"] = "Basic " + Data("\(userName):\(password)".utf8).base64EncodedString()
             return false
-        case .oauth:
+        case .oauth, .refreshToken:
             request.headers["Authorization"] = "Bearer " + (try await accessToken())
             return false
+        case .sessionCookies:
+            request.headers["Cookie"] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                .joined(separator: "; ")
+            return true
         }
     }
 
@@ -136,11 +180,24 @@ public actor DocketSession {
 
     /// A valid access token: the current one, a refreshed one, or one from a new password grant.
     func accessToken() async throws -> String {
-        guard case .oauth(let clientID, let clientSecret, let userName, let password) = credentials else {
-            throw DocketError(kind: .invalidRequest, message: "this session does not use OAuth")
-        }
         if let token, token.expires > Date().addingTimeInterval(30), !token.accessToken.isEmpty {
             return token.accessToken
+        }
+        if case .refreshToken(let clientID, let clientSecret, _, let refresh) = credentials {
+            do {
+                return try await grant([
+                    ("grant_type", "refresh_token"), ("client_id", clientID), ("client_secret", clientSecret),
+                    ("refresh_token", refresh),
+                ])
+            } catch let error as DocketError where error.kind == .http {
+                throw DocketError(
+                    kind: .loginExpired, status: error.status, message: "the saved login has expired or was ended: log in again",
+                    request: error.request
+                )
+            }
+        }
+        guard case .oauth(let clientID, let clientSecret, let userName, let password) = credentials else {
+            throw DocketError(kind: .invalidRequest, message: "this session does not use OAuth")
         }
         if let refresh = token?.refreshToken,
             let refreshed = try? await grant([

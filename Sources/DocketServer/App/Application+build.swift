@@ -49,6 +49,7 @@ public func buildApplication(
                 metadata: ["dataDirectory": "\(configuration.dataDirectory)"]
             )
         }
+        try await OAuthDirectory.offerCommandLineClient(in: store)
         if let admin = configuration.initialAdmin, try await UserDirectory(store: store).activeUserCount() == 0 {
             try await UserAdministration.createUser(in: store, userName: admin.userName, password: admin.password, roles: ["admin"])
             logger.notice("Created the first administrator from DOCKET_ADMIN_USER", metadata: ["user": "\(admin.userName)"])
@@ -95,6 +96,7 @@ public func buildApplication(
     router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
     router.addRoutes(HealthController().endpoints, atPath: "/health")
     OAuthController(oauth: oauth).add(to: router)
+    LogoutController(authenticator: authenticator).add(to: router)
     for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
         router.addRoutes(
             TableController(store: store, configuration: configuration, version: version).endpoints, atPath: RouterPath(path)

@@ -46,6 +46,12 @@ public struct Configuration: Sendable {
     /// Login throttling: free failures per user name and client address, per address, the longest wait.
     public var loginThrottle: LoginThrottlePolicy
 
+    /// Bytes all attachments of one record may hold together (`--attachment-quota-per-record`); nil for no limit.
+    public var attachmentQuotaPerRecord: Int? = 100 * 1024 * 1024
+    /// Bytes all attachments one (non-admin) user uploaded may hold together (`--attachment-quota-per-user`);
+    /// nil for no limit.
+    public var attachmentQuotaPerUser: Int? = 1024 * 1024 * 1024
+
     /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
     /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.
     public var initialAdmin: (userName: String, password: String)?

@@ -71,7 +71,7 @@ struct AccessPolicy: Sendable {
         let own = try! EncodedQuery("user=javascript:gs.getUserID()")
         let everyone: [String] = [
             "sys_user", "sys_user_group", "sys_user_role", "sys_choice", "sys_db_object", "sys_dictionary",
-            "sys_number",
+            "sys_number", "cmn_department", "cmn_location",
         ]
         return AccessPolicy(
             rules: [
@@ -95,6 +95,7 @@ struct AccessPolicy: Sendable {
                 AccessRule("sys_user_grmember", [.read], roles: ["itil"]),
                 AccessRule("sys_user_grmember", [.read], condition: .query(own)),
                 AccessRule("sys_user_has_role", [.read], roles: ["itil"]),
+                AccessRule("sys_group_has_role", [.read], roles: ["itil"]),
                 AccessRule("sys_user_has_role", [.read], condition: .query(own)),
                 AccessRule("kb_knowledge", [.read, .create, .write], roles: ["itil"]),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),

@@ -11,6 +11,8 @@ struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
         case forbiddenQuery
         /// The request is malformed: a bad query, a value of the wrong type.
         case badRequest
+        /// Storing this would exceed a configured quota.
+        case quotaExceeded
     }
 
     let code: Code

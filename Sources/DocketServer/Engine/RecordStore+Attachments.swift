@@ -15,7 +15,7 @@ extension RecordStore {
 
     /// Stores an attachment on a record the caller can see; returns its sys_id. 404 when the record is
     /// missing or hidden, 400 when the table is unknown or the file name is empty.
-    func addAttachment(_ upload: AttachmentUpload, caller: Caller) async throws -> String {
+    func addAttachment(_ upload: AttachmentUpload, caller: Caller, quota: AttachmentQuota = .unlimited) async throws -> String {
         guard catalog.table(upload.tableName) != nil, !SchemaAdministration.tables.contains(upload.tableName) else {
             throw EngineError.badRequest("Invalid table name", detail: "Table '\(upload.tableName)' does not exist")
         }
@@ -37,12 +37,38 @@ extension RecordStore {
             "table_sys_id": upload.recordID, "hash": digest, "image_width": "", "image_height": "",
         ]
         let bytes = upload.bytes
+        let recordID = upload.recordID
         return try await insert(into: "sys_attachment", values: values, caller: caller) { db, sysID in
+            // Checked in the writing transaction, which already counts the new row: concurrent uploads cannot
+            // both slip under a quota.
+            if let limit = quota.perRecord {
+                let used = try await Self.attachmentBytes(db, "table_sys_id = " + .bind(recordID))
+                if used > limit {
+                    throw EngineError(
+                        .quotaExceeded, "Attachment quota exceeded",
+                        detail: "The attachments of a record may hold \(limit) bytes together; this upload would make \(used)"
+                    )
+                }
+            }
+            if let limit = quota.perUser, !caller.isAdmin {
+                let used = try await Self.attachmentBytes(db, "sys_created_by = " + .bind(caller.userName))
+                if used > limit {
+                    throw EngineError(
+                        .quotaExceeded, "Attachment quota exceeded",
+                        detail: "A user's attachments may hold \(limit) bytes together; this upload would make \(used)"
+                    )
+                }
+            }
             try await db.run(
                 "INSERT INTO docket_attachment_data (sys_id, data) VALUES (" + .bind(sysID) + ", "
                     + .bind(SQLBlob(bytes: bytes)) + ")"
             )
         }
+    }
+
+    private static func attachmentBytes(_ db: SQLExecutor, _ condition: SQLFragment) async throws -> Int {
+        try await db.rows("SELECT COALESCE(SUM(size_bytes), 0) AS n FROM sys_attachment WHERE " + condition)
+            .first?.value(at: "n", kind: .integer).intValue ?? 0
     }
 
     /// An attachment's metadata; 404 when it is missing or its record is hidden from the caller.
@@ -71,4 +97,13 @@ extension RecordStore {
         guard let bytes else { throw EngineError.notFound }
         return (record, bytes)
     }
+}
+
+/// Limits on the bytes attachments may hold: per record (all its attachments together) and per user (all
+/// attachments a user uploaded; admins are exempt). Nil means no limit.
+struct AttachmentQuota: Sendable {
+    var perRecord: Int?
+    var perUser: Int?
+
+    static let unlimited = AttachmentQuota(perRecord: nil, perUser: nil)
 }

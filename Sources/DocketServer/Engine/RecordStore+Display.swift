@@ -16,7 +16,7 @@ struct DisplayData: Sendable {
 extension RecordStore {
     /// Looks up the display values that a page's references and journal fields need; nothing when only raw
     /// values are wanted.
-    func displayData(for page: RecordPage, displayValues: Bool) async throws -> DisplayData {
+    func displayData(for page: RecordPage, displayValues: Bool, caller: Caller) async throws -> DisplayData {
         guard displayValues else { return DisplayData() }
         var wanted: [String: Set<String>] = [:]
         for column in page.columns where column.field.type == .reference {
@@ -27,7 +27,7 @@ extension RecordStore {
             }
         }
         var data = DisplayData()
-        data.references = try await self.displayValues(wanted)
+        data.references = try await self.displayValues(wanted, caller: caller)
         let journalFields = Set(page.columns.filter { $0.field.type == .journal }.flatMap { JournalStreams.elements(of: $0.name) })
         if !journalFields.isEmpty {
             data.journals = try await journalEntries(for: page.records.map(\.sysID), elements: journalFields)

@@ -141,7 +141,7 @@ extension RecordStore {
     // MARK: Display support
 
     /// Display values of referenced records: table → sys_id → display value.
-    func displayValues(_ references: [String: Set<String>]) async throws -> [String: [String: String]] {
+    func displayValues(_ references: [String: Set<String>], caller: Caller) async throws -> [String: [String: String]] {
         let catalog = self.catalog
         return try await storage.read { db in
             var result: [String: [String: String]] = [:]
@@ -149,12 +149,18 @@ extension RecordStore {
                 guard let table = catalog.table(tableName), let display = table.displayField,
                     let field = table.field(display), field.type.isStored
                 else { continue }
+                // Like a dot-walk, a display value only shows records the caller may read: the sys_id of a
+                // hidden one stays, its display value is empty.
+                var compiler = self.compiler(for: table, caller: caller, dialect: db.dialect)
+                let access = try compiler.accessFilter(.read)
                 for chunk in Array(ids).chunked(500) {
+                    var conditions = [compiler.column("sys_id") + " IN (" + .bindList(chunk) + ")"]
+                    if let access { conditions.append(access) }
                     for row in try await db.rows(
-                        "SELECT sys_id, " + .identifier(display) + " AS d FROM " + .identifier(table.physicalTable)
-                            + " WHERE sys_id IN (" + .bindList(chunk) + ")"
+                        "SELECT " + compiler.column("sys_id") + " AS id, " + compiler.column(display) + " AS d FROM "
+                            + compiler.from + " WHERE " + conditions.joined(" AND ")
                     ) {
-                        let id = try row.value(at: "sys_id", kind: .text).text ?? ""
+                        let id = try row.value(at: "id", kind: .text).text ?? ""
                         result[tableName, default: [:]][id] = Self.string(
                             try row.value(at: "d", kind: field.columnKind), type: field.type
                         )

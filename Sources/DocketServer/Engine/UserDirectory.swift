@@ -65,6 +65,31 @@ struct UserDirectory: Sendable {
 /// are kept as SHA-256 hashes in `oauth_credential` (written here directly: they are credentials, not
 /// records anybody subscribes to, so they stay out of the event log).
 struct OAuthDirectory: Sendable {
+    /// The client the `docket` command logs in with, so that it keeps a refresh token instead of a password.
+    /// Like any app's built-in client id its secret is not secret (it ships in the app); what it protects is the
+    /// user's password, which never reaches the disk. Created once per database (an admin may delete or
+    /// deactivate it, and it stays so).
+    static let commandLineClientID = "docket-cli"
+    static let commandLineClientSecret = "docket-cli"
+
+    static func offerCommandLineClient(in store: RecordStore) async throws {
+        let offered = try await store.storage.read { db in
+            try await !db.rows("SELECT value FROM docket_meta WHERE key = 'cli_client'").isEmpty
+        }
+        guard !offered else { return }
+        try await store.insert(
+            into: "oauth_entity",
+            values: [
+                "sys_id": SysID.stable("oauth_entity.docket-cli"), "name": "Docket command-line app",
+                "client_id": commandLineClientID, "client_secret": commandLineClientSecret,
+            ],
+            caller: .system
+        )
+        try await store.storage.write { db in
+            try await db.run("INSERT INTO docket_meta (key, value) VALUES ('cli_client', 'created')")
+        }
+    }
+
     struct Client: Sendable {
         var sysID: String
         var secretHash: String

@@ -86,7 +86,7 @@ struct AttachmentController {
                 tableName: query["table_name"]!, recordID: query["table_sys_id"]!, fileName: query["file_name"]!,
                 contentType: contentType, bytes: bytes
             ),
-            caller: caller
+            caller: caller, quota: quota
         )
         return try await created(sysID, request: request, caller: caller, content: true)
     }
@@ -124,7 +124,7 @@ struct AttachmentController {
                 fileName: fields["file_name"].flatMap { $0.isEmpty ? nil : $0 } ?? file.fileName ?? "",
                 contentType: file.contentType ?? "application/octet-stream", bytes: file.body
             ),
-            caller: caller
+            caller: caller, quota: quota
         )
         return try await created(sysID, request: request, caller: caller, content: false)
     }
@@ -152,6 +152,10 @@ struct AttachmentController {
     /// 201 with the new metadata. `Location` keeps the API version the client called: a raw upload
     /// (`…/file`) points at the new attachment's content, `…/attachment/<sys_id>/file`, as an instance does;
     /// a multipart upload at its metadata.
+    private var quota: AttachmentQuota {
+        AttachmentQuota(perRecord: configuration.attachmentQuotaPerRecord, perUser: configuration.attachmentQuotaPerUser)
+    }
+
     private func created(_ sysID: String, request: Request, caller: Caller, content: Bool) async throws -> Response {
         let record = try await store.attachment(sysID, caller: caller)
         let baseURL = BaseURL.of(request, configuration: configuration)

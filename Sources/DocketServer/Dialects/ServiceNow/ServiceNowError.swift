@@ -54,6 +54,7 @@ struct ServiceNowError: HTTPResponseError {
         case .invalidTable, .badRequest: self.init(.badRequest, error.message, detail: error.detail)
         case .notFound: self.init(.notFound, error.message, detail: error.detail)
         case .forbidden, .forbiddenQuery: self.init(.forbidden, error.message, detail: error.detail)
+        case .quotaExceeded: self.init(.contentTooLarge, error.message, detail: error.detail)
         }
     }
 

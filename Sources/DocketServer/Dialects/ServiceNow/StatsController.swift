@@ -40,7 +40,7 @@ struct StatsController {
         let groups = try await store.aggregate(aggregate, caller: caller)
         var labels: [[String: String]] = Array(repeating: [:], count: aggregate.groupBy.count)
         if parameters.displayMode != .value, !aggregate.groupBy.isEmpty {
-            labels = try await displayLabels(groups, groupBy: aggregate.groupBy, table: table)
+            labels = try await displayLabels(groups, groupBy: aggregate.groupBy, table: table, caller: caller)
         }
         func statsObject(_ group: AggregateGroup) -> JSONValue {
             var members: [(String, JSONValue)] = []
@@ -71,7 +71,9 @@ struct StatsController {
     }
 
     /// Display values of grouped values: choice labels, referenced records' display values.
-    private func displayLabels(_ groups: [AggregateGroup], groupBy: [String], table: SchemaCatalog.Table) async throws
+    private func displayLabels(
+        _ groups: [AggregateGroup], groupBy: [String], table: SchemaCatalog.Table, caller: Caller
+    ) async throws
         -> [[String: String]]
     {
         let catalog = store.catalog
@@ -81,7 +83,7 @@ struct StatsController {
             let values = Set(groups.map { $0.values[index] }).subtracting([""])
             if let field = catalog.hierarchyField(name, in: table) ?? table.field(name) {
                 if field.type == .reference, let target = field.reference {
-                    map = try await store.displayValues([target: values])[target] ?? [:]
+                    map = try await store.displayValues([target: values], caller: caller)[target] ?? [:]
                 } else if field.type == .boolean {
                     for value in values { map[value] = value }
                 } else {

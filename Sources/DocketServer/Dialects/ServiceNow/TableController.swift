@@ -121,7 +121,7 @@ struct TableController {
     private func renderer(
         for page: RecordPage, parameters: TableParameters, baseURL: String, caller: Caller
     ) async throws -> RecordRenderer {
-        let data = try await store.displayData(for: page, displayValues: parameters.displayMode != .value)
+        let data = try await store.displayData(for: page, displayValues: parameters.displayMode != .value, caller: caller)
         return RecordRenderer(
             catalog: store.catalog, mode: parameters.displayMode,
             excludeReferenceLink: parameters.excludeReferenceLink, baseURL: baseURL, data: data,

@@ -112,4 +112,57 @@ struct AccessHoleTests {
             #expect(try await client.execute(uri: uri, method: .post, headers: image, body: ByteBuffer(string: "x")).status == .created)
         }
     }
+
+    @Test("a reference to a record the caller cannot read shows its sys_id but not its display value")
+    func referenceDisplayFiltered() async throws {
+        try await TestApp.withRouter { client throws in
+            let linked = try await client.send(
+                .patch, "/api/now/table/incident/\(Demo.incident1)",
+                json: #"{"problem_id":"\#(DemoData.id("problem", 1))","parent":"\#(Demo.incident3)"}"#, headers: .admin
+            )
+            #expect(linked.status == .ok)
+            let url = "/api/now/table/incident/\(Demo.incident1)?sysparm_display_value=all&sysparm_fields=problem_id,parent,caller_id"
+            let asAbel = try await client.get(url, .abel).result
+            #expect(asAbel["problem_id"]?.string("value") == DemoData.id("problem", 1))
+            #expect(asAbel["problem_id"]?.string("display_value") == "")
+            #expect(asAbel["parent"]?.string("display_value") == "")
+            #expect(asAbel["caller_id"]?.string("display_value") == "Abel Tuter")
+            let asJohn = try await client.get(url, .john).result
+            #expect(asJohn["problem_id"]?.string("display_value").hasPrefix("PRB") == true)
+            #expect(asJohn["parent"]?.string("display_value").hasPrefix("INC") == true)
+            // The same through the list and in grouped stats.
+            let listed = try await client.get(
+                "/api/now/table/incident?sysparm_query=sys_id=\(Demo.incident1)&sysparm_display_value=true&sysparm_fields=problem_id", .abel
+            )
+            #expect(try listed.results.first?.string("problem_id") == "")
+            let grouped = try await client.get(
+                "/api/now/stats/incident?sysparm_count=true&sysparm_group_by=problem_id&sysparm_display_value=true&sysparm_query=sys_id=\(Demo.incident1)",
+                .abel
+            )
+            #expect(grouped.status == .ok)
+            #expect(!grouped.text.contains("PRB"))
+        }
+    }
+
+    @Test("attachment quotas per record and per user are enforced in the writing transaction; admins skip the user quota")
+    func attachmentQuota() async throws {
+        try await TestApp.withRouter(configure: { $0.attachmentQuotaPerRecord = 100; $0.attachmentQuotaPerUser = 150 }) { client throws in
+            func upload(_ record: String, _ bytes: Int, _ headers: HTTPFields = .john) async throws -> HTTPResponse.Status {
+                var fields = headers
+                fields[.contentType] = "application/octet-stream"
+                return try await client.execute(
+                    uri: "/api/now/attachment/file?table_name=incident&table_sys_id=\(record)&file_name=f.bin",
+                    method: .post, headers: fields, body: ByteBuffer(bytes: [UInt8](repeating: 7, count: bytes))
+                ).status
+            }
+            #expect(try await upload(Demo.incident1, 60) == .created)
+            #expect(try await upload(Demo.incident1, 41) == .contentTooLarge)
+            #expect(try await upload(Demo.incident1, 40) == .created)
+            #expect(try await upload(Demo.incident3, 60) == .contentTooLarge) // john's total would be 160
+            #expect(try await upload(Demo.incident3, 50) == .created)
+            #expect(try await upload(Demo.incident3, 50, .admin) == .created)
+            let listed = try await client.get("/api/now/attachment?sysparm_query=table_sys_id=\(Demo.incident1)", .admin)
+            #expect(try listed.results.count == 2)
+        }
+    }
 }

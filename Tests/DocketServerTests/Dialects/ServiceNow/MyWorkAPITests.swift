@@ -101,6 +101,13 @@ struct MyWorkAPITests {
             )
             #expect(posted.status == .created)
             #expect(try await client.get("/api/x_snc_my_work/v1/tracker/task", [.cookie: "JSESSIONID=FORGED"]).status == .unauthorized)
+            // /logout.do ends the session and clears the cookie; the cookie no longer works.
+            let logout = try await client.execute(uri: "/logout.do", method: .post, headers: [.cookie: cookie], body: nil)
+            #expect(logout.status == .ok)
+            #expect(logout.headers[.setCookie]?.contains("Max-Age=0") == true)
+            #expect(try await client.get("/api/x_snc_my_work/v1/tracker/task", [.cookie: cookie]).status == .unauthorized)
+            // Unknown or missing sessions are simply gone.
+            #expect(try await client.execute(uri: "/logout.do", method: .get, headers: [:], body: nil).status == .ok)
         }
     }
 }
