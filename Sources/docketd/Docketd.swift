@@ -90,6 +90,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Failed logins of one user name from one address before each further failure doubles the wait (env DOCKET_LOGIN_FREE_FAILURES; default 5).")
     var loginFreeFailures: Int?
 
+    @Option(help: "Failed logins from one address, whatever the user names, before each further failure doubles the wait (env DOCKET_LOGIN_FREE_ADDRESS_FAILURES; default 50).")
+    var loginFreeAddressFailures: Int?
+
     @Option(help: "Longest wait, in seconds, that failed logins impose: a temporary lock (env DOCKET_LOGIN_MAX_DELAY; default 900).")
     var loginMaxDelay: Int?
 
@@ -139,6 +142,10 @@ struct Serve: AsyncParsableCommand {
             loginFreeFailures, "DOCKET_LOGIN_FREE_FAILURES", environment, default: 5, name: "--login-free-failures"
         )
         let maxDelay = try number(loginMaxDelay, "DOCKET_LOGIN_MAX_DELAY", environment, default: 900, name: "--login-max-delay")
+        let freeAddressFailures = try number(
+            loginFreeAddressFailures, "DOCKET_LOGIN_FREE_ADDRESS_FAILURES", environment, default: 50,
+            name: "--login-free-address-failures"
+        )
         var configuration = Configuration(
             host: host ?? environment["DOCKET_HOST"] ?? "127.0.0.1",
             port: port,
@@ -148,7 +155,9 @@ struct Serve: AsyncParsableCommand {
             publicURL: publicURL ?? environment["DOCKET_PUBLIC_URL"],
             maxAttachmentSize: attachmentLimit, tlsCertificatePath: certificate, tlsKeyPath: key,
             idleTimeout: .seconds(idle), passwordHashThreads: hashThreads,
-            loginThrottle: LoginThrottlePolicy(userFailures: freeFailures, maximumDelay: .seconds(maxDelay))
+            loginThrottle: LoginThrottlePolicy(
+                userFailures: freeFailures, addressFailures: freeAddressFailures, maximumDelay: .seconds(maxDelay)
+            )
         )
         for (flag, variable, name, apply) in [
             (attachmentQuotaPerRecord, "DOCKET_ATTACHMENT_QUOTA_PER_RECORD", "--attachment-quota-per-record",

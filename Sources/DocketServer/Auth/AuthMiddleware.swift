@@ -46,6 +46,7 @@ struct AuthMiddleware: RouterMiddleware {
                 throw ServiceNowError.unauthenticated
             }
         } catch let failure as LoginFailure {
+            await failure.holdBack(authenticator)
             if failure == .unavailable {
                 context.logger.error("User store unavailable during authentication", metadata: ["path": "\(request.uri.path)"])
             }

@@ -14,6 +14,13 @@ enum LoginFailure: Error, Sendable, Equatable {
     case busy
     /// The user store could not be read (a database error): not the caller's fault.
     case unavailable
+
+    /// Holds back the answer to a throttled attempt (see ``LoginThrottlePolicy/throttledAnswerDelay``).
+    func holdBack(_ authenticator: Authenticator) async {
+        guard case .throttled(let wait) = self else { return }
+        let delay = min(wait, authenticator.throttledAnswerDelay)
+        if delay > .zero { try? await Task.sleep(for: delay) }
+    }
 }
 
 /// Verifies credentials and keeps sessions.
@@ -36,6 +43,7 @@ actor Authenticator {
     private let users: UserDirectory
     private let hasher: PasswordHasher
     private let throttle: LoginThrottle
+    nonisolated let throttledAnswerDelay: Duration
     private let credentialTTL: Duration
     private let sessionTimeout: Duration
     private let key = Data(SysID.generate().utf8) + Data(SysID.generate().utf8)
@@ -60,6 +68,7 @@ actor Authenticator {
         self.users = users
         self.hasher = hasher
         self.throttle = throttle
+        self.throttledAnswerDelay = throttle.policy.throttledAnswerDelay
         self.credentialTTL = credentialTTL
         self.sessionTimeout = sessionTimeout
     }

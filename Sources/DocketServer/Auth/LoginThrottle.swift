@@ -90,6 +90,10 @@ public struct LoginThrottlePolicy: Sendable {
     public var maximumDelay: Duration
     /// Counts are forgotten this long after the last failure.
     public var memory: Duration
+    /// How long a refused (throttled) attempt waits before its 429 is sent, at most its `Retry-After`. A client
+    /// that floods wrong passwords then gets one answer per connection per this long instead of as many as the
+    /// server can write, which would take the processors from everybody else. The wait costs no thread.
+    public var throttledAnswerDelay: Duration = .seconds(1)
 
     public init(
         userFailures: Int = 5, addressFailures: Int = 50, maximumDelay: Duration = .seconds(900),

@@ -25,7 +25,7 @@ actor OAuthService {
     }
 
     private let directory: OAuthDirectory
-    private let authenticator: Authenticator
+    let authenticator: Authenticator
     private let hasher: PasswordHasher
     private let key = Data(SysID.generate().utf8)
     /// Client secrets verified recently (keyed digest of id + secret), so token requests do not each pay bcrypt.

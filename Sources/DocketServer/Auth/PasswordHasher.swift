@@ -3,6 +3,10 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// bcrypt hashing and verification on a thread pool of their own.
 ///
 /// A bcrypt check costs tens to hundreds of milliseconds by design. Run on the pool that SQLite and request
@@ -53,7 +57,25 @@ struct PasswordHasher: Sendable {
 
     func hash(_ password: String) async -> String {
         let cost = self.cost
-        return (try? await pool.runIfActive { Bcrypt.hash(password, cost: cost) }) ?? Bcrypt.hash(password, cost: cost)
+        return (try? await pool.runIfActive {
+            Self.yieldToRequests()
+            return Bcrypt.hash(password, cost: cost)
+        }) ?? Bcrypt.hash(password, cost: cost)
+    }
+
+    /// Lowers the scheduling priority of the calling bcrypt thread (nice 10, on Linux per thread), so that when
+    /// the processors are busy, request handling and the database come first and logins wait. Idempotent and
+    /// cheap next to a bcrypt check.
+    private static func yieldToRequests() {
+        #if os(Linux)
+            // Glibc's gettid() is not visible to Swift; /proc/thread-self names the thread: "<pid>/task/<tid>".
+            var buffer = [CChar](repeating: 0, count: 64)
+            let length = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+            guard length > 0, let tid = id_t(String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                .split(separator: "/").last ?? "")
+            else { return }
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), tid, 10)
+        #endif
     }
 
     /// Whether `password` matches `hash`; throws ``Busy`` when too many verifications are waiting.
@@ -83,7 +105,10 @@ struct PasswordHasher: Sendable {
         defer { inFlight.value.subtract(1, ordering: .acquiringAndReleasing) }
         guard admitted else { throw Busy() }
         do {
-            return try await pool.runIfActive(work)
+            return try await pool.runIfActive {
+                Self.yieldToRequests()
+                return work()
+            }
         } catch {
             // The pool only fails when shut down: the server is stopping.
             throw Busy()

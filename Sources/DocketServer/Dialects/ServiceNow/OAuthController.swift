@@ -42,6 +42,7 @@ struct OAuthController {
             outcome = try await oauth.grant(form: form, basicClient: basic, address: context.clientAddress)
         } catch {
             // Not checked at all (throttled, busy, storage down): say so, with when to come back.
+            await error.holdBack(oauth.authenticator)
             let failure = ServiceNowError(error)
             var response = Self.response(
                 .object(["error_description": .string(failure.message), "error": .string("temporarily_unavailable")]),
