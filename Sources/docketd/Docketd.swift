@@ -93,6 +93,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Failed logins from one address, whatever the user names, before each further failure doubles the wait (env DOCKET_LOGIN_FREE_ADDRESS_FAILURES; default 50).")
     var loginFreeAddressFailures: Int?
 
+    @Option(help: "Milliseconds a refused (throttled) login waits before its 429 is sent, at most its Retry-After; 0 answers at once (env DOCKET_LOGIN_REFUSAL_DELAY_MS; default 1000).")
+    var loginRefusalDelayMs: Int?
+
     @Option(help: "Longest wait, in seconds, that failed logins impose: a temporary lock (env DOCKET_LOGIN_MAX_DELAY; default 900).")
     var loginMaxDelay: Int?
 
@@ -146,6 +149,10 @@ struct Serve: AsyncParsableCommand {
             loginFreeAddressFailures, "DOCKET_LOGIN_FREE_ADDRESS_FAILURES", environment, default: 50,
             name: "--login-free-address-failures"
         )
+        let refusalText = loginRefusalDelayMs.map(String.init) ?? environment["DOCKET_LOGIN_REFUSAL_DELAY_MS"] ?? "1000"
+        guard let refusalDelay = Int(refusalText), (0...60_000).contains(refusalDelay) else {
+            throw ValidationError("--login-refusal-delay-ms must be 0 to 60000 milliseconds, not '\(refusalText)'.")
+        }
         var configuration = Configuration(
             host: host ?? environment["DOCKET_HOST"] ?? "127.0.0.1",
             port: port,
@@ -171,6 +178,7 @@ struct Serve: AsyncParsableCommand {
             }
             apply(&configuration, bytes == 0 ? nil : bytes)
         }
+        configuration.loginThrottle.throttledAnswerDelay = .milliseconds(refusalDelay)
         if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
             guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {
                 throw ValidationError("DOCKET_ADMIN_USER needs DOCKET_ADMIN_PASSWORD too.")

@@ -18,7 +18,9 @@ public func buildApplication(
             + configuration.idleTimeout.components.attoseconds / 1_000_000_000
     )
     // The idle timeout also bounds how long a connection may take to send a complete request head.
-    let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [ConnectMethodHandler()], idleTimeout: idle)
+    let http1 = HTTP1Channel.Configuration(
+        additionalChannelHandlers: [ConnectMethodHandler(), LingeringCloseHandler()], idleTimeout: idle
+    )
     if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
         // TLS with ALPN: HTTP/2 for clients that offer it, HTTP/1.1 for the rest.
         server = try .http2Upgrade(
