@@ -275,8 +275,16 @@ struct QueryCompiler {
         }
         var parts: [SQLFragment] = []
         for term in terms {
-            guard let (column, _) = try resolve(term.field, scope: .table) else { continue }
-            parts.append(column + (term.descending ? " DESC" : " ASC"))
+            var descending = term.descending
+            var resolved = try resolve(term.field, scope: .table)
+            // NowData's own documentation writes `ORDERBYpublishedDESC`: where `<name>DESC` is no field but
+            // `<name>` is, it means descending order on `<name>`.
+            if resolved == nil, !descending, term.field.hasSuffix("DESC"), term.field.count > 4 {
+                resolved = try resolve(String(term.field.dropLast(4)), scope: .table)
+                descending = resolved != nil
+            }
+            guard let (column, _) = resolved else { continue }
+            parts.append(column + (descending ? " DESC" : " ASC"))
         }
         if parts.isEmpty { parts.append(column("sys_created_on") + " ASC") }
         parts.append(column("sys_id") + " ASC")

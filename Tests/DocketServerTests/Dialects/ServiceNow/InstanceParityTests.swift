@@ -130,4 +130,26 @@ struct InstanceParityTests {
             #expect(try groups.results.isEmpty)
         }
     }
+
+    @Test("ORDERBY<name>DESC, as NowData's documentation writes it, sorts descending by <name>; a real field keeps its name")
+    func orderByDescSuffix() async throws {
+        try await TestApp.withRouter { client throws in
+            let documented = try await client.get(
+                "/api/now/table/kb_knowledge?sysparm_query=active=true^ORDERBYpublishedDESC&sysparm_fields=number,published", .admin
+            )
+            #expect(documented.status == .ok)
+            let canonical = try await client.get(
+                "/api/now/table/kb_knowledge?sysparm_query=active=true^ORDERBYDESCpublished&sysparm_fields=number,published", .admin
+            )
+            let dates = try documented.results.map { $0.string("published") }
+            #expect(try dates == canonical.results.map { $0.string("published") })
+            #expect(dates.filter { !$0.isEmpty } == dates.filter { !$0.isEmpty }.sorted(by: >))
+            #expect(dates.first?.isEmpty == false)
+            // Ascending stays ascending.
+            let ascending = try await client.get(
+                "/api/now/table/kb_knowledge?sysparm_query=active=true^ORDERBYpublished&sysparm_fields=published", .admin
+            ).results.map { $0.string("published") }
+            #expect(ascending != dates)
+        }
+    }
 }
