@@ -14,6 +14,8 @@ final class RecordStore: Sendable {
     private let hashPassword: @Sendable (String) async -> String
     private let listeners = Mutex<[@Sendable (ChangeEvent) -> Void]>([])
     let cache = RecordCache()
+    /// Where committed changes go after commit, for followers of the event log (``subscribe(after:batchSize:)``).
+    let broadcaster = EventBroadcaster()
 
     /// The current schema.
     var catalog: SchemaCatalog { catalogBox.withLock { $0 } }
@@ -60,6 +62,7 @@ final class RecordStore: Sendable {
     func notify(_ event: ChangeEvent) {
         if let table = catalog.table(event.table) { cache.invalidate(table: table.physicalTable, sysID: event.sysID) }
         for listener in listeners.withLock({ $0 }) { listener(event) }
+        broadcaster.publish(event)
     }
 
     func hash(_ password: String) async -> String { await hashPassword(password) }

@@ -1,0 +1,93 @@
+import DocketModel
+import Foundation
+import Testing
+
+@testable import DocketServer
+
+/// Following the event log: replay, then live, with no gap and no duplicate at the seam.
+@Suite("Event log subscriptions")
+struct EventLogTests {
+    @Test("a subscription started while eight clients write sees every event after its start once, in order", .timeLimit(.minutes(1)))
+    func seamUnderConcurrentWrites() async throws {
+        try await TestApp.withStore { store in
+            let start = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
+            let (writers, perWriter) = (8, 15)
+            let stream = store.subscribe(after: start, batchSize: 7)
+            async let followed: [ChangeEvent] = {
+                var seen: [ChangeEvent] = []
+                var inserts = 0
+                for try await event in stream {
+                    seen.append(event)
+                    if event.operation == .insert { inserts += 1 }
+                    if inserts == writers * perWriter { break }
+                }
+                return seen
+            }()
+            // The writers run while the subscription replays and then follows live.
+            let created = try await withThrowingTaskGroup(of: [String].self) { group in
+                for worker in 0..<writers {
+                    group.addTask {
+                        var ids: [String] = []
+                        for index in 0..<perWriter {
+                            ids.append(try await store.insert(
+                                into: "incident", values: ["short_description": "seam \(worker)-\(index)"], caller: Callers.admin
+                            ))
+                        }
+                        return ids
+                    }
+                }
+                var all: [String] = []
+                for try await ids in group { all += ids }
+                return all
+            }
+            let seen = try await followed
+            let sequences = seen.map(\.sequence)
+            #expect(sequences == Array((start + 1)...(start + sequences.count)))
+            #expect(Set(seen.filter { $0.operation == .insert }.map(\.sysID)) == Set(created))
+            #expect(created.count == writers * perWriter)
+        }
+    }
+
+    @Test("a subscription from now sees only what commits after it, as it commits", .timeLimit(.minutes(1)))
+    func live() async throws {
+        try await TestApp.withStore { store in
+            let now = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
+            let stream = store.subscribe(after: now)
+            let reader = Task {
+                var events: [ChangeEvent] = []
+                for try await event in stream {
+                    events.append(event)
+                    if events.count == 3 { break }
+                }
+                return events
+            }
+            let id = try await store.insert(into: "incident", values: ["short_description": "live"], caller: Callers.admin)
+            try await store.update(id, in: "incident", values: ["short_description": "live, changed"], caller: Callers.admin)
+            try await store.delete(id, from: "incident", caller: Callers.admin)
+            let events = try await reader.value
+            #expect(events.map(\.operation) == [.insert, .update, .delete])
+            #expect(events.map(\.sysID) == [id, id, id])
+            #expect(events.map(\.sequence) == [now + 1, now + 2, now + 3])
+            #expect(events[1].fields.contains("short_description"))
+        }
+    }
+
+    @Test("a subscription that ends stops following the broadcaster")
+    func stops() async throws {
+        try await TestApp.withStore { store in
+            let now = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
+            do {
+                let stream = store.subscribe(after: now - 2)
+                var count = 0
+                for try await _ in stream {
+                    count += 1
+                    if count == 2 { break }
+                }
+                #expect(count == 2)
+            }
+            // Termination is asynchronous; wait for it without timing anything.
+            while store.broadcaster.count > 0 { await Task.yield() }
+            #expect(store.broadcaster.count == 0)
+        }
+    }
+}
