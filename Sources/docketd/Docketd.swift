@@ -81,6 +81,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Bytes all attachments one non-admin user uploaded may hold together; 0 for no limit (env DOCKET_ATTACHMENT_QUOTA_PER_USER; default 1073741824).")
     var attachmentQuotaPerUser: Int?
 
+    @Option(help: "Days the event log keeps changes for followers to resume from (env DOCKET_EVENT_LOG_RETENTION_DAYS; default 7).")
+    var eventLogRetentionDays: Int?
+
+    @Option(help: "The most changes the event log keeps (env DOCKET_EVENT_LOG_MAX_EVENTS; default 1000000).")
+    var eventLogMaxEvents: Int?
+
     @Option(help: "Seconds a connection may go without a complete request head before it is closed, idle keep-alive included (env DOCKET_IDLE_TIMEOUT; default 30).")
     var idleTimeout: Int?
 
@@ -179,6 +185,12 @@ struct Serve: AsyncParsableCommand {
             apply(&configuration, bytes == 0 ? nil : bytes)
         }
         configuration.loginThrottle.throttledAnswerDelay = .milliseconds(refusalDelay)
+        configuration.eventLogRetention = .seconds(
+            86_400 * min(36_500, try number(eventLogRetentionDays, "DOCKET_EVENT_LOG_RETENTION_DAYS", environment, default: 7, name: "--event-log-retention-days"))
+        )
+        configuration.eventLogMaxEvents = try number(
+            eventLogMaxEvents, "DOCKET_EVENT_LOG_MAX_EVENTS", environment, default: 1_000_000, name: "--event-log-max-events"
+        )
         if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
             guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {
                 throw ValidationError("DOCKET_ADMIN_USER needs DOCKET_ADMIN_PASSWORD too.")

@@ -125,7 +125,13 @@ public func buildApplication(
         responder: MethodOverrideResponder(inner: responder),
         server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
-        services: [StorageService(storage: storage, hasher: hasher)],
+        services: [
+            StorageService(storage: storage, hasher: hasher),
+            EventLogRetentionService(
+                store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,
+                logger: logger
+            ),
+        ],
         onServerRunning: onServerRunning,
         logger: logger
     )
@@ -140,5 +146,29 @@ struct StorageService: Service {
         try? await gracefulShutdown()
         await hasher.shutdown()
         try await storage.close()
+    }
+}
+
+/// Applies the event log's retention at start and then every hour, until the application shuts down.
+struct EventLogRetentionService: Service {
+    let store: RecordStore
+    let retention: Duration
+    let maximumEvents: Int
+    let logger: Logger
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                do {
+                    let removed = try await store.pruneEventLog(
+                        olderThan: Date().addingTimeInterval(-Double(retention.components.seconds)), keepingAtMost: maximumEvents
+                    )
+                    if removed > 0 { logger.info("Pruned the event log", metadata: ["events": "\(removed)"]) }
+                } catch {
+                    logger.warning("Could not prune the event log", metadata: ["error": "\(error)"])
+                }
+                try await Task.sleep(for: .seconds(3600))
+            }
+        }
     }
 }

@@ -52,6 +52,11 @@ public struct Configuration: Sendable {
     /// nil for no limit.
     public var attachmentQuotaPerUser: Int? = 1024 * 1024 * 1024
 
+    /// How long the event log keeps events (`--event-log-retention-days`); followers further behind must resync.
+    public var eventLogRetention: Duration = .seconds(7 * 86_400)
+    /// The most events the event log keeps (`--event-log-max-events`).
+    public var eventLogMaxEvents: Int = 1_000_000
+
     /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
     /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.
     public var initialAdmin: (userName: String, password: String)?

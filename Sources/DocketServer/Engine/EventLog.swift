@@ -1,3 +1,5 @@
+import DocketModel
+import Foundation
 import Synchronization
 
 /// Fans committed changes out to followers of the event log. Fed once per commit, after it (by
@@ -30,7 +32,42 @@ final class EventBroadcaster: Sendable {
     var count: Int { followers.withLock { $0.streams.count } }
 }
 
+/// Why a follower of the event log cannot continue from where it is.
+enum EventLogError: Error, Sendable, Equatable {
+    /// Events after the follower's sequence were removed by retention: it must read the current state again
+    /// and follow from `oldestAvailable`. Never a silent gap.
+    case resyncNeeded(oldestAvailable: Int)
+}
+
 extension RecordStore {
+    /// The highest sequence removed by retention (0 when none was): a follower behind it cannot resume.
+    func eventLogPrunedThrough() async throws -> Int {
+        try await storage.read { db in
+            Int(try await db.rows("SELECT value FROM docket_meta WHERE key = 'event_log_pruned_through'")
+                .first?.value(at: "value", kind: .text).text ?? "") ?? 0
+        }
+    }
+
+    /// Removes events older than `cutoff`, and all but the newest `maximumEvents`; returns how many went.
+    /// Remembers the highest sequence removed, so that followers further behind are told to resync.
+    @discardableResult
+    func pruneEventLog(olderThan cutoff: Date, keepingAtMost maximumEvents: Int) async throws -> Int {
+        let cutoffText = GlideDateTime.format(cutoff)
+        return try await storage.write { db in
+            let newest = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log")
+            let condition: SQLFragment = "created_on < " + .bind(cutoffText) + " OR seq <= " + .bind(newest - max(0, maximumEvents))
+            let through = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log WHERE " + condition)
+            guard through > 0 else { return 0 }
+            let removed = try await db.integer("SELECT COUNT(*) FROM docket_event_log WHERE seq <= " + .bind(through))
+            try await db.run("DELETE FROM docket_event_log WHERE seq <= " + .bind(through))
+            try await db.run("DELETE FROM docket_meta WHERE key = 'event_log_pruned_through'")
+            try await db.run(
+                "INSERT INTO docket_meta (key, value) VALUES ('event_log_pruned_through', " + .bind(String(through)) + ")"
+            )
+            return removed
+        }
+    }
+
     /// Every event after `sequence`, in order, each once: first those already in the log (replayed from
     /// storage), then live ones as they commit, with no gap and no duplicate at the seam.
     ///
@@ -51,6 +88,8 @@ extension RecordStore {
                 var cursor = sequence
                 do {
                     func catchUp(before limit: Int?) async throws {
+                        let pruned = try await self.eventLogPrunedThrough()
+                        if cursor < pruned { throw EventLogError.resyncNeeded(oldestAvailable: pruned) }
                         while true {
                             let batch = try await self.events(after: cursor, limit: batchSize)
                             for event in batch {

@@ -90,4 +90,33 @@ struct EventLogTests {
             #expect(store.broadcaster.count == 0)
         }
     }
+
+    @Test("retention removes old events; a follower behind what was removed is told to resync, never left with a gap")
+    func retention() async throws {
+        try await TestApp.withStore { store in
+            let newest = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
+            #expect(try await store.eventLogPrunedThrough() == 0)
+            // Nothing is older than a day; keep only the newest 10.
+            let removed = try await store.pruneEventLog(olderThan: Date().addingTimeInterval(-86_400), keepingAtMost: 10)
+            #expect(removed == newest - 10)
+            #expect(try await store.eventLogPrunedThrough() == newest - 10)
+            do {
+                for try await _ in store.subscribe(after: 0) { Issue.record("a follower behind the pruned events got an event") }
+                Issue.record("a follower behind the pruned events was not told to resync")
+            } catch let error as EventLogError {
+                #expect(error == .resyncNeeded(oldestAvailable: newest - 10))
+            }
+            // From the oldest still there, everything follows.
+            var seen: [Int] = []
+            for try await event in store.subscribe(after: newest - 10) {
+                seen.append(event.sequence)
+                if seen.count == 10 { break }
+            }
+            #expect(seen == Array((newest - 9)...newest))
+            // Pruning by age: everything is older than a moment from now.
+            try await store.pruneEventLog(olderThan: Date().addingTimeInterval(60), keepingAtMost: 1_000_000)
+            #expect(try await store.eventLogPrunedThrough() == newest)
+            #expect(try await store.events(after: 0).isEmpty)
+        }
+    }
 }
