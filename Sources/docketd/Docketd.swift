@@ -198,7 +198,7 @@ struct Serve: AsyncParsableCommand {
             configuration.initialAdmin = (user, password)
         }
         // The port is checked before the data folder is touched: a failed start writes nothing.
-        // UserAdministration.Failure is a sentence to act on: printed as it is, without the usage text.
+        // A StartupFailure is a sentence to act on: printed as it is, without the usage text.
         try await ListenAddress.check(host: configuration.host, port: configuration.port)
         try DataFolder.prepare(configuration.dataDirectory)
         let host = configuration.host

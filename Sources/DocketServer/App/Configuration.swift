@@ -1,7 +1,7 @@
 import Foundation
 import Logging
 
-/// Everything `docketd` can be told. Flags beat environment variables beat these defaults (see `docketd --help`).
+/// Everything `docketd` can be told. Flags beat environment variables beat these defaults (see `docketd serve --help`).
 public struct Configuration: Sendable {
     /// Address to listen on (`--host`, `DOCKET_HOST`).
     public var host: String

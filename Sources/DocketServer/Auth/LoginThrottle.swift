@@ -80,7 +80,7 @@ final class LoginThrottle: Sendable {
     private static func addressKey(_ address: String) -> String { "a\u{0}" + address }
 }
 
-/// How failed logins are throttled (see `docketd --help` and docs/configuration.md).
+/// How failed logins are throttled (see `docketd serve --help` and docs/configuration.md).
 public struct LoginThrottlePolicy: Sendable {
     /// Failures of one user name from one client address before delays start (`--login-free-failures`).
     public var userFailures: Int

@@ -17,6 +17,7 @@ enum SchemaStore {
                 try await createSideTables(db)
                 try await addMissingBaseTables(db, now: GlideDateTime.format(now))
                 try await upgradeUserFields(db, now: GlideDateTime.format(now))
+                try await ensureAttachmentCreatorIndex(db)
                 try await syncMetadataFiles(db)
                 return false
             }
@@ -26,6 +27,7 @@ enum SchemaStore {
             for root in catalog.roots { try await createPhysicalTable(root, catalog: catalog, db: db) }
             try await writeMetadata(BaseSchema.tables, choices: BaseSchema.choices, db: db, now: GlideDateTime.format(now))
             try await syncMetadataFiles(db)
+            try await ensureAttachmentCreatorIndex(db)
             try await db.run(
                 "INSERT INTO docket_meta (key, value) VALUES ('schema_version', " + .bind(String(schemaVersion)) + ")"
             )
@@ -132,6 +134,11 @@ enum SchemaStore {
     }
 
     /// Tables outside the catalog that newer versions added (created when missing, on every start).
+    /// The per-user attachment quota sums a user's attachments on every upload: index them by author.
+    private static func ensureAttachmentCreatorIndex(_ db: SQLExecutor) async throws {
+        try await db.run("CREATE INDEX IF NOT EXISTS ix_sys_attachment_creator ON sys_attachment (sys_created_by)")
+    }
+
     private static func createSideTables(_ db: SQLExecutor) async throws {
         // Attachment content, one row per `sys_attachment` record.
         try await db.run(

@@ -174,13 +174,13 @@ struct FirstAdministratorTests {
         let file = directory.path + "/plain-file"
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
         #expect(FileManager.default.createFile(atPath: file, contents: Data()))
-        #expect(throws: UserAdministration.Failure.self) { try DataFolder.prepare(file) }
+        #expect(throws: StartupFailure.self) { try DataFolder.prepare(file) }
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
         let port = channel.localAddress?.port ?? 0
         do {
             try await ListenAddress.check(host: "127.0.0.1", port: port)
             Issue.record("a bound port was reported free")
-        } catch let failure as UserAdministration.Failure {
+        } catch let failure as StartupFailure {
             #expect(failure.description.contains("Port \(port)"))
             #expect(failure.description.contains("--port 0"))
         }
