@@ -2,6 +2,112 @@ import DocketModel
 import Foundation
 import Synchronization
 
+/// A committed change, as appended to the event log in the writing transaction.
+struct ChangeEvent: Sendable, Equatable {
+    enum Operation: String, Sendable { case insert, update, delete }
+    var sequence: Int
+    /// The record's class: its concrete table (`incident`, also when it was written through `task`).
+    var table: String
+    /// The root of the class's hierarchy, the table its row is stored in (`task` for an incident; the table
+    /// itself when it extends nothing).
+    var rootTable: String
+    var sysID: String
+    var operation: Operation
+    /// The fields the change wrote: every stored field of an insert, the changed ones of an update, nothing for a
+    /// delete; journal fields (`comments`) when an entry was added.
+    var fields: [String]
+    var userName: String
+    /// When it committed (`yyyy-MM-dd HH:mm:ss`, UTC).
+    var time: String
+    /// The row after the change (every stored field but passwords, plus the text of journal entries added);
+    /// empty for a delete.
+    var values: [String: String]
+    /// What the changed fields held before: for an update the previous value of each changed stored field, for a
+    /// delete the whole row; empty for an insert.
+    var previous: [String: String]
+
+    /// The row before the change: empty for an insert, the deleted row for a delete.
+    var rowBefore: [String: String] {
+        switch operation {
+        case .insert: return [:]
+        case .delete: return previous
+        case .update:
+            var row = values
+            for field in fields { row[field] = previous[field] }
+            return row
+        }
+    }
+
+    /// The row after the change: empty for a delete.
+    var rowAfter: [String: String] { operation == .delete ? [:] : values }
+}
+
+extension RecordStore {
+    /// Appends a change to the event log inside the writing transaction; returns it with its sequence.
+    /// Passwords (even hashed) never enter the log: their field names do, their values do not.
+    func appendEvent(
+        table: SchemaCatalog.Table, sysID: String, operation: ChangeEvent.Operation, fields: [String],
+        values: [String: String], previous: [String: String], caller: Caller, now: String, db: SQLExecutor
+    ) async throws -> ChangeEvent {
+        func loggable(_ row: [String: String]) -> [String: String] {
+            row.filter { table.field($0.key)?.type != .password }
+        }
+        var event = ChangeEvent(
+            sequence: 0, table: table.name, rootTable: table.root, sysID: sysID, operation: operation, fields: fields,
+            userName: caller.userName, time: now, values: loggable(values), previous: loggable(previous)
+        )
+        event.sequence = try await db.integer(
+            "INSERT INTO docket_event_log (table_name, root_table, record_id, operation, fields, user_name, created_on,"
+                + " values_after, values_before) VALUES (" + .bind(event.table) + ", " + .bind(event.rootTable) + ", "
+                + .bind(sysID) + ", " + .bind(operation.rawValue) + ", " + .bind(fields.joined(separator: ",")) + ", "
+                + .bind(caller.userName) + ", " + .bind(now) + ", " + .bind(Self.json(event.values)) + ", "
+                + .bind(Self.json(event.previous)) + ") RETURNING seq"
+        )
+        return event
+    }
+
+    private static func json(_ row: [String: String]) -> String {
+        String(decoding: JSONValue(members: row.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }).serialized(), as: UTF8.self)
+    }
+
+    private static func row(_ text: String?) -> [String: String] {
+        guard let text, !text.isEmpty, let members = (try? JSONValue.parse(Array(text.utf8)))?.objectValue else { return [:] }
+        return members.reduce(into: [:]) { row, member in row[member.key] = member.value.stringValue ?? "" }
+    }
+
+    /// Events after a sequence number, oldest first (the audit trail, and what followers replay).
+    func events(after sequence: Int, limit: Int = 1000) async throws -> [ChangeEvent] {
+        try await storage.read { db in
+            try await db.rows(
+                "SELECT seq, table_name, root_table, record_id, operation, fields, user_name, created_on, values_after,"
+                    + " values_before FROM docket_event_log WHERE seq > " + .bind(sequence) + " ORDER BY seq LIMIT "
+                    + .bind(limit)
+            ).map { row in
+                let table = try row.value(at: "table_name", kind: .text).text ?? ""
+                return ChangeEvent(
+                    sequence: try row.value(at: "seq", kind: .integer).intValue ?? 0,
+                    table: table,
+                    rootTable: try row.value(at: "root_table", kind: .text).text ?? self.catalog.table(table)?.root ?? table,
+                    sysID: try row.value(at: "record_id", kind: .text).text ?? "",
+                    operation: ChangeEvent.Operation(rawValue: try row.value(at: "operation", kind: .text).text ?? "")
+                        ?? .update,
+                    fields: (try row.value(at: "fields", kind: .text).text ?? "").split(separator: ",").map(String.init),
+                    userName: try row.value(at: "user_name", kind: .text).text ?? "",
+                    time: try row.value(at: "created_on", kind: .text).text ?? "",
+                    values: Self.row(try row.value(at: "values_after", kind: .text).text),
+                    previous: Self.row(try row.value(at: "values_before", kind: .text).text)
+                )
+            }
+        }
+    }
+
+    /// The newest sequence in the log (0 when it is empty): where a follower that wants only what happens from
+    /// now on starts.
+    func latestSequence() async throws -> Int {
+        try await storage.read { db in try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log") }
+    }
+}
+
 /// Fans committed changes out to followers of the event log. Fed once per commit, after it (by
 /// ``RecordStore/notify(_:)``); with several server instances it will be fed from the database's
 /// notifications as well, so followers never need to know where an event came from.

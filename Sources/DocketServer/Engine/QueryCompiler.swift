@@ -57,6 +57,9 @@ struct QueryCompiler {
     let now: Date
     let table: SchemaCatalog.Table
     let alias: String
+    /// What the main alias reads instead of the table's physical table: a one-row derived table when a
+    /// condition is judged on a row as it was at some time (the event log's snapshots).
+    var source: SQLFragment? = nil
     private var joins: [SQLFragment] = []
     private var joinAliases: [String: (alias: String, table: SchemaCatalog.Table)] = [:]
     private var listValues = 0
@@ -78,9 +81,9 @@ struct QueryCompiler {
         self.alias = alias
     }
 
-    /// `physical_table AS t` followed by the joins added so far.
+    /// `physical_table AS t` (or ``source`` as `t`) followed by the joins added so far.
     var from: SQLFragment {
-        ([SQLFragment.identifier(table.physicalTable) + " AS " + .identifier(alias)] + joins).joined(" ")
+        ([(source ?? SQLFragment.identifier(table.physicalTable)) + " AS " + .identifier(alias)] + joins).joined(" ")
     }
 
     /// A column of the main table.

@@ -63,14 +63,3 @@ struct WriteOptions: Sendable {
         return options
     }
 }
-
-/// A committed change, as appended to the event log.
-struct ChangeEvent: Sendable, Equatable {
-    enum Operation: String, Sendable { case insert, update, delete }
-    var sequence: Int
-    var table: String
-    var sysID: String
-    var operation: Operation
-    var fields: [String]
-    var userName: String
-}

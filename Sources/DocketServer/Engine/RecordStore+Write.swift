@@ -73,9 +73,12 @@ extension RecordStore {
                 try await SchemaAdministration.apply(inserted: values, into: table.name, catalog: self.catalog, db: db)
             }
             try await within?(db, sysID)
+            var after = values.filter { table.field($0.key)?.type.isStored == true }
+            for entry in prepared.journals { after[entry.field] = entry.text }
             return try await self.appendEvent(
-                table: table.name, sysID: sysID, operation: .insert,
-                fields: stored.map(\.name) + prepared.journals.map(\.field), caller: caller, now: now, db: db
+                table: table, sysID: sysID, operation: .insert,
+                fields: stored.map(\.name) + prepared.journals.map(\.field), values: after, previous: [:],
+                caller: caller, now: now, db: db
             )
         }
         if SchemaAdministration.tables.contains(table.name) { try await reloadCatalog() }
@@ -124,8 +127,12 @@ extension RecordStore {
             if options.allowed(for: caller).suppressAutoSysFields {
                 for (name, value) in prepared.systemValues where name != "sys_id" {
                     assignments.append(.identifier(name) + " = " + .bind(value))
+                    values[name] = value
                 }
             } else {
+                values["sys_updated_on"] = now
+                values["sys_updated_by"] = caller.userName
+                values["sys_mod_count"] = String((Int(current["sys_mod_count"]) ?? 0) &+ 1)
                 assignments += [
                     "sys_updated_on = " + .bind(now), "sys_updated_by = " + .bind(caller.userName),
                     "sys_mod_count = sys_mod_count + 1",
@@ -142,9 +149,12 @@ extension RecordStore {
                 // A new password, a lock or a deactivation ends every OAuth token of the user in the same commit.
                 try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
             }
+            var after = values
+            for entry in prepared.journals { after[entry.field] = entry.text }
             return try await self.appendEvent(
-                table: concrete.name, sysID: sysID, operation: .update,
-                fields: changed.sorted() + prepared.journals.map(\.field), caller: caller, now: now, db: db
+                table: concrete, sysID: sysID, operation: .update,
+                fields: changed.sorted() + prepared.journals.map(\.field), values: after,
+                previous: changed.reduce(into: [:]) { $0[$1] = current[$1] }, caller: caller, now: now, db: db
             )
         }
         if let event {
@@ -167,6 +177,11 @@ extension RecordStore {
                     "Operation Failed", detail: "Tables and fields cannot be deleted through the API; set active=false instead"
                 )
             }
+            // The event carries the whole deleted row, so that followers know what left.
+            let deleted = try await self.select(
+                concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
+                caller: .system, db: db
+            ).records.first?.values ?? [:]
             try await db.run("DELETE FROM " + .identifier(concrete.physicalTable) + " WHERE sys_id = " + .bind(sysID))
             try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
             if concrete.name == "sys_user" {
@@ -186,7 +201,8 @@ extension RecordStore {
                 }
             }
             let event = try await self.appendEvent(
-                table: concrete.name, sysID: sysID, operation: .delete, fields: [], caller: caller, now: now, db: db
+                table: concrete, sysID: sysID, operation: .delete, fields: [], values: [:], previous: deleted,
+                caller: caller, now: now, db: db
             )
             return (event, attachments)
         }
@@ -332,42 +348,6 @@ extension RecordStore {
                 "INSERT INTO sys_journal_field (" + values.map { SQLFragment.identifier($0.0) }.joined(", ")
                     + ") VALUES (" + values.map(\.1.fragment).joined(", ") + ")"
             )
-        }
-    }
-
-    private func appendEvent(
-        table: String, sysID: String, operation: ChangeEvent.Operation, fields: [String], caller: Caller, now: String,
-        db: SQLExecutor
-    ) async throws -> ChangeEvent {
-        let sequence = try await db.integer(
-            "INSERT INTO docket_event_log (table_name, record_id, operation, fields, user_name, created_on) VALUES ("
-                + .bind(table) + ", " + .bind(sysID) + ", " + .bind(operation.rawValue) + ", "
-                + .bind(fields.joined(separator: ",")) + ", " + .bind(caller.userName) + ", " + .bind(now)
-                + ") RETURNING seq"
-        )
-        return ChangeEvent(
-            sequence: sequence, table: table, sysID: sysID, operation: operation, fields: fields,
-            userName: caller.userName
-        )
-    }
-
-    /// Events after a sequence number, oldest first (the audit trail; later, the source of live updates).
-    func events(after sequence: Int, limit: Int = 1000) async throws -> [ChangeEvent] {
-        try await storage.read { db in
-            try await db.rows(
-                "SELECT seq, table_name, record_id, operation, fields, user_name FROM docket_event_log WHERE seq > "
-                    + .bind(sequence) + " ORDER BY seq LIMIT " + .bind(limit)
-            ).map { row in
-                ChangeEvent(
-                    sequence: try row.value(at: "seq", kind: .integer).intValue ?? 0,
-                    table: try row.value(at: "table_name", kind: .text).text ?? "",
-                    sysID: try row.value(at: "record_id", kind: .text).text ?? "",
-                    operation: ChangeEvent.Operation(rawValue: try row.value(at: "operation", kind: .text).text ?? "")
-                        ?? .update,
-                    fields: (try row.value(at: "fields", kind: .text).text ?? "").split(separator: ",").map(String.init),
-                    userName: try row.value(at: "user_name", kind: .text).text ?? ""
-                )
-            }
         }
     }
 }

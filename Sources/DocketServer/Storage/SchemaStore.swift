@@ -14,6 +14,7 @@ enum SchemaStore {
             let exists = try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty == false
             if exists {
                 try await ensureOrderIndexes(db)
+                try await upgradeEventLog(db)
                 try await createSideTables(db)
                 try await addMissingBaseTables(db, now: GlideDateTime.format(now))
                 try await upgradeUserFields(db, now: GlideDateTime.format(now))
@@ -129,8 +130,21 @@ enum SchemaStore {
         try await db.run(
             "CREATE TABLE docket_event_log (seq " + SQLFragment(db.dialect.sequencePrimaryKey)
                 + ", table_name TEXT NOT NULL, record_id TEXT NOT NULL, operation TEXT NOT NULL,"
-                + " fields TEXT NOT NULL, user_name TEXT NOT NULL, created_on TEXT NOT NULL)"
+                + " fields TEXT NOT NULL, user_name TEXT NOT NULL, created_on TEXT NOT NULL, root_table TEXT,"
+                + " values_after TEXT, values_before TEXT)"
         )
+    }
+
+    /// The event log's row values (what a change wrote and what it replaced) and the class's root table came
+    /// later: older logs get the columns, and their events have no values.
+    private static func upgradeEventLog(_ db: SQLExecutor) async throws {
+        var present = Set<String>()
+        for row in try await db.rows(db.dialect.columnNames(of: "docket_event_log")) {
+            if let name = try row.value(at: "name", kind: .text).text { present.insert(name) }
+        }
+        for column in ["root_table", "values_after", "values_before"] where !present.contains(column) {
+            try await db.run("ALTER TABLE docket_event_log ADD COLUMN " + .identifier(column) + " TEXT")
+        }
     }
 
     /// Tables outside the catalog that newer versions added (created when missing, on every start).

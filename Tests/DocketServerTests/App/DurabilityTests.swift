@@ -80,7 +80,7 @@ struct DurabilityTests {
         #expect(leftovers == 0)
     }
 
-    @Test("a database made before a base table existed gets that table on the next start")
+    @Test("a database made before a base table (or the event log's values) existed gets it on the next start")
     func upgrade() async throws {
         let directory = TemporaryDirectory()
         let configuration = TestApp.configuration(dataDirectory: directory.path)
@@ -93,6 +93,10 @@ struct DurabilityTests {
             try await db.run("DELETE FROM sys_dictionary WHERE name = 'sys_attachment'")
             try await db.run("DELETE FROM sys_db_object WHERE name = 'sys_attachment'")
             try await db.run("DELETE FROM sys_dictionary WHERE name = 'task' AND element = 'comments_and_work_notes'")
+            // An event log without the row values (every write appends to it: the upload below needs them back).
+            for column in ["root_table", "values_after", "values_before"] {
+                try await db.run("ALTER TABLE docket_event_log DROP COLUMN " + .identifier(column))
+            }
         }
         try await storage.close()
         try await buildApplication(configuration).test(.router) { client throws in

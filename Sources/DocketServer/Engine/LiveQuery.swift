@@ -1,0 +1,112 @@
+import DocketModel
+import Foundation
+
+/// What one follower of the event log watches: records of a table (and the tables extending it) matching a
+/// query, as a caller may read them; or, without a table, every record the caller may read.
+struct LiveQuery: Sendable {
+    var table: SchemaCatalog.Table?
+    var query: EncodedQuery
+    var caller: Caller
+
+    init(table: SchemaCatalog.Table? = nil, query: EncodedQuery = EncodedQuery(), caller: Caller) {
+        self.table = table
+        self.query = query
+        self.caller = caller
+    }
+}
+
+/// A committed change as one follower sees it: whether the record entered its result, changed in it, left it
+/// or was deleted from it.
+struct RecordChange: Sendable, Equatable {
+    enum Kind: String, Sendable {
+        /// Created matching, or changed so that it now matches (and the caller may now read it).
+        case entered
+        /// Matched before and after.
+        case changed
+        /// Matched before, no longer does (reassigned away, closed, or no longer readable by the caller).
+        case left
+        /// Matched, and was deleted.
+        case deleted
+    }
+
+    var kind: Kind
+    var event: ChangeEvent
+    /// The row the follower may see: after the change (entered, changed), before it (left, deleted).
+    var record: [String: String]
+    /// For `changed`, what the changed fields held before; empty otherwise (the follower could not read the
+    /// row before it entered).
+    var previous: [String: String]
+}
+
+extension RecordStore {
+    /// Follows the event log from after `sequence` as `live` sees it: only changes to records the caller may
+    /// read (the row after an insert or update, the row before a delete), each told as entered, changed, left or
+    /// deleted relative to the query. Ends with ``EventLogError/resyncNeeded(oldestAvailable:)`` when the log
+    /// no longer reaches back to `sequence`.
+    func subscribe(_ live: LiveQuery, after sequence: Int) -> AsyncThrowingStream<RecordChange, any Error> {
+        let events = subscribe(after: sequence)
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await event in events {
+                        if let change = try await self.change(event, for: live) { continuation.yield(change) }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// How `live` sees one event; nil when it does not concern it.
+    func change(_ event: ChangeEvent, for live: LiveQuery) async throws -> RecordChange? {
+        guard let eventClass = catalog.table(event.table) else { return nil }
+        if let table = live.table, !eventClass.ancestry.contains(table.name) { return nil }
+        let before = try await matches(event.rowBefore, of: event, as: live)
+        let after = try await matches(event.rowAfter, of: event, as: live)
+        switch (before, after) {
+        case (false, false): return nil
+        case (false, true): return RecordChange(kind: .entered, event: event, record: event.rowAfter, previous: [:])
+        case (true, true):
+            return RecordChange(
+                kind: .changed, event: event, record: event.rowAfter,
+                previous: event.previous.filter { event.fields.contains($0.key) }
+            )
+        case (true, false):
+            return RecordChange(
+                kind: event.operation == .delete ? .deleted : .left, event: event, record: event.rowBefore, previous: [:]
+            )
+        }
+    }
+
+    /// Whether a row as it was at the event (before or after it) is one `live` sees: judged by the same compiler
+    /// and access rules as a list read, against the row itself rather than the table (the table may have moved
+    /// on since). References and dot-walks are resolved against the current state of the tables they name.
+    private func matches(_ row: [String: String], of event: ChangeEvent, as live: LiveQuery) async throws -> Bool {
+        guard !row.isEmpty, let eventClass = catalog.table(event.table), let root = catalog.table(eventClass.root) else {
+            return false
+        }
+        let table = live.table ?? eventClass
+        var compiler = compiler(for: table, caller: live.caller, dialect: storage.dialect)
+        var conditions: [SQLFragment] = []
+        if let filter = compiler.classFilter() { conditions.append(filter) }
+        if let filter = try compiler.accessFilter(.read) { conditions.append(filter) }
+        if let filter = try compiler.condition(for: live.query) { conditions.append(filter) }
+        // The class filter holds by construction (the event's class extends the table); nothing else to judge.
+        if conditions.count <= (compiler.classFilter() == nil ? 0 : 1) { return true }
+        var columns: [SQLFragment] = []
+        var named = Set<String>()
+        for field in catalog.physicalColumns(root: root.name) {
+            named.insert(field.name)
+            var value = row[field.name] ?? ""
+            if field.name == "sys_class_name", eventClass.isInHierarchy { value = eventClass.name }
+            columns.append(FieldCoercion.sqlValue(value, for: field).fragment + " AS " + .identifier(field.name))
+        }
+        if !named.contains("sys_id") { columns.append(.bind(event.sysID) + " AS " + .identifier("sys_id")) }
+        compiler.source = "(SELECT " + columns.joined(", ") + ")"
+        let statement: SQLFragment = "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + conditions.joined(" AND ")
+        return try await storage.read { db in try await db.integer(statement) } > 0
+    }
+}
