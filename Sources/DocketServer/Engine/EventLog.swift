@@ -114,9 +114,12 @@ extension RecordStore {
 final class EventBroadcaster: Sendable {
     private let followers = Mutex<(next: Int, streams: [Int: AsyncStream<ChangeEvent>.Continuation])>((0, [:]))
 
-    /// A stream of every event published from now on, and the token that ends it.
-    func follow() -> (events: AsyncStream<ChangeEvent>, token: Int) {
-        let (stream, continuation) = AsyncStream<ChangeEvent>.makeStream(bufferingPolicy: .unbounded)
+    /// A stream of every event published from now on, and the token that ends it. With a `buffer`, a follower
+    /// that falls further behind loses its oldest events (it must read them from the log).
+    func follow(buffer: Int? = nil) -> (events: AsyncStream<ChangeEvent>, token: Int) {
+        let (stream, continuation) = AsyncStream<ChangeEvent>.makeStream(
+            bufferingPolicy: buffer.map { .bufferingNewest($0) } ?? .unbounded
+        )
         let token = followers.withLock { state in
             let token = state.next
             state.next += 1
@@ -175,53 +178,123 @@ extension RecordStore {
     }
 
     /// Every event after `sequence`, in order, each once: first those already in the log (replayed from
-    /// storage), then live ones as they commit, with no gap and no duplicate at the seam.
-    ///
-    /// How the seam holds: the subscription starts following the broadcaster *before* it reads the log, so an
-    /// event committed during the replay is either in what the replay read or in the followed stream (or both:
-    /// then it is skipped by its sequence). A live event whose sequence is not the next one expected (events
-    /// published out of order by concurrent commits) first has the missing ones read from the log. On SQLite
-    /// one connection writes, so sequences commit in order and everything below a committed sequence is already
-    /// readable. On PostgreSQL sequences can commit out of order; there the follower will read only up to the
-    /// oldest transaction still in flight (`pg_snapshot_xmin`) before it trusts a gap to be final.
-    ///
-    /// Not yet filtered by the subscriber's read access: an internal API until the live transports use it.
-    func subscribe(after sequence: Int, batchSize: Int = 500) -> AsyncThrowingStream<ChangeEvent, any Error> {
-        let (live, token) = broadcaster.follow()
-        let broadcaster = self.broadcaster
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                var cursor = sequence
-                do {
-                    func catchUp(before limit: Int?) async throws {
-                        let pruned = try await self.eventLogPrunedThrough()
-                        if cursor < pruned { throw EventLogError.resyncNeeded(oldestAvailable: pruned) }
-                        while true {
-                            let batch = try await self.events(after: cursor, limit: batchSize)
-                            for event in batch {
-                                if let limit, event.sequence >= limit { return }
-                                continuation.yield(event)
-                                cursor = event.sequence
-                            }
-                            if batch.count < batchSize { return }
-                        }
-                    }
-                    try await catchUp(before: nil)
-                    for await event in live {
-                        if event.sequence <= cursor { continue }
-                        if event.sequence > cursor + 1 { try await catchUp(before: event.sequence) }
-                        continuation.yield(event)
-                        cursor = event.sequence
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
+    /// storage), then live ones as they commit, with no gap and no duplicate at the seam. See ``EventLogFollower``.
+    func subscribe(after sequence: Int, batchSize: Int = 500, liveBuffer: Int = EventLogFollower.liveBuffer)
+        -> EventLogFollower
+    {
+        EventLogFollower(store: self, after: sequence, batchSize: max(1, batchSize), liveBuffer: max(1, liveBuffer))
+    }
+}
+
+/// Follows the event log from after a sequence: replays what storage holds, then continues live.
+///
+/// How the seam holds: iteration starts following the broadcaster *before* it reads the log, so an event
+/// committed during the replay is either in what the replay read or in the followed stream (or both: then it is
+/// skipped by its sequence). A live event whose sequence is not the next one expected (events published out of
+/// order by concurrent commits, or dropped from a follower's bounded buffer while it was slow) first has the
+/// missing ones read from the log. On SQLite one connection writes, so sequences commit in order and everything
+/// below a committed sequence is already readable. On PostgreSQL sequences can commit out of order; there the
+/// follower will read only up to the oldest transaction still in flight (`pg_snapshot_xmin`) before it trusts a
+/// gap to be final.
+///
+/// Iteration is pulled: the log is read a batch at a time as the consumer asks, and the live buffer is bounded
+/// (the newest events are kept; older ones are read back from the log), so a slow consumer costs memory for
+/// one batch, never for the whole log. Ends with ``EventLogError/resyncNeeded(oldestAvailable:)`` when
+/// retention removed events the follower had not seen.
+struct EventLogFollower: AsyncSequence, Sendable {
+    typealias Element = ChangeEvent
+    /// Live events a follower holds while it is busy before the oldest are dropped (and later read from the log).
+    static let liveBuffer = 4_096
+
+    let store: RecordStore
+    let after: Int
+    let batchSize: Int
+    let liveBuffer: Int
+
+    func makeAsyncIterator() -> Iterator {
+        Iterator(store: store, cursor: after, batchSize: batchSize, liveBuffer: liveBuffer)
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+        /// The followed broadcaster stream; stops following when the iteration is dropped.
+        final class Following {
+            let broadcaster: EventBroadcaster
+            let token: Int
+            var events: AsyncStream<ChangeEvent>.Iterator
+
+            init(_ broadcaster: EventBroadcaster, buffer: Int) {
+                self.broadcaster = broadcaster
+                let (stream, token) = broadcaster.follow(buffer: buffer)
+                self.token = token
+                self.events = stream.makeAsyncIterator()
+            }
+
+            deinit { broadcaster.stop(token) }
+        }
+
+        let store: RecordStore
+        var cursor: Int
+        let batchSize: Int
+        let following: Following
+        var pending: [ChangeEvent] = []
+        var pendingIndex = 0
+        var replaying = true
+        /// A live event waiting until the events before it were read from the log.
+        var held: ChangeEvent?
+
+        init(store: RecordStore, cursor: Int, batchSize: Int, liveBuffer: Int) {
+            self.store = store
+            self.cursor = cursor
+            self.batchSize = batchSize
+            self.following = Following(store.broadcaster, buffer: liveBuffer)
+        }
+
+        mutating func next() async throws -> ChangeEvent? {
+            while true {
+                if pendingIndex < pending.count {
+                    let event = pending[pendingIndex]
+                    pendingIndex += 1
+                    if event.sequence <= cursor { continue }
+                    cursor = event.sequence
+                    return event
                 }
+                try Task.checkCancellation()
+                if replaying {
+                    let batch = try await read(upTo: nil)
+                    replaying = batch.count == batchSize
+                    continue
+                }
+                if let event = held {
+                    if event.sequence <= cursor {
+                        held = nil
+                    } else if event.sequence == cursor + 1 {
+                        held = nil
+                        cursor = event.sequence
+                        return event
+                    } else if try await read(upTo: event.sequence).isEmpty {
+                        // Nothing committed in between: the numbers were skipped, not the events.
+                        held = nil
+                        cursor = event.sequence
+                        return event
+                    }
+                    continue
+                }
+                guard let event = await following.events.next() else { return nil }
+                if event.sequence > cursor { held = event }
             }
-            continuation.onTermination = { _ in
-                task.cancel()
-                broadcaster.stop(token)
-            }
+        }
+
+        /// Reads the next batch after the cursor into `pending` (only events before `limit` when given).
+        private mutating func read(upTo limit: Int?) async throws -> [ChangeEvent] {
+            let pruned = try await store.eventLogPrunedThrough()
+            if cursor < pruned { throw EventLogError.resyncNeeded(oldestAvailable: pruned) }
+            var batch = try await store.events(
+                after: cursor, limit: limit.map { Swift.min(batchSize, Swift.max(1, $0 - cursor - 1)) } ?? batchSize
+            )
+            if let limit { batch.removeAll { $0.sequence >= limit } }
+            pending = batch
+            pendingIndex = 0
+            return batch
         }
     }
 }

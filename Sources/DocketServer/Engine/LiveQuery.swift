@@ -42,22 +42,10 @@ extension RecordStore {
     /// Follows the event log from after `sequence` as `live` sees it: only changes to records the caller may
     /// read (the row after an insert or update, the row before a delete), each told as entered, changed, left or
     /// deleted relative to the query. Ends with ``EventLogError/resyncNeeded(oldestAvailable:)`` when the log
-    /// no longer reaches back to `sequence`.
-    func subscribe(_ live: LiveQuery, after sequence: Int) -> AsyncThrowingStream<RecordChange, any Error> {
-        let events = subscribe(after: sequence)
-        return AsyncThrowingStream { continuation in
-            let task = Task {
-                do {
-                    for try await event in events {
-                        if let change = try await self.change(event, for: live) { continuation.yield(change) }
-                    }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
-        }
+    /// no longer reaches back to `sequence`. Pulled like ``EventLogFollower``: nothing piles up behind a slow
+    /// consumer.
+    func subscribe(_ live: LiveQuery, after sequence: Int) -> LiveChanges {
+        LiveChanges(store: self, live: live, after: sequence)
     }
 
     /// How `live` sees one event; nil when it does not concern it.
@@ -108,5 +96,32 @@ extension RecordStore {
         compiler.source = "(SELECT " + columns.joined(", ") + ")"
         let statement: SQLFragment = "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + conditions.joined(" AND ")
         return try await storage.read { db in try await db.integer(statement) } > 0
+    }
+}
+
+/// The changes one live query sees, in log order (see ``RecordStore/subscribe(_:after:)``).
+struct LiveChanges: AsyncSequence, Sendable {
+    typealias Element = RecordChange
+    let store: RecordStore
+    let live: LiveQuery
+    let after: Int
+
+    func makeAsyncIterator() -> Iterator {
+        Iterator(store: store, live: live, events: store.subscribe(after: after).makeAsyncIterator())
+    }
+
+    struct Iterator: AsyncIteratorProtocol {
+        let store: RecordStore
+        let live: LiveQuery
+        var events: EventLogFollower.Iterator
+        /// The sequence of the last event judged, shown or not (a follower resumes after it).
+        var position: Int { events.cursor }
+
+        mutating func next() async throws -> RecordChange? {
+            while let event = try await events.next() {
+                if let change = try await store.change(event, for: live) { return change }
+            }
+            return nil
+        }
     }
 }

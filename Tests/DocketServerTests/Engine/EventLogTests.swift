@@ -119,4 +119,20 @@ struct EventLogTests {
             #expect(try await store.events(after: 0).isEmpty)
         }
     }
+
+    @Test("a follower that falls behind its live buffer reads what it lost from the log, in order, once", .timeLimit(.minutes(1)))
+    func slowFollower() async throws {
+        try await TestApp.withStore { store in
+            let start = try await store.latestSequence()
+            var iterator = store.subscribe(after: start, batchSize: 3, liveBuffer: 4).makeAsyncIterator()
+            try await store.insert(into: "incident", values: ["short_description": "first"], caller: Callers.admin)
+            var sequences = [try await iterator.next()?.sequence]
+            // Twenty commits while the follower does not read: its buffer keeps only the newest four.
+            for index in 0..<20 {
+                try await store.insert(into: "incident", values: ["short_description": "behind \(index)"], caller: Callers.admin)
+            }
+            for _ in 0..<20 { sequences.append(try await iterator.next()?.sequence) }
+            #expect(sequences == Array((start + 1)...(start + 21)).map { Optional($0) })
+        }
+    }
 }
