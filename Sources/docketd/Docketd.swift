@@ -87,6 +87,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The most changes the event log keeps (env DOCKET_EVENT_LOG_MAX_EVENTS; default 1000000).")
     var eventLogMaxEvents: Int?
 
+    @Option(help: "Seconds between heartbeats of live event streams, each also checking that the subscriber's session or token still holds (env DOCKET_LIVE_HEARTBEAT_SECONDS; default 15).")
+    var liveHeartbeatSeconds: Int?
+
+    @Option(help: "Live event streams one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
+    var liveStreamsPerUser: Int?
+
     @Option(help: "Seconds a connection may go without a complete request head before it is closed, idle keep-alive included (env DOCKET_IDLE_TIMEOUT; default 30).")
     var idleTimeout: Int?
 
@@ -190,6 +196,12 @@ struct Serve: AsyncParsableCommand {
         )
         configuration.eventLogMaxEvents = try number(
             eventLogMaxEvents, "DOCKET_EVENT_LOG_MAX_EVENTS", environment, default: 1_000_000, name: "--event-log-max-events"
+        )
+        configuration.liveHeartbeat = .seconds(min(86_400, try number(
+            liveHeartbeatSeconds, "DOCKET_LIVE_HEARTBEAT_SECONDS", environment, default: 15, name: "--live-heartbeat-seconds"
+        )))
+        configuration.liveStreamsPerUser = try number(
+            liveStreamsPerUser, "DOCKET_LIVE_STREAMS_PER_USER", environment, default: 16, name: "--live-streams-per-user"
         )
         if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
             guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {

@@ -118,6 +118,13 @@ public func buildApplication(
         MyWorkController(store: store, configuration: configuration).endpoints,
         atPath: "/api/x_snc_my_work/v1/tracker"
     )
+    router.addRoutes(
+        EventStreamController(
+            store: store, authenticator: authenticator, oauth: oauth, heartbeat: configuration.liveHeartbeat,
+            streamsPerUser: configuration.liveStreamsPerUser
+        ).endpoints,
+        atPath: "/api/docket"
+    )
     let responder = router.buildResponder()
     batchResponder.set(responder)
 
@@ -127,6 +134,7 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
         services: [
             StorageService(storage: storage, hasher: hasher),
+            LiveTickService(broadcaster: store.broadcaster, interval: configuration.liveHeartbeat),
             EventLogRetentionService(
                 store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,
                 logger: logger
@@ -168,6 +176,22 @@ struct EventLogRetentionService: Service {
                     logger.warning("Could not prune the event log", metadata: ["error": "\(error)"])
                 }
                 try await Task.sleep(for: .seconds(3600))
+            }
+        }
+    }
+}
+
+/// The one clock of live streams: ticks every follower of the event log at the heartbeat interval, so that
+/// idle streams send heartbeats and check their credentials without a timer each.
+struct LiveTickService: Service {
+    let broadcaster: EventBroadcaster
+    let interval: Duration
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            while !Task.isCancelled {
+                try await Task.sleep(for: max(.milliseconds(10), interval))
+                broadcaster.tick()
             }
         }
     }

@@ -56,6 +56,11 @@ public struct Configuration: Sendable {
     public var eventLogRetention: Duration = .seconds(7 * 86_400)
     /// The most events the event log keeps (`--event-log-max-events`).
     public var eventLogMaxEvents: Int = 1_000_000
+    /// How often live streams send a heartbeat (which keeps proxies from closing them) and check that their
+    /// credentials still hold (`--live-heartbeat-seconds`).
+    public var liveHeartbeat: Duration = .seconds(15)
+    /// Live streams one user may hold open at once (`--live-streams-per-user`).
+    public var liveStreamsPerUser: Int = 16
 
     /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
     /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.

@@ -7,6 +7,8 @@ struct DocketRequestContext: RequestContext {
     /// Set when authentication created or refreshed a session whose cookie the response must carry.
     var sessionCookie: String?
     var maxBodySize = 4 * 1024 * 1024
+    /// How the caller authenticated, for long-lived responses that must end when it no longer holds.
+    var credential: PresentedCredential?
     /// A request run inside a Batch API request: already authenticated and already counted by rate limits.
     var isSubRequest = false
 
@@ -26,4 +28,11 @@ struct DocketRequestContext: RequestContext {
         guard let caller else { throw ServiceNowError.unauthenticated }
         return caller
     }
+}
+
+/// The credential a request authenticated with, as far as it can be checked again later: the session it
+/// holds (Basic logins and session cookies), or the bearer token.
+enum PresentedCredential: Sendable, Equatable {
+    case session(String)
+    case bearer(String)
 }

@@ -28,6 +28,7 @@ struct AuthMiddleware: RouterMiddleware {
                     userName: basic.username, password: basic.password, address: context.clientAddress
                 )
                 context.caller = caller
+                context.credential = .session(token)
                 if token != presented { issue = token }
             } else if let bearer = request.headers.bearer {
                 // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
@@ -37,11 +38,13 @@ struct AuthMiddleware: RouterMiddleware {
                 }
                 let (caller, session) = try await authenticator.bearerLogin(userID: userID, presentedSession: presented)
                 context.caller = caller
+                context.credential = .bearer(bearer.token)
                 issue = session
             } else if request.headers[.authorization] != nil {
                 throw ServiceNowError.unauthenticated
             } else if let presented, let caller = try await authenticator.caller(sessionToken: presented) {
                 context.caller = caller
+                context.credential = .session(presented)
             } else {
                 throw ServiceNowError.unauthenticated
             }

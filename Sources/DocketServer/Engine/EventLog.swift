@@ -112,12 +112,19 @@ extension RecordStore {
 /// ``RecordStore/notify(_:)``); with several server instances it will be fed from the database's
 /// notifications as well, so followers never need to know where an event came from.
 final class EventBroadcaster: Sendable {
-    private let followers = Mutex<(next: Int, streams: [Int: AsyncStream<ChangeEvent>.Continuation])>((0, [:]))
+    /// What followers receive: committed events, and ticks (a shared clock for heartbeats and credential checks,
+    /// so that idle followers cost no timer each).
+    enum Signal: Sendable {
+        case event(ChangeEvent)
+        case tick
+    }
+
+    private let followers = Mutex<(next: Int, streams: [Int: AsyncStream<Signal>.Continuation])>((0, [:]))
 
     /// A stream of every event published from now on, and the token that ends it. With a `buffer`, a follower
     /// that falls further behind loses its oldest events (it must read them from the log).
-    func follow(buffer: Int? = nil) -> (events: AsyncStream<ChangeEvent>, token: Int) {
-        let (stream, continuation) = AsyncStream<ChangeEvent>.makeStream(
+    func follow(buffer: Int? = nil) -> (events: AsyncStream<Signal>, token: Int) {
+        let (stream, continuation) = AsyncStream<Signal>.makeStream(
             bufferingPolicy: buffer.map { .bufferingNewest($0) } ?? .unbounded
         )
         let token = followers.withLock { state in
@@ -134,7 +141,12 @@ final class EventBroadcaster: Sendable {
     }
 
     func publish(_ event: ChangeEvent) {
-        for continuation in followers.withLock({ Array($0.streams.values) }) { continuation.yield(event) }
+        for continuation in followers.withLock({ Array($0.streams.values) }) { continuation.yield(.event(event)) }
+    }
+
+    /// Wakes every follower (see ``Signal/tick``).
+    func tick() {
+        for continuation in followers.withLock({ Array($0.streams.values) }) { continuation.yield(.tick) }
     }
 
     /// How many followers there are (for tests and metrics).
@@ -220,7 +232,7 @@ struct EventLogFollower: AsyncSequence, Sendable {
         final class Following {
             let broadcaster: EventBroadcaster
             let token: Int
-            var events: AsyncStream<ChangeEvent>.Iterator
+            var events: AsyncStream<EventBroadcaster.Signal>.Iterator
 
             init(_ broadcaster: EventBroadcaster, buffer: Int) {
                 self.broadcaster = broadcaster
@@ -249,14 +261,28 @@ struct EventLogFollower: AsyncSequence, Sendable {
             self.following = Following(store.broadcaster, buffer: liveBuffer)
         }
 
+        /// What following yields: an event, or a tick of the broadcaster's clock while waiting for one.
+        enum Step: Sendable {
+            case event(ChangeEvent)
+            case tick
+        }
+
         mutating func next() async throws -> ChangeEvent? {
+            while let step = try await nextStep() {
+                if case .event(let event) = step { return event }
+            }
+            return nil
+        }
+
+        /// The next event, or a tick when the broadcaster's clock ticks while the follower waits for live events.
+        mutating func nextStep() async throws -> Step? {
             while true {
                 if pendingIndex < pending.count {
                     let event = pending[pendingIndex]
                     pendingIndex += 1
                     if event.sequence <= cursor { continue }
                     cursor = event.sequence
-                    return event
+                    return .event(event)
                 }
                 try Task.checkCancellation()
                 if replaying {
@@ -270,17 +296,20 @@ struct EventLogFollower: AsyncSequence, Sendable {
                     } else if event.sequence == cursor + 1 {
                         held = nil
                         cursor = event.sequence
-                        return event
+                        return .event(event)
                     } else if try await read(upTo: event.sequence).isEmpty {
                         // Nothing committed in between: the numbers were skipped, not the events.
                         held = nil
                         cursor = event.sequence
-                        return event
+                        return .event(event)
                     }
                     continue
                 }
-                guard let event = await following.events.next() else { return nil }
-                if event.sequence > cursor { held = event }
+                switch await following.events.next() {
+                case nil: return nil
+                case .tick: return .tick
+                case .event(let event): if event.sequence > cursor { held = event }
+                }
             }
         }
 

@@ -112,14 +112,32 @@ struct LiveChanges: AsyncSequence, Sendable {
 
     struct Iterator: AsyncIteratorProtocol {
         let store: RecordStore
-        let live: LiveQuery
+        /// What is followed; a transport updates its caller when the user's roles change.
+        var live: LiveQuery
         var events: EventLogFollower.Iterator
         /// The sequence of the last event judged, shown or not (a follower resumes after it).
         var position: Int { events.cursor }
 
+        /// A change, or a tick of the broadcaster's clock (for heartbeats and credential checks).
+        enum Update: Sendable {
+            case change(RecordChange)
+            case tick
+        }
+
         mutating func next() async throws -> RecordChange? {
-            while let event = try await events.next() {
-                if let change = try await store.change(event, for: live) { return change }
+            while let update = try await nextUpdate() {
+                if case .change(let change) = update { return change }
+            }
+            return nil
+        }
+
+        mutating func nextUpdate() async throws -> Update? {
+            while let step = try await events.nextStep() {
+                switch step {
+                case .tick: return .tick
+                case .event(let event):
+                    if let change = try await store.change(event, for: live) { return .change(change) }
+                }
             }
             return nil
         }

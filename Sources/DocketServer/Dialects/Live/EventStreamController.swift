@@ -1,0 +1,198 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import Synchronization
+
+/// Live changes as Server-Sent Events: `GET /api/docket/events?table=T&query=Q&since=SEQ`.
+///
+/// Docket's own API (ServiceNow has no such feed). It sits under `/api/`, so it takes every authentication the
+/// Table API takes and answers errors before the stream starts in the same envelope. The stream:
+/// - `event: ready` first, its `id:` the sequence the stream starts after (a client that reconnects with it as
+///   `Last-Event-ID` misses nothing);
+/// - one unnamed event per change, `id:` its sequence, `data:` a JSON object (`sequence`, `change` =
+///   entered/changed/left/deleted, `operation`, `table`, `sys_id`, `fields`, `user`, `time`, `record`, and
+///   `previous` for a change);
+/// - `: heartbeat` comments, each after a check that the session or token still holds;
+/// - `event: resync` when the log no longer reaches back to where the client asked to resume, and
+///   `event: revoked` when its credentials ended: both end the stream.
+///
+/// Resuming: `Last-Event-ID` (what `EventSource` sends on reconnect) wins over `since`; with neither, the
+/// stream starts with what commits from now on.
+struct EventStreamController {
+    typealias Context = DocketRequestContext
+
+    let store: RecordStore
+    let authenticator: Authenticator
+    let oauth: OAuthService
+    let heartbeat: Duration
+    let streamsPerUser: Int
+    let open = StreamCounts()
+
+    var endpoints: RouteCollection<Context> {
+        let routes = RouteCollection(context: Context.self)
+        routes.get("events", use: events)
+        return routes
+    }
+
+    @Sendable func events(_ request: Request, context: Context) async throws -> Response {
+        let caller = try context.requireCaller()
+        guard let credential = context.credential else {
+            throw ServiceNowError.badRequest("Live events cannot be requested inside a batch request")
+        }
+        var table: SchemaCatalog.Table? = nil
+        var query = EncodedQuery()
+        var since: Int? = nil
+        for (name, value) in request.uri.queryParameters {
+            switch name {
+            case "table":
+                guard !value.isEmpty else { continue }
+                table = try store.table(String(value))
+            case "query", "sysparm_query":
+                do {
+                    query = query.and(try EncodedQuery(String(value)))
+                } catch {
+                    throw ServiceNowError.badRequest("Invalid encoded query", detail: error.message)
+                }
+            case "since":
+                since = try Self.sequence(String(value), name: "since")
+            default: continue
+            }
+        }
+        if !query.groups.isEmpty || !query.orderBy.isEmpty {
+            guard let table else { throw ServiceNowError.badRequest("A query needs a table", detail: "Add table=<name>") }
+            // The query is compiled (and refused when it cannot be) before the stream starts.
+            _ = try await store.list(
+                RecordQuery(table: table.name, query: query, fields: ["sys_id"], limit: 0, count: false), caller: caller
+            )
+        }
+        if let lastEventID = request.headers[.lastEventID], !lastEventID.isEmpty {
+            since = try Self.sequence(lastEventID, name: "Last-Event-ID")
+        }
+        let start: Int
+        if let since { start = since } else { start = try await store.latestSequence() }
+        // Cache-Control (no-cache, no-store) comes with every /api/ answer.
+        var headers: HTTPFields = [.contentType: "text/event-stream; charset=utf-8"]
+        headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
+        if request.method == .head { return Response(status: .ok, headers: headers) }
+        try reserveStream(for: caller.userID)
+        let live = LiveQuery(table: table, query: query, caller: caller)
+        let stream = self
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                defer { stream.releaseStream(for: caller.userID) }
+                try await stream.run(live, after: start, credential: credential, writer: &writer)
+            }
+        )
+    }
+
+    /// Writes the stream until the client leaves, its credentials end or it must resync.
+    private func run(
+        _ live: LiveQuery, after start: Int, credential: PresentedCredential, writer: inout any ResponseBodyWriter
+    ) async throws {
+        var iterator = store.subscribe(live, after: start).makeAsyncIterator()
+        try await writer.write(Self.buffer(
+            "retry: 2000\nevent: ready\nid: \(start)\ndata: {\"sequence\":\(start)}\n\n"
+        ))
+        do {
+            while let update = try await iterator.nextUpdate() {
+                // No change reaches a subscriber whose credentials ended, and roles changed since are applied.
+                let judgedAs = iterator.live.caller
+                guard let caller = await stillValid(credential, as: judgedAs) else {
+                    try await writer.write(Self.buffer(
+                        "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"
+                    ))
+                    break
+                }
+                iterator.live.caller = caller
+                switch update {
+                case .tick:
+                    try await writer.write(Self.buffer(": heartbeat\n\n"))
+                case .change(var change):
+                    if caller != judgedAs {
+                        guard let rejudged = try await store.change(change.event, for: iterator.live) else { continue }
+                        change = rejudged
+                    }
+                    try await writer.write(Self.buffer(Self.message(change)))
+                }
+            }
+        } catch EventLogError.resyncNeeded(let oldest) {
+            try await writer.write(Self.buffer(
+                "event: resync\ndata: {\"oldest_available\":\(oldest),\"reason\":\"The event log no longer reaches back to the requested sequence; read the current state again and follow from oldest_available\"}\n\n"
+            ))
+        }
+        try await writer.finish(nil)
+    }
+
+    /// The caller the credential stands for now; nil when it ended (logout, expiry, revocation, a new password,
+    /// a lock or deactivation).
+    private func stillValid(_ credential: PresentedCredential, as caller: Caller) async -> Caller? {
+        switch credential {
+        case .session(let token):
+            return try? await authenticator.caller(sessionToken: token)
+        case .bearer(let token):
+            guard let userID = await oauth.userID(accessToken: token), userID == caller.userID else { return nil }
+            return try? await authenticator.caller(userID: userID)
+        }
+    }
+
+    private func reserveStream(for userID: String) throws {
+        let admitted = open.counts.withLock { counts in
+            guard counts[userID, default: 0] < streamsPerUser else { return false }
+            counts[userID, default: 0] += 1
+            return true
+        }
+        guard admitted else {
+            var error = ServiceNowError(
+                .tooManyRequests, "Too many live streams",
+                detail: "A user may hold at most \(streamsPerUser) live event streams open at once"
+            )
+            error.headers[.retryAfter] = "5"
+            throw error
+        }
+    }
+
+    private func releaseStream(for userID: String) {
+        open.counts.withLock { counts in
+            counts[userID, default: 1] -= 1
+            if counts[userID] == 0 { counts[userID] = nil }
+        }
+    }
+
+    private static func sequence(_ text: String, name: String) throws -> Int {
+        guard let value = Int(text.trimmingCharacters(in: .whitespaces)), value >= 0 else {
+            throw ServiceNowError.badRequest("Invalid \(name)", detail: "'\(text.prefix(40))' is not an event sequence number")
+        }
+        return value
+    }
+
+    /// One change as an SSE message.
+    static func message(_ change: RecordChange) -> String {
+        let event = change.event
+        func object(_ row: [String: String]) -> JSONValue {
+            JSONValue(members: row.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+        }
+        var members: [(String, JSONValue)] = [
+            ("sequence", .integer(event.sequence)), ("change", .string(change.kind.rawValue)),
+            ("operation", .string(event.operation.rawValue)), ("table", .string(event.table)),
+            ("sys_id", .string(event.sysID)), ("fields", .array(event.fields.map(JSONValue.string))),
+            ("user", .string(event.userName)), ("time", .string(event.time)), ("record", object(change.record)),
+        ]
+        if change.kind == .changed { members.append(("previous", object(change.previous))) }
+        let data = String(decoding: JSONValue(members: members).serialized(), as: UTF8.self)
+        return "id: \(event.sequence)\ndata: \(data)\n\n"
+    }
+
+    private static func buffer(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
+}
+
+/// Open streams per user.
+final class StreamCounts: Sendable {
+    let counts = Mutex<[String: Int]>([:])
+}
+
+extension HTTPField.Name {
+    static let lastEventID = HTTPField.Name("Last-Event-ID")!
+}
