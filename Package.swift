@@ -71,7 +71,11 @@ let package = Package(
         // Runs a live docketd for the SDK and CLI end-to-end tests.
         .target(
             name: "DocketTestSupport",
-            dependencies: ["DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird")],
+            dependencies: [
+                "DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/DocketTestSupport"
         ),
         .testTarget(name: "DocketKitTests", dependencies: ["DocketKit", "DocketTestSupport"]),

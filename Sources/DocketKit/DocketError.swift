@@ -23,6 +23,9 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         public static let invalidRequest = Kind("invalidRequest")
         /// A saved login (refresh token or session cookie) has expired or was ended: log in again.
         public static let loginExpired = Kind("loginExpired")
+        /// A live stream cannot resume where it was: the instance's event log no longer reaches back. Read the
+        /// current state again and follow from now.
+        public static let resyncNeeded = Kind("resyncNeeded")
 
         /// The kind's name.
         public var description: String { name }

@@ -114,26 +114,78 @@ public actor DocketSession {
                 throw DocketError.transport(error, request: request)
             }
             keepCookies(from: response)
-            switch response.status {
-            case 200..<300:
-                return response
-            case 401 where !loggedInAgain && (token != nil || (usedCookies && !credentials.isSaved)):
-                // The session or token expired: log in again (or refresh), once.
-                cookies = [:]
-                token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
-                loggedInAgain = true
-            case 401 where credentials.isSaved:
-                throw DocketError(
-                    kind: .loginExpired, status: 401, message: "the saved login has expired or was ended: log in again",
-                    request: "\(request.method) \(request.url.absoluteString)"
-                )
-            case 429 where retries < retryPolicy.maximumRetries:
-                retries += 1
-                try await Task.sleep(for: delay(after: response, attempt: retries))
-            default:
-                throw DocketError.http(response, request: request)
-            }
+            if (200..<300).contains(response.status) { return response }
+            try await prepareRetry(
+                after: response, request: request, usedCookies: usedCookies, loggedInAgain: &loggedInAgain, retries: &retries
+            )
         }
+    }
+
+    /// Opens a streamed `GET` (a live event stream) on a path, with the same credentials, logging in again and
+    /// 429 handling as ``send(_:_:query:body:)``. Needs a ``StreamingTransport``.
+    public func stream(
+        _ path: String, query: [(String, String)] = [], headers: [String: String] = [:]
+    ) async throws -> StreamingResponse {
+        guard let streaming = transport as? any StreamingTransport else {
+            throw DocketError(kind: .invalidRequest, message: "this session's transport cannot stream responses")
+        }
+        var request = HTTPRequestData(method: "GET", url: instance.url(path, query: query), headers: headers)
+        var loggedInAgain = false
+        var retries = 0
+        while true {
+            let usedCookies = try await authorize(&request, fresh: loggedInAgain)
+            let response: StreamingResponse
+            do {
+                response = try await streaming.stream(request)
+            } catch {
+                throw DocketError.transport(error, request: request)
+            }
+            keepCookies(from: response.head)
+            if (200..<300).contains(response.head.status) { return response }
+            // An error's body is short: read it (bounded) for the message.
+            var full = response.head
+            do {
+                for try await chunk in response.chunks {
+                    full.body.append(chunk)
+                    if full.body.count > 65_536 { break }
+                }
+            } catch {}
+            try await prepareRetry(
+                after: full, request: request, usedCookies: usedCookies, loggedInAgain: &loggedInAgain, retries: &retries
+            )
+        }
+    }
+
+    /// Decides what follows a non-2xx answer: returns to retry (after logging in again on a 401, once, or
+    /// waiting out a 429), or throws the ``DocketError`` the caller gets.
+    private func prepareRetry(
+        after response: HTTPResponseData, request: HTTPRequestData, usedCookies: Bool, loggedInAgain: inout Bool,
+        retries: inout Int
+    ) async throws {
+        switch response.status {
+        case 401 where !loggedInAgain && (token != nil || (usedCookies && !credentials.isSaved)):
+            // The session or token expired: log in again (or refresh), once.
+            cookies = [:]
+            token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
+            loggedInAgain = true
+        case 401 where credentials.isSaved:
+            throw DocketError(
+                kind: .loginExpired, status: 401, message: "the saved login has expired or was ended: log in again",
+                request: "\(request.method) \(request.url.absoluteString)"
+            )
+        case 429 where retries < retryPolicy.maximumRetries:
+            retries += 1
+            try await Task.sleep(for: delay(after: response, attempt: retries))
+        default:
+            throw DocketError.http(response, request: request)
+        }
+    }
+
+    /// Forgets the session and access token, so that the next request logs in again (after a live stream was
+    /// told its session ended).
+    func dropLogin() {
+        cookies = [:]
+        token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
     }
 
     /// Adds credentials; returns whether only cookies were sent.

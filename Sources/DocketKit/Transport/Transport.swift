@@ -45,3 +45,24 @@ public protocol Transport: Sendable {
     /// Sends a request and returns the response, whatever its status. Throws only when no response came.
     func send(_ request: HTTPRequestData) async throws -> HTTPResponseData
 }
+
+/// A response whose body arrives over time (a live event stream).
+public struct StreamingResponse: Sendable {
+    /// The status and headers (the body is empty: it is in `chunks`).
+    public var head: HTTPResponseData
+    /// The body, as it arrives; ends when the server ends the response, throws when the connection fails.
+    public var chunks: AsyncThrowingStream<Data, any Error>
+
+    /// Creates a streaming response.
+    public init(head: HTTPResponseData, chunks: AsyncThrowingStream<Data, any Error>) {
+        self.head = head
+        self.chunks = chunks
+    }
+}
+
+/// A ``Transport`` that can also hand a response's body over as it arrives (for ``LiveUpdates``).
+public protocol StreamingTransport: Transport {
+    /// Sends a request and returns as soon as the response head arrived. Cancelling the consuming task, or
+    /// dropping `chunks`, closes the connection.
+    func stream(_ request: HTTPRequestData) async throws -> StreamingResponse
+}

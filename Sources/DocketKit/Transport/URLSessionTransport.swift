@@ -10,6 +10,7 @@ import Synchronization
 public final class URLSessionTransport: Transport {
     private let session: URLSession
     private let challenges = ChallengeDecliner()
+    private let timeout: TimeInterval
 
     /// Creates a transport with an ephemeral session and the given request timeout.
     public init(timeout: TimeInterval = 60) {
@@ -18,6 +19,7 @@ public final class URLSessionTransport: Transport {
         configuration.httpShouldSetCookies = false
         configuration.urlCredentialStorage = nil
         configuration.timeoutIntervalForRequest = timeout
+        self.timeout = timeout
         session = URLSession(configuration: configuration, delegate: challenges, delegateQueue: nil)
     }
 
@@ -60,7 +62,7 @@ public final class URLSessionTransport: Transport {
         }
     }
 
-    private static func headers(of http: HTTPURLResponse) -> [String: [String]] {
+    static func headers(of http: HTTPURLResponse) -> [String: [String]] {
         var headers: [String: [String]] = [:]
         for (name, value) in http.allHeaderFields {
             guard let name = name as? String, let value = value as? String else { continue }
@@ -89,6 +91,98 @@ public final class URLSessionTransport: Transport {
             cookies.append(current.trimmingCharacters(in: .whitespaces))
         }
         return cookies
+    }
+}
+
+extension URLSessionTransport: StreamingTransport {
+    /// Streams a response through its own `URLSession` with a data delegate (which works on Linux too; the
+    /// byte-stream API does not exist there). The request timeout applies between chunks: keep it above the
+    /// server's heartbeat interval.
+    public func stream(_ request: HTTPRequestData) async throws -> StreamingResponse {
+        var urlRequest = URLRequest(url: request.url)
+        urlRequest.httpMethod = request.method
+        for (name, value) in request.headers { urlRequest.setValue(value, forHTTPHeaderField: name) }
+        urlRequest.httpBody = request.body
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.urlCredentialStorage = nil
+        configuration.timeoutIntervalForRequest = timeout
+        let delegate = StreamDelegate()
+        let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
+        let task = session.dataTask(with: urlRequest)
+        let (chunks, continuation) = AsyncThrowingStream<Data, any Error>.makeStream()
+        continuation.onTermination = { _ in
+            task.cancel()
+            session.invalidateAndCancel()
+        }
+        return try await withTaskCancellationHandler {
+            let head = try await withCheckedThrowingContinuation { (head: CheckedContinuation<HTTPResponseData, any Error>) in
+                delegate.start(head: head, chunks: continuation)
+                task.resume()
+            }
+            return StreamingResponse(head: head, chunks: chunks)
+        } onCancel: {
+            continuation.finish(throwing: CancellationError())
+        }
+    }
+}
+
+/// Hands a streamed response's head and chunks to their continuations; declines authentication challenges
+/// like ``ChallengeDecliner`` (the 401 that carried one is the answer).
+private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
+    private struct State {
+        var head: CheckedContinuation<HTTPResponseData, any Error>?
+        var chunks: AsyncThrowingStream<Data, any Error>.Continuation?
+    }
+
+    private let state = Mutex(State())
+
+    func start(
+        head: CheckedContinuation<HTTPResponseData, any Error>, chunks: AsyncThrowingStream<Data, any Error>.Continuation
+    ) {
+        state.withLock { $0 = State(head: head, chunks: chunks) }
+    }
+
+    private func answer(_ response: HTTPURLResponse) {
+        let head = state.withLock { state in
+            defer { state.head = nil }
+            return state.head
+        }
+        head?.resume(returning: HTTPResponseData(status: response.statusCode, headers: URLSessionTransport.headers(of: response)))
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        if let http = response as? HTTPURLResponse { answer(http) }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        _ = state.withLock { $0.chunks }?.yield(data)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let (head, chunks) = state.withLock { state in
+            defer { state = State() }
+            return (state.head, state.chunks)
+        }
+        head?.resume(throwing: error ?? URLError(.badServerResponse))
+        if let error { chunks?.finish(throwing: error) } else { chunks?.finish() }
+        session.finishTasksAndInvalidate()
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        if let failure = challenge.failureResponse as? HTTPURLResponse {
+            answer(failure)
+            state.withLock { $0.chunks }?.finish()
+        }
+        completionHandler(.rejectProtectionSpace, nil)
     }
 }
 

@@ -182,7 +182,8 @@ struct EventLogRetentionService: Service {
 }
 
 /// The one clock of live streams: ticks every follower of the event log at the heartbeat interval, so that
-/// idle streams send heartbeats and check their credentials without a timer each.
+/// idle streams send heartbeats and check their credentials without a timer each. At shutdown it ends every
+/// live stream (their clients reconnect and resume), so that open streams do not hold the shutdown.
 struct LiveTickService: Service {
     let broadcaster: EventBroadcaster
     let interval: Duration
@@ -194,5 +195,6 @@ struct LiveTickService: Service {
                 broadcaster.tick()
             }
         }
+        broadcaster.close()
     }
 }

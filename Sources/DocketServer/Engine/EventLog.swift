@@ -119,7 +119,9 @@ final class EventBroadcaster: Sendable {
         case tick
     }
 
-    private let followers = Mutex<(next: Int, streams: [Int: AsyncStream<Signal>.Continuation])>((0, [:]))
+    private let followers = Mutex<(next: Int, streams: [Int: AsyncStream<Signal>.Continuation], closed: Bool)>(
+        (0, [:], false)
+    )
 
     /// A stream of every event published from now on, and the token that ends it. With a `buffer`, a follower
     /// that falls further behind loses its oldest events (it must read them from the log).
@@ -130,10 +132,25 @@ final class EventBroadcaster: Sendable {
         let token = followers.withLock { state in
             let token = state.next
             state.next += 1
-            state.streams[token] = continuation
+            if state.closed {
+                continuation.finish()
+            } else {
+                state.streams[token] = continuation
+            }
             return token
         }
         return (stream, token)
+    }
+
+    /// Ends every follower's stream, now and from now on (the server is shutting down: live streams end, so
+    /// that their clients reconnect elsewhere, instead of holding the shutdown open).
+    func close() {
+        let streams = followers.withLock { state in
+            state.closed = true
+            defer { state.streams = [:] }
+            return Array(state.streams.values)
+        }
+        for continuation in streams { continuation.finish() }
     }
 
     func stop(_ token: Int) {

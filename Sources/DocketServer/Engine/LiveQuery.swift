@@ -117,6 +117,8 @@ struct LiveChanges: AsyncSequence, Sendable {
         var events: EventLogFollower.Iterator
         /// The sequence of the last event judged, shown or not (a follower resumes after it).
         var position: Int { events.cursor }
+        /// Ends the live part of this iteration from another task (``EventBroadcaster/stop(_:)``).
+        var followToken: Int { events.following.token }
 
         /// A change, or a tick of the broadcaster's clock (for heartbeats and credential checks).
         enum Update: Sendable {

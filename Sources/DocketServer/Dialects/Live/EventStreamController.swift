@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import ServiceLifecycle
 import Synchronization
 
 /// Live changes as Server-Sent Events: `GET /api/docket/events?table=T&query=Q&since=SEQ`.
@@ -96,27 +97,13 @@ struct EventStreamController {
         try await writer.write(Self.buffer(
             "retry: 2000\nevent: ready\nid: \(start)\ndata: {\"sequence\":\(start)}\n\n"
         ))
+        // At shutdown the stream ends (its client reconnects and resumes), instead of holding the shutdown open.
+        let (broadcaster, token) = (store.broadcaster, iterator.followToken)
         do {
-            while let update = try await iterator.nextUpdate() {
-                // No change reaches a subscriber whose credentials ended, and roles changed since are applied.
-                let judgedAs = iterator.live.caller
-                guard let caller = await stillValid(credential, as: judgedAs) else {
-                    try await writer.write(Self.buffer(
-                        "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"
-                    ))
-                    break
-                }
-                iterator.live.caller = caller
-                switch update {
-                case .tick:
-                    try await writer.write(Self.buffer(": heartbeat\n\n"))
-                case .change(var change):
-                    if caller != judgedAs {
-                        guard let rejudged = try await store.change(change.event, for: iterator.live) else { continue }
-                        change = rejudged
-                    }
-                    try await writer.write(Self.buffer(Self.message(change)))
-                }
+            try await withGracefulShutdownHandler {
+                try await follow(&iterator, credential: credential, writer: &writer)
+            } onGracefulShutdown: {
+                broadcaster.stop(token)
             }
         } catch EventLogError.resyncNeeded(let oldest) {
             try await writer.write(Self.buffer(
@@ -124,6 +111,33 @@ struct EventStreamController {
             ))
         }
         try await writer.finish(nil)
+    }
+
+    /// Writes changes and heartbeats until the client leaves, the credentials end or following stops.
+    private func follow(
+        _ iterator: inout LiveChanges.Iterator, credential: PresentedCredential, writer: inout any ResponseBodyWriter
+    ) async throws {
+        while let update = try await iterator.nextUpdate() {
+            // No change reaches a subscriber whose credentials ended, and roles changed since are applied.
+            let judgedAs = iterator.live.caller
+            guard let caller = await stillValid(credential, as: judgedAs) else {
+                try await writer.write(Self.buffer(
+                    "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"
+                ))
+                return
+            }
+            iterator.live.caller = caller
+            switch update {
+            case .tick:
+                try await writer.write(Self.buffer(": heartbeat\n\n"))
+            case .change(var change):
+                if caller != judgedAs {
+                    guard let rejudged = try await store.change(change.event, for: iterator.live) else { continue }
+                    change = rejudged
+                }
+                try await writer.write(Self.buffer(Self.message(change)))
+            }
+        }
     }
 
     /// The caller the credential stands for now; nil when it ended (logout, expiry, revocation, a new password,

@@ -74,7 +74,9 @@ struct ServiceNowMiddleware: RouterMiddleware {
             try checkAttachmentUpload(request)
             return
         }
+        // The live event stream answers text/event-stream (its errors, before the stream starts, are JSON).
         if let accept = request.headers[.accept]?.lowercased(), !accept.isEmpty,
+            !(path == "/api/docket/events" && accept.contains("text/event-stream")),
             !accept.contains("json"), !accept.contains("*/*"), !accept.contains("application/*")
         {
             throw ServiceNowError(.notAcceptable, "Requested response format is not supported", detail: accept)

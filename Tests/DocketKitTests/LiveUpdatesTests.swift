@@ -1,0 +1,143 @@
+import DocketKit
+import DocketModel
+import DocketTestSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// The SSE reader on its own.
+@Suite("Server-Sent Events parser")
+struct ServerSentEventParserTests {
+    @Test("messages, names, ids, comments and multi-line data, however the bytes are split")
+    func parses() {
+        let stream = "retry: 2000\r\nevent: ready\r\nid: 7\r\ndata: {\"sequence\":7}\r\n\r\n: heartbeat\n\nid: 8\ndata: line one\ndata:line two\n\nevent: nothing\n\nid: 9\rdata: cr only\r\r"
+        let bytes = Array(stream.utf8)
+        // Every split point gives the same messages (CRLF split across chunks included).
+        for split in 0...bytes.count {
+            var parser = ServerSentEventParser()
+            let events = parser.feed(bytes[..<split]) + parser.feed(bytes[split...])
+            #expect(events == [
+                ServerSentEvent(event: "ready", id: "7", data: "{\"sequence\":7}", retry: 2000),
+                ServerSentEvent(id: "8", data: "line one\nline two"),
+                ServerSentEvent(id: "9", data: "cr only"),
+            ], "split at \(split)")
+        }
+    }
+
+    @Test("the last id carries over to messages without one; an incomplete message is not dispatched")
+    func idsCarryOver() {
+        var parser = ServerSentEventParser()
+        let events = parser.feed(Array("id: 3\ndata: a\n\ndata: b\n\ndata: unfinished\n".utf8))
+        #expect(events.map(\.id) == ["3", "3"])
+        #expect(events.map(\.data) == ["a", "b"])
+        #expect(parser.lastEventID == "3")
+    }
+}
+
+/// `LiveUpdates` against a live docketd.
+@Suite("DocketKit live updates")
+struct LiveUpdatesTests {
+    func client(_ base: String, _ user: String = "john.doe", _ password: String = "password") throws -> DocketClient {
+        try DocketClient(instance: base, credentials: .basic(userName: user, password: password))
+    }
+
+    /// Reads `count` changes from an iterator in a task.
+    static func take(_ count: Int, from updates: LiveUpdates) -> Task<([RecordChange], Int?), any Error> {
+        Task {
+            var iterator = updates.makeAsyncIterator()
+            var changes: [RecordChange] = []
+            while changes.count < count, let change = try await iterator.next() { changes.append(change) }
+            return (changes, iterator.position)
+        }
+    }
+
+    @Test("create, update, reassign away and delete arrive as entered, changed, left; another user's stream sees only theirs", .timeLimit(.minutes(1)))
+    func follows() async throws {
+        try await withLiveServer { base throws in
+            let john = try client(base)
+            let admin = try client(base, "admin", "admin")
+            let johnID = try await john.table.records(in: "sys_user", query: .where("user_name", .equals, "john.doe")).records[0].sysID
+            // The stream starts at the instance's newest sequence: open it, then wait until it is connected.
+            let mine = john.liveUpdates(table: "incident", query: "assigned_to=javascript:gs.getUserID()")
+            let johnChanges = Self.take(3, from: mine)
+            let abelChanges = Self.take(1, from: try client(base, "abel.tuter", "password").liveUpdates(table: "incident"))
+            try await Task.sleep(for: .milliseconds(700))
+            let created = try await admin.table.createRecord(
+                with: ["short_description": "live for john", "assigned_to": johnID], in: "incident"
+            )
+            _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["urgency": "1"])
+            _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["assigned_to": ""])
+            // Abel's own incident: the only change his stream may show.
+            let abelID = try await admin.table.records(in: "sys_user", query: .where("user_name", .equals, "abel.tuter")).records[0].sysID
+            let abels = try await admin.table.createRecord(with: ["short_description": "abel's", "caller_id": abelID], in: "incident")
+            let (changes, position) = try await johnChanges.value
+            #expect(changes.map(\.kind) == [.entered, .changed, .left])
+            #expect(changes.allSatisfy { $0.sysID == created.sysID && $0.table == "incident" && $0.user == "admin" })
+            #expect(changes[0]["short_description"] == "live for john")
+            #expect(changes[1].previous["urgency"] != nil && changes[1]["urgency"] == "1")
+            #expect(position == changes.last?.sequence)
+            let (abelSaw, _) = try await abelChanges.value
+            #expect(abelSaw.map(\.sysID) == [abels.sysID])
+            #expect(abelSaw.first?.kind == .entered)
+        }
+    }
+
+    @Test("a follower that stops and comes back with its position gets what happened meanwhile, once", .timeLimit(.minutes(1)))
+    func resumes() async throws {
+        try await withLiveServer { base throws in
+            let admin = try client(base, "admin", "admin")
+            let first = Self.take(1, from: admin.liveUpdates(table: "incident", query: "short_descriptionSTARTSWITHresume-"))
+            try await Task.sleep(for: .milliseconds(700))
+            var ids: [String] = []
+            for index in 0..<4 {
+                ids.append(try await admin.table.createRecord(with: ["short_description": "resume-\(index)"], in: "incident").sysID)
+            }
+            let (seen, position) = try await first.value
+            #expect(seen.map(\.sysID) == [ids[0]])
+            let rest = Self.take(3, from: admin.liveUpdates(table: "incident", query: "short_descriptionSTARTSWITHresume-", since: position))
+            let (later, _) = try await rest.value
+            #expect(later.map(\.sysID) == Array(ids.dropFirst()))
+        }
+    }
+
+    @Test("a follower survives a restart of the instance and misses nothing written while it was down", .timeLimit(.minutes(2)))
+    func survivesRestart() async throws {
+        let consumer = Mutex<Task<([RecordChange], Int?), any Error>?>(nil)
+        let written = Mutex<[String]>([])
+        try await withRestartingLiveServer(heartbeat: .milliseconds(200)) { base in
+            let admin = try client(base, "admin", "admin")
+            let updates = LiveUpdates(
+                session: admin.session, table: "incident", query: "short_descriptionSTARTSWITHrestart-",
+                reconnect: .init(initialDelay: .milliseconds(100), maximumDelay: .seconds(1))
+            )
+            consumer.withLock { $0 = Self.take(3, from: updates) }
+            try await Task.sleep(for: .milliseconds(700))
+            let id = try await admin.table.createRecord(with: ["short_description": "restart-before"], in: "incident").sysID
+            written.withLock { $0.append(id) }
+            try await Task.sleep(for: .milliseconds(300))
+        } second: { base in
+            let admin = try client(base, "admin", "admin")
+            for label in ["restart-after-1", "restart-after-2"] {
+                let id = try await admin.table.createRecord(with: ["short_description": label], in: "incident").sysID
+                written.withLock { $0.append(id) }
+            }
+            let task = try #require(consumer.withLock { $0 })
+            let (changes, _) = try await task.value
+            #expect(changes.map(\.sysID) == written.withLock { $0 })
+            #expect(changes.map(\.kind) == [.entered, .entered, .entered])
+        }
+    }
+
+    @Test("an unknown table is refused, not retried")
+    func refused() async throws {
+        try await withLiveServer { base throws in
+            var iterator = try client(base).liveUpdates(table: "no_such_table").makeAsyncIterator()
+            do {
+                _ = try await iterator.next()
+                Issue.record("an unknown table was followed")
+            } catch let error as DocketError {
+                #expect(error.status == 400)
+            }
+        }
+    }
+}
