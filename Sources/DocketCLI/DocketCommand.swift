@@ -14,7 +14,7 @@ public struct DocketCommand: AsyncParsableCommand {
             """,
         subcommands: [
             LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
-            CommentCommand.self, RecordsCommand.self,
+            CommentCommand.self, RecordsCommand.self, WatchCommand.self,
         ]
     )
 

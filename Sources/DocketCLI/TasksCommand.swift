@@ -12,8 +12,51 @@ struct TasksCommand: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
+    @Flag(help: "Keep the list current: after each change to your tasks, say what changed and show the list again (Ctrl-C stops).")
+    var watch = false
+
     func run() async throws {
-        let groups = try await connection.client().myWork.myTasks()
+        let client = try connection.client()
+        let environment = CLIEnvironment.current
+        render(try await client.myWork.myTasks())
+        guard watch else { return }
+        // The My Work list: active tasks assigned to me. A task that leaves it (reassigned, closed) is told too.
+        var since: Int? = nil
+        while true {
+            do {
+                var iterator = client.liveUpdates(
+                    table: "task", query: "assigned_to=javascript:gs.getUserID()^active=true", since: since
+                ).makeAsyncIterator()
+                while let change = try await iterator.next() {
+                    since = change.sequence
+                    if !output.json { environment.print("\n" + Self.describe(change)) }
+                    render(try await client.myWork.myTasks())
+                }
+                return
+            } catch let error as DocketError where error.kind == .resyncNeeded {
+                environment.err("docket: \(error.message); showing the list again\n")
+                since = nil
+                render(try await client.myWork.myTasks())
+            }
+        }
+    }
+
+    /// What a change did to my list, in words.
+    static func describe(_ change: RecordChange) -> String {
+        let name = change["number"].isEmpty ? change.sysID : change["number"]
+        let what: String
+        switch change.kind {
+        case .entered: what = change.operation == "insert" ? "was created for you" : "was assigned to you"
+        case .changed:
+            let fields = change.fields.filter { !$0.hasPrefix("sys_") }
+            what = "was changed" + (fields.isEmpty ? "" : " (" + fields.prefix(4).joined(separator: ", ") + ")")
+        case .left: what = change["active"] == "false" ? "left your list (closed)" : "left your list"
+        case .deleted: what = "was deleted"
+        }
+        return "\(name) \(what) by \(change.user)"
+    }
+
+    private func render(_ groups: [TaskGroup]) {
         let environment = CLIEnvironment.current
         if output.json {
             let value = JSONValue(members: groups.map { group in

@@ -1,5 +1,6 @@
 import DocketCLI
 import DocketKit
+import DocketModel
 import DocketTestSupport
 import Foundation
 import Synchronization
@@ -236,5 +237,53 @@ struct CLITests {
         let notLoggedIn = await cli.run("tasks")
         #expect(notLoggedIn.code == 1)
         #expect(notLoggedIn.err.contains("docket login"))
+    }
+
+    @Test("watch prints each change as it happens, one JSON object per line with --json", .timeLimit(.minutes(1)))
+    func watch() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let watching = Task {
+                await cli.run("watch", "--table", "incident", "--query", "short_descriptionSTARTSWITHcli-watch", "--count", "2", "--json")
+            }
+            try await Task.sleep(for: .milliseconds(800))
+            let admin = try DocketClient(instance: base, credentials: .basic(userName: "admin", password: "admin"))
+            let created = try await admin.table.createRecord(with: ["short_description": "cli-watch one"], in: "incident")
+            _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["urgency": "1"])
+            let result = await watching.value
+            #expect(result.code == 0)
+            let lines = result.out.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2)
+            let objects = try lines.map { try JSONValue.parse(Array($0.utf8)) }
+            #expect(objects.map { $0["change"]?.stringValue } == ["entered", "changed"])
+            #expect(objects.allSatisfy { $0["sys_id"]?.stringValue == created.sysID && $0["user"]?.stringValue == "admin" })
+            #expect(objects[1]["record"]?["urgency"]?.stringValue == "1")
+            // Human lines: what happened, the number, the summary, who.
+            let text = Task { await cli.run("watch", "--mine", "--count", "1") }
+            try await Task.sleep(for: .milliseconds(800))
+            let johnID = try await admin.table.records(in: "sys_user", query: .where("user_name", .equals, "john.doe")).records[0].sysID
+            _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["assigned_to": johnID])
+            let human = await text.value
+            #expect(human.code == 0)
+            #expect(human.out.contains("entered"))
+            #expect(human.out.contains("cli-watch one"))
+            #expect(human.out.contains("(by admin)"))
+            #expect(human.out.contains(created["number"] ?? "INC"))
+        }
+    }
+
+    @Test("watch refuses a query without a table, and an unknown table")
+    func watchUsage() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let usage = await cli.run("watch", "--query", "active=true")
+            #expect(usage.code == 2)
+            #expect(usage.err.contains("--query needs --table"))
+            let unknown = await cli.run("watch", "--table", "no_such_table")
+            #expect(unknown.code == 1)
+            #expect(unknown.err.contains("no_such_table") || unknown.err.contains("Invalid table"))
+        }
     }
 }

@@ -1,0 +1,108 @@
+import ArgumentParser
+import DocketKit
+import DocketModel
+import Foundation
+
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Print changes to records as they happen (needs docketd's live event stream).",
+        discussion: """
+            Follows every record you may read, or those of --table (and tables extending it) matching --query.
+            Each change says whether the record entered, changed in, left or was deleted from what you follow:
+            with --mine, a task reassigned away from you leaves. The connection is re-established after a network
+            failure or a server restart, without missing or repeating a change. Stop with Ctrl-C.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "Only records of this table and the tables extending it (task covers incidents, problems…).")
+    var table: String?
+
+    @Option(help: "Only records matching this encoded query (needs --table, or --mine).")
+    var query: String?
+
+    @Flag(help: "Only tasks assigned to, opened by or raised by you (--table defaults to task).")
+    var mine = false
+
+    @Option(help: "Start after this event sequence (a 'sequence' printed earlier) instead of from now.")
+    var since: Int?
+
+    @Option(help: "Stop after this many changes.")
+    var count: Int?
+
+    @OptionGroup var output: OutputOptions
+
+    static let mineQuery =
+        "assigned_to=javascript:gs.getUserID()^ORopened_by=javascript:gs.getUserID()^ORcaller_id=javascript:gs.getUserID()"
+
+    func validate() throws {
+        if query != nil, table == nil, !mine { throw ValidationError("--query needs --table (or --mine).") }
+        if let count, count < 1 { throw ValidationError("--count must be at least 1.") }
+        if let since, since < 0 { throw ValidationError("--since must be 0 or more.") }
+    }
+
+    func run() async throws {
+        let client = try connection.client()
+        let environment = CLIEnvironment.current
+        let table = self.table ?? (mine ? "task" : nil)
+        let query = [mine ? Self.mineQuery : nil, self.query].compactMap { $0 }.joined(separator: "^")
+        var since = self.since
+        var printed = 0
+        if !output.json, environment.stderrIsTerminal {
+            environment.err("Watching \(table.map { "\($0) records" } ?? "every record you may read")\(query.isEmpty ? "" : " matching \(query)"); Ctrl-C stops.\n")
+        }
+        while true {
+            var iterator = client.liveUpdates(table: table, query: query.isEmpty ? nil : query, since: since)
+                .makeAsyncIterator()
+            do {
+                while let change = try await iterator.next() {
+                    environment.print(output.json ? Self.json(change) : Self.line(change))
+                    printed += 1
+                    if let count, printed >= count { return }
+                }
+                return
+            } catch let error as DocketError where error.kind == .resyncNeeded {
+                // Changes were lost to the server's retention: say so, and go on from now.
+                environment.err("docket: \(error.message); following from now\n")
+                since = nil
+            }
+        }
+    }
+
+    /// One line per change: time, what happened, the record, and who did it.
+    static func line(_ change: RecordChange) -> String {
+        let name = change["number"].isEmpty ? change.sysID : change["number"]
+        var text = "\(change.time)  \(change.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(change.table)  \(name)"
+        let summary = change["short_description"]
+        if !summary.isEmpty { text += "  \(summary)" }
+        if change.kind == .changed {
+            let shown = change.fields.filter { !$0.hasPrefix("sys_") }
+            let details = shown.prefix(4).map { field -> String in
+                guard let old = change.previous[field] else { return field }
+                return "\(field): \(Self.short(old)) → \(Self.short(change[field]))"
+            }
+            if !details.isEmpty { text += "  [" + details.joined(separator: ", ") + (shown.count > 4 ? ", …" : "") + "]" }
+        }
+        return text + "  (by \(change.user))"
+    }
+
+    private static func short(_ value: String) -> String {
+        value.isEmpty ? "''" : value.count > 30 ? String(value.prefix(29)) + "…" : value
+    }
+
+    static func json(_ change: RecordChange) -> String {
+        func object(_ row: [String: String]) -> JSONValue {
+            JSONValue(members: row.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+        }
+        var members: [(String, JSONValue)] = [
+            ("sequence", .integer(change.sequence)), ("change", .string(change.kind.rawValue)),
+            ("operation", .string(change.operation)), ("table", .string(change.table)), ("sys_id", .string(change.sysID)),
+            ("fields", .array(change.fields.map(JSONValue.string))), ("user", .string(change.user)),
+            ("time", .string(change.time)), ("record", object(change.record)),
+        ]
+        if change.kind == .changed { members.append(("previous", object(change.previous))) }
+        return String(decoding: JSONValue(members: members).serialized(), as: UTF8.self)
+    }
+}
