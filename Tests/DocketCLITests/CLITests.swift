@@ -245,9 +245,11 @@ struct CLITests {
             let cli = CLIHarness()
             #expect(await cli.login(base) == 0)
             let watching = Task {
-                await cli.run("watch", "--table", "incident", "--query", "short_descriptionSTARTSWITHcli-watch", "--count", "2", "--json")
+                await cli.run(
+                    "watch", "--table", "incident", "--query", "short_descriptionSTARTSWITHcli-watch", "--count", "2", "--json",
+                    "--since", "0"
+                )
             }
-            try await Task.sleep(for: .milliseconds(800))
             let admin = try DocketClient(instance: base, credentials: .basic(userName: "admin", password: "admin"))
             let created = try await admin.table.createRecord(with: ["short_description": "cli-watch one"], in: "incident")
             _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["urgency": "1"])
@@ -260,8 +262,9 @@ struct CLITests {
             #expect(objects.allSatisfy { $0["sys_id"]?.stringValue == created.sysID && $0["user"]?.stringValue == "admin" })
             #expect(objects[1]["record"]?["urgency"]?.stringValue == "1")
             // Human lines: what happened, the number, the summary, who.
-            let text = Task { await cli.run("watch", "--mine", "--count", "1") }
-            try await Task.sleep(for: .milliseconds(800))
+            let text = Task {
+                await cli.run("watch", "--mine", "--query", "short_descriptionSTARTSWITHcli-watch", "--count", "1", "--since", "0")
+            }
             let johnID = try await admin.table.records(in: "sys_user", query: .where("user_name", .equals, "john.doe")).records[0].sysID
             _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["assigned_to": johnID])
             let human = await text.value

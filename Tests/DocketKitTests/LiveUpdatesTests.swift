@@ -42,11 +42,16 @@ struct LiveUpdatesTests {
     }
 
     /// Reads `count` changes from an iterator in a task.
-    static func take(_ count: Int, from updates: LiveUpdates) -> Task<([RecordChange], Int?), any Error> {
+    static func take(
+        _ count: Int, from updates: LiveUpdates, counting seen: Counter? = nil
+    ) -> Task<([RecordChange], Int?), any Error> {
         Task {
             var iterator = updates.makeAsyncIterator()
             var changes: [RecordChange] = []
-            while changes.count < count, let change = try await iterator.next() { changes.append(change) }
+            while changes.count < count, let change = try await iterator.next() {
+                changes.append(change)
+                seen?.value.withLock { $0 += 1 }
+            }
             return (changes, iterator.position)
         }
     }
@@ -57,23 +62,28 @@ struct LiveUpdatesTests {
             let john = try client(base)
             let admin = try client(base, "admin", "admin")
             let johnID = try await john.table.records(in: "sys_user", query: .where("user_name", .equals, "john.doe")).records[0].sysID
-            // The stream starts at the instance's newest sequence: open it, then wait until it is connected.
-            let mine = john.liveUpdates(table: "incident", query: "assigned_to=javascript:gs.getUserID()")
+            // From the start of the log (so the test does not race the connection), narrowed by a query.
+            let mine = john.liveUpdates(
+                table: "incident", query: "assigned_to=javascript:gs.getUserID()^short_descriptionSTARTSWITHlive-1", since: 0
+            )
             let johnChanges = Self.take(3, from: mine)
-            let abelChanges = Self.take(1, from: try client(base, "abel.tuter", "password").liveUpdates(table: "incident"))
-            try await Task.sleep(for: .milliseconds(700))
+            let abelChanges = Self.take(
+                1, from: try client(base, "abel.tuter", "password").liveUpdates(
+                    table: "incident", query: "short_descriptionSTARTSWITHlive-1", since: 0
+                )
+            )
             let created = try await admin.table.createRecord(
-                with: ["short_description": "live for john", "assigned_to": johnID], in: "incident"
+                with: ["short_description": "live-1 for john", "assigned_to": johnID], in: "incident"
             )
             _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["urgency": "1"])
             _ = try await admin.table.updateRecord(created.sysID, in: "incident", with: ["assigned_to": ""])
             // Abel's own incident: the only change his stream may show.
             let abelID = try await admin.table.records(in: "sys_user", query: .where("user_name", .equals, "abel.tuter")).records[0].sysID
-            let abels = try await admin.table.createRecord(with: ["short_description": "abel's", "caller_id": abelID], in: "incident")
+            let abels = try await admin.table.createRecord(with: ["short_description": "live-1 abel's", "caller_id": abelID], in: "incident")
             let (changes, position) = try await johnChanges.value
             #expect(changes.map(\.kind) == [.entered, .changed, .left])
             #expect(changes.allSatisfy { $0.sysID == created.sysID && $0.table == "incident" && $0.user == "admin" })
-            #expect(changes[0]["short_description"] == "live for john")
+            #expect(changes[0]["short_description"] == "live-1 for john")
             #expect(changes[1].previous["urgency"] != nil && changes[1]["urgency"] == "1")
             #expect(position == changes.last?.sequence)
             let (abelSaw, _) = try await abelChanges.value
@@ -86,8 +96,7 @@ struct LiveUpdatesTests {
     func resumes() async throws {
         try await withLiveServer { base throws in
             let admin = try client(base, "admin", "admin")
-            let first = Self.take(1, from: admin.liveUpdates(table: "incident", query: "short_descriptionSTARTSWITHresume-"))
-            try await Task.sleep(for: .milliseconds(700))
+            let first = Self.take(1, from: admin.liveUpdates(table: "incident", query: "short_descriptionSTARTSWITHresume-", since: 0))
             var ids: [String] = []
             for index in 0..<4 {
                 ids.append(try await admin.table.createRecord(with: ["short_description": "resume-\(index)"], in: "incident").sysID)
@@ -104,17 +113,18 @@ struct LiveUpdatesTests {
     func survivesRestart() async throws {
         let consumer = Mutex<Task<([RecordChange], Int?), any Error>?>(nil)
         let written = Mutex<[String]>([])
+        let updatesSeen = Counter()
         try await withRestartingLiveServer(heartbeat: .milliseconds(200)) { base in
             let admin = try client(base, "admin", "admin")
             let updates = LiveUpdates(
-                session: admin.session, table: "incident", query: "short_descriptionSTARTSWITHrestart-",
+                session: admin.session, table: "incident", query: "short_descriptionSTARTSWITHrestart-", since: 0,
                 reconnect: .init(initialDelay: .milliseconds(100), maximumDelay: .seconds(1))
             )
-            consumer.withLock { $0 = Self.take(3, from: updates) }
-            try await Task.sleep(for: .milliseconds(700))
+            consumer.withLock { $0 = Self.take(3, from: updates, counting: updatesSeen) }
             let id = try await admin.table.createRecord(with: ["short_description": "restart-before"], in: "incident").sysID
             written.withLock { $0.append(id) }
-            try await Task.sleep(for: .milliseconds(300))
+            // Wait until the follower has it, so that the restart happens while it is connected.
+            while updatesSeen.value.withLock({ $0 }) < 1 { try await Task.sleep(for: .milliseconds(20)) }
         } second: { base in
             let admin = try client(base, "admin", "admin")
             for label in ["restart-after-1", "restart-after-2"] {
@@ -140,4 +150,8 @@ struct LiveUpdatesTests {
             }
         }
     }
+}
+
+final class Counter: Sendable {
+    let value = Mutex(0)
 }

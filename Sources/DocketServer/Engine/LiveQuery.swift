@@ -133,15 +133,18 @@ struct LiveChanges: AsyncSequence, Sendable {
             return nil
         }
 
-        mutating func nextUpdate() async throws -> Update? {
-            while let step = try await events.nextStep() {
+        /// The next change or tick; nil when following ended, or (with `until`) once every event up to that
+        /// sequence was judged.
+        mutating func nextUpdate(until: Int? = nil) async throws -> Update? {
+            while true {
+                if let until, events.cursor >= until { return nil }
+                guard let step = try await events.nextStep() else { return nil }
                 switch step {
                 case .tick: return .tick
                 case .event(let event):
                     if let change = try await store.change(event, for: live) { return .change(change) }
                 }
             }
-            return nil
         }
     }
 }

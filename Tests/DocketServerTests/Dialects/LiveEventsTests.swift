@@ -19,6 +19,16 @@ struct LiveEventsTests {
         return String((login.headers[.setCookie] ?? "").split(separator: ";")[0])
     }
 
+    /// Waits until a user's one allowed stream is open: a short poll (follow=false) with other credentials of
+    /// the same user is refused while it is.
+    static func waitUntilStreaming(_ client: any TestClientProtocol, probe: HTTPFields) async throws {
+        for _ in 0..<200 {
+            if try await client.get("/api/docket/events?follow=false", probe).status == .tooManyRequests { return }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("the stream never opened")
+    }
+
     static func logout(_ client: any TestClientProtocol, _ cookie: String) async throws {
         _ = try await client.execute(uri: "/logout.do", method: .post, headers: [.cookie: cookie], body: nil)
     }
@@ -36,9 +46,9 @@ struct LiveEventsTests {
         }
     }
 
-    @Test("a stream starts with ready, replays matching changes the caller may read, and ends with revoked at logout", .timeLimit(.minutes(1)))
-    func replayThenRevoked() async throws {
-        try await TestApp.withRouter(configure: { $0.liveHeartbeat = .milliseconds(50) }) { client in
+    @Test("a stream starts with ready and replays the changes matching its query that the caller may read; follow=false ends it with end", .timeLimit(.minutes(1)))
+    func replay() async throws {
+        try await TestApp.withRouter { client in
             // Abel's own incident and one he may not read, both matching the query.
             let mine = try await client.send(
                 .post, "/api/now/table/incident",
@@ -53,20 +63,16 @@ struct LiveEventsTests {
             _ = try await client.send(
                 .patch, "/api/now/table/incident/\(other)", json: #"{"urgency":"1"}"#, headers: .admin
             )
-            let cookie = try await Self.sessionCookie(client, .abel)
-            let stream = Task {
-                try await client.get("/api/docket/events?table=incident&query=short_descriptionSTARTSWITHsse-replay&since=0", [.cookie: cookie])
-            }
-            try await Task.sleep(for: .milliseconds(500))
-            try await Self.logout(client, cookie)
-            let response = try await stream.value
+            let response = try await client.get(
+                "/api/docket/events?table=incident&query=short_descriptionSTARTSWITHsse-replay&since=0&follow=false", .abel
+            )
             #expect(response.status == .ok)
             #expect(response.headers[.contentType]?.hasPrefix("text/event-stream") == true)
             #expect(response.headers[.cacheControl]?.contains("no-cache") == true)
             let messages = Self.messages(response.text)
             #expect(messages.first?["event"] == "ready")
             #expect(messages.first?["id"] == "0")
-            #expect(messages.last?["event"] == "revoked")
+            #expect(messages.last?["event"] == "end")
             let changes = try messages.filter { $0["event"] == nil }.map { try JSONValue.parse(Array(($0["data"] ?? "").utf8)) }
             #expect(changes.map { $0.string("sys_id") } == [mine, mine])
             #expect(changes.map { $0.string("change") } == ["entered", "changed"])
@@ -81,32 +87,26 @@ struct LiveEventsTests {
 
     @Test("Last-Event-ID resumes after the given sequence and wins over since", .timeLimit(.minutes(1)))
     func resume() async throws {
-        try await TestApp.withRouter(configure: { $0.liveHeartbeat = .milliseconds(50) }) { client in
+        try await TestApp.withRouter { client in
             var ids: [String] = []
             for index in 0..<3 {
                 ids.append(try await client.send(
                     .post, "/api/now/table/incident", json: #"{"short_description":"sse-resume \#(index)"}"#, headers: .admin
                 ).result.string("sys_id"))
             }
-            let cookie = try await Self.sessionCookie(client, .admin)
-            let first = Task {
-                try await client.get("/api/docket/events?table=incident&query=short_descriptionSTARTSWITHsse-resume&since=0", [.cookie: cookie])
-            }
-            try await Task.sleep(for: .milliseconds(400))
-            try await Self.logout(client, cookie)
-            let all = Self.messages(try await first.value.text).filter { $0["event"] == nil }
+            let query = "/api/docket/events?table=incident&query=short_descriptionSTARTSWITHsse-resume&since=0&follow=false"
+            let all = Self.messages(try await client.get(query, .admin).text).filter { $0["event"] == nil }
             #expect(all.count == 3)
-            let cookie2 = try await Self.sessionCookie(client, .admin)
-            let resumed = Task {
-                try await client.get(
-                    "/api/docket/events?table=incident&query=short_descriptionSTARTSWITHsse-resume&since=0",
-                    [.cookie: cookie2, .lastEventID: all[0]["id"] ?? ""]
-                )
-            }
-            try await Task.sleep(for: .milliseconds(400))
-            try await Self.logout(client, cookie2)
-            let rest = Self.messages(try await resumed.value.text).filter { $0["event"] == nil }
+            var headers = HTTPFields.admin
+            headers[.lastEventID] = all.first?["id"] ?? ""
+            let rest = Self.messages(try await client.get(query, headers).text).filter { $0["event"] == nil }
             #expect(rest.map { $0["id"] } == all.dropFirst().map { $0["id"] })
+            // The end event says where to continue: nothing follows it.
+            let end = Self.messages(try await client.get(query, headers).text).last
+            #expect(end?["event"] == "end")
+            var after = HTTPFields.admin
+            after[.lastEventID] = end?["id"] ?? ""
+            #expect(Self.messages(try await client.get(query, after).text).filter { $0["event"] == nil }.isEmpty)
             #expect(ids.count == 3)
         }
     }
@@ -115,11 +115,11 @@ struct LiveEventsTests {
     func resync() async throws {
         // The retention service prunes at start: only the newest five events stay.
         try await TestApp.withRouter(configure: { $0.eventLogMaxEvents = 5 }) { client in
-            var response = try await client.get("/api/docket/events?since=0", .admin)
+            var response = try await client.get("/api/docket/events?since=0&follow=false", .admin)
             for _ in 0..<50 where !response.text.contains("event: resync") {
                 // The pruning service may not have run yet when the first request arrives.
                 try await Task.sleep(for: .milliseconds(100))
-                response = try await client.get("/api/docket/events?since=0", .admin)
+                response = try await client.get("/api/docket/events?since=0&follow=false", .admin)
             }
             let messages = Self.messages(response.text)
             #expect(messages.map { $0["event"] } == ["ready", "resync"])
@@ -134,6 +134,7 @@ struct LiveEventsTests {
             for uri in [
                 "/api/docket/events?since=-1", "/api/docket/events?since=abc", "/api/docket/events?since=99999999999999999999",
                 "/api/docket/events?table=no_such_table", "/api/docket/events?query=active=true",
+                "/api/docket/events?follow=maybe",
                 "/api/docket/events?table=incident&query=priority%3D1%5ENQ" + String(repeating: "%5Eactive%3Dtrue", count: 300),
             ] {
                 let response = try await client.get(uri)
@@ -160,33 +161,32 @@ struct LiveEventsTests {
             $0.liveHeartbeat = .milliseconds(50)
         }) { client in
             let cookie = try await Self.sessionCookie(client)
-            let streams = (0..<2).map { _ in Task { try await client.get("/api/docket/events", [.cookie: cookie]) } }
-            try await Task.sleep(for: .seconds(1))
+            let stream = Task { try await client.get("/api/docket/events", [.cookie: cookie]) }
+            // A second stream of the same user (Basic credentials this time) is refused while the first is open.
+            try await Self.waitUntilStreaming(client, probe: .john)
+            let refused = try await client.get("/api/docket/events", .john)
+            #expect(refused.status == .tooManyRequests)
+            #expect(refused.headers[.retryAfter] != nil)
+            #expect(refused.errorMessage == "Too many live streams")
             // Another user is not affected.
-            let beth = try await Self.sessionCookie(client, .beth)
-            let bethStream = Task { try await client.get("/api/docket/events", [.cookie: beth]) }
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(try await client.get("/api/docket/events?follow=false", .beth).status == .ok)
             try await Self.logout(client, cookie)
-            try await Self.logout(client, beth)
-            var statuses: [HTTPResponse.Status] = []
-            for stream in streams { statuses.append(try await stream.value.status) }
-            #expect(statuses.sorted { $0.code < $1.code } == [.ok, .tooManyRequests])
-            #expect(try await bethStream.value.status == .ok)
+            let ended = Self.messages(try await stream.value.text)
+            #expect(ended.map { $0["event"] } == ["ready", "revoked"])
             // The slot is free again once the stream ended.
-            let again = try await Self.sessionCookie(client)
-            let third = Task { try await client.get("/api/docket/events", [.cookie: again]) }
-            try await Task.sleep(for: .milliseconds(300))
-            try await Self.logout(client, again)
-            #expect(try await third.value.status == .ok)
+            #expect(try await client.get("/api/docket/events?follow=false", .john).status == .ok)
         }
     }
 
     @Test("a revoked bearer token ends its stream", .timeLimit(.minutes(1)))
     func revokedBearer() async throws {
-        try await TestApp.withRouter(configure: { $0.liveHeartbeat = .milliseconds(50) }) { client in
+        try await TestApp.withRouter(configure: {
+            $0.liveHeartbeat = .milliseconds(50)
+            $0.liveStreamsPerUser = 1
+        }) { client in
             let token = try await client.passwordGrant()
             let stream = Task { try await client.get("/api/docket/events", .bearer(token.string("access_token"))) }
-            try await Task.sleep(for: .milliseconds(300))
+            try await Self.waitUntilStreaming(client, probe: .john)
             let revoke = try await client.get("/oauth_revoke_token.do?token=" + token.string("access_token"), [:])
             #expect(revoke.status == .ok)
             let messages = Self.messages(try await stream.value.text)

@@ -20,7 +20,8 @@ import Synchronization
 ///   `event: revoked` when its credentials ended: both end the stream.
 ///
 /// Resuming: `Last-Event-ID` (what `EventSource` sends on reconnect) wins over `since`; with neither, the
-/// stream starts with what commits from now on.
+/// stream starts with what commits from now on. With `follow=false` the stream replays what was committed
+/// when the request arrived and ends with `event: end` (its `id:` where to continue): a poll, for scripts.
 struct EventStreamController {
     typealias Context = DocketRequestContext
 
@@ -45,6 +46,7 @@ struct EventStreamController {
         var table: SchemaCatalog.Table? = nil
         var query = EncodedQuery()
         var since: Int? = nil
+        var follow = true
         for (name, value) in request.uri.queryParameters {
             switch name {
             case "table":
@@ -58,6 +60,12 @@ struct EventStreamController {
                 }
             case "since":
                 since = try Self.sequence(String(value), name: "since")
+            case "follow":
+                switch value.lowercased() {
+                case "true", "": follow = true
+                case "false": follow = false
+                default: throw ServiceNowError.badRequest("Invalid follow", detail: "follow is true or false")
+                }
             default: continue
             }
         }
@@ -71,8 +79,9 @@ struct EventStreamController {
         if let lastEventID = request.headers[.lastEventID], !lastEventID.isEmpty {
             since = try Self.sequence(lastEventID, name: "Last-Event-ID")
         }
-        let start: Int
-        if let since { start = since } else { start = try await store.latestSequence() }
+        let latest = try await store.latestSequence()
+        let start = since ?? latest
+        let until = follow ? nil : latest
         // Cache-Control (no-cache, no-store) comes with every /api/ answer.
         var headers: HTTPFields = [.contentType: "text/event-stream; charset=utf-8"]
         headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
@@ -84,14 +93,15 @@ struct EventStreamController {
             status: .ok, headers: headers,
             body: ResponseBody { writer in
                 defer { stream.releaseStream(for: caller.userID) }
-                try await stream.run(live, after: start, credential: credential, writer: &writer)
+                try await stream.run(live, after: start, until: until, credential: credential, writer: &writer)
             }
         )
     }
 
     /// Writes the stream until the client leaves, its credentials end or it must resync.
     private func run(
-        _ live: LiveQuery, after start: Int, credential: PresentedCredential, writer: inout any ResponseBodyWriter
+        _ live: LiveQuery, after start: Int, until: Int?, credential: PresentedCredential,
+        writer: inout any ResponseBodyWriter
     ) async throws {
         var iterator = store.subscribe(live, after: start).makeAsyncIterator()
         try await writer.write(Self.buffer(
@@ -101,7 +111,7 @@ struct EventStreamController {
         let (broadcaster, token) = (store.broadcaster, iterator.followToken)
         do {
             try await withGracefulShutdownHandler {
-                try await follow(&iterator, credential: credential, writer: &writer)
+                try await follow(&iterator, until: until, credential: credential, writer: &writer)
             } onGracefulShutdown: {
                 broadcaster.stop(token)
             }
@@ -115,9 +125,10 @@ struct EventStreamController {
 
     /// Writes changes and heartbeats until the client leaves, the credentials end or following stops.
     private func follow(
-        _ iterator: inout LiveChanges.Iterator, credential: PresentedCredential, writer: inout any ResponseBodyWriter
+        _ iterator: inout LiveChanges.Iterator, until: Int?, credential: PresentedCredential,
+        writer: inout any ResponseBodyWriter
     ) async throws {
-        while let update = try await iterator.nextUpdate() {
+        while let update = try await iterator.nextUpdate(until: until) {
             // No change reaches a subscriber whose credentials ended, and roles changed since are applied.
             let judgedAs = iterator.live.caller
             guard let caller = await stillValid(credential, as: judgedAs) else {
@@ -137,6 +148,10 @@ struct EventStreamController {
                 }
                 try await writer.write(Self.buffer(Self.message(change)))
             }
+        }
+        if let until, iterator.position >= until {
+            let position = iterator.position
+            try await writer.write(Self.buffer("event: end\nid: \(position)\ndata: {\"sequence\":\(position)}\n\n"))
         }
     }
 
