@@ -75,19 +75,8 @@ public func buildApplication(
     )
     let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
     let rateLimiter = RateLimiter(store: store)
-    store.onChange { event in
-        if ["sys_user", "sys_user_has_role", "sys_user_role"].contains(event.table) {
-            authenticator.invalidate()
-        }
-        if event.table == "sys_user",
-            event.operation == .delete || event.fields.contains(where: UserDirectory.credentialFields.contains)
-        {
-            authenticator.endSessions(ofUser: event.sysID)
-            oauth.forgetTokens(ofUser: event.sysID)
-        }
-        if event.table == "sys_rate_limit_rules" { rateLimiter.invalidate() }
-        if event.table == "oauth_entity" { oauth.invalidateClients() }
-    }
+    // Caches forget what a committed change touched: told by the event log's broadcaster before anyone follows.
+    for observer: any ChangeObserver in [authenticator, oauth, rateLimiter] { store.broadcaster.add(observer: observer) }
 
     // HEAD works wherever GET does (same status and headers, no body).
     let router = Router(context: DocketRequestContext.self, options: .autoGenerateHeadEndpoints)

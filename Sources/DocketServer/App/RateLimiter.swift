@@ -7,7 +7,7 @@ import Synchronization
 /// REST rate limits from `sys_rate_limit_rules`, as ServiceNow applies them: requests per hour, per user,
 /// in fixed hourly windows. A rule for the single user beats role rules, which beat rules for all users;
 /// among several candidates the lowest limit wins. Rules apply to one API (`resource`) or, when empty, all.
-final class RateLimiter: Sendable {
+final class RateLimiter: Sendable, ChangeObserver {
     struct Rule: Sendable {
         var sysID: String
         var resource: String
@@ -40,6 +40,11 @@ final class RateLimiter: Sendable {
 
     /// Forgets the loaded rules (after a change to `sys_rate_limit_rules`).
     func invalidate() { state.withLock { $0.rules = nil } }
+
+    /// Rules are read again after any change to `sys_rate_limit_rules`.
+    func observe(_ event: ChangeEvent) {
+        if event.table == "sys_rate_limit_rules" { invalidate() }
+    }
 
     /// The API a path belongs to, as rules name it.
     static func resource(of path: String) -> String {

@@ -28,7 +28,7 @@ enum LoginFailure: Error, Sendable, Equatable {
 /// A bcrypt verification costs tens of milliseconds by design, so a successful Basic login is remembered for
 /// a short time as an HMAC of the password under a per-process key (the password itself is never kept).
 /// Sessions are random tokens carried in the `JSESSIONID` cookie, sliding for `sessionTimeout`.
-actor Authenticator {
+actor Authenticator: ChangeObserver {
     private struct CachedCredential {
         var digest: Data
         var userID: String
@@ -191,6 +191,21 @@ actor Authenticator {
         guard let session = sessions.removeValue(forKey: token) else { return }
         if sessionByUser[session.userID] == token { sessionByUser[session.userID] = nil }
     }
+
+    /// Forgets what a change to users, roles or their grants made stale; a new password, a lock, a deactivation
+    /// or a deleted user ends that user's sessions.
+    nonisolated func observe(_ event: ChangeEvent) {
+        guard Self.userTables.contains(event.table) else { return }
+        if event.table == "sys_user",
+            event.operation == .delete || event.fields.contains(where: UserDirectory.credentialFields.contains)
+        {
+            endSessions(ofUser: event.sysID)
+        } else {
+            invalidate()
+        }
+    }
+
+    static let userTables: Set<String> = ["sys_user", "sys_user_has_role", "sys_user_role"]
 
     /// Forgets cached credentials and callers (after a change to users or roles). Synchronous, so the very
     /// next request sees the change: the caches are dropped on the actor's next use.

@@ -9,7 +9,7 @@ import Synchronization
 /// Tokens are random 256-bit strings; only their SHA-256 is stored, in `oauth_credential`, so they survive
 /// a restart but a copy of the database does not hand them out. Validated access tokens are remembered in
 /// memory until they expire (or are revoked), so a bearer request costs one dictionary lookup.
-actor OAuthService {
+actor OAuthService: ChangeObserver {
     /// A successful grant, in the shape of ServiceNow's token response.
     struct Grant: Sendable {
         var accessToken: String
@@ -129,6 +129,17 @@ actor OAuthService {
 
     /// Forgets the remembered access tokens of a user whose password, lock or active flag changed (the engine
     /// deleted their stored tokens in the same transaction). Synchronous: the next bearer request sees it.
+    /// Forgets tokens of a user whose credentials changed (or who was deleted), and verified client secrets
+    /// after a change to `oauth_entity`.
+    nonisolated func observe(_ event: ChangeEvent) {
+        if event.table == "sys_user",
+            event.operation == .delete || event.fields.contains(where: UserDirectory.credentialFields.contains)
+        {
+            forgetTokens(ofUser: event.sysID)
+        }
+        if event.table == "oauth_entity" { invalidateClients() }
+    }
+
     nonisolated func forgetTokens(ofUser userID: String) { endedUsers.withLock { _ = $0.insert(userID) } }
 
     /// Forgets verified client secrets (after a change to `oauth_entity`: a new secret or a deactivated client

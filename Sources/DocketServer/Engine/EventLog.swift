@@ -108,6 +108,14 @@ extension RecordStore {
     }
 }
 
+/// Something kept in memory that a committed change can make stale (cached records, users and sessions,
+/// rate-limit rules, OAuth clients): it forgets what the change touched. Observers are told of every event the
+/// broadcaster publishes, synchronously and before any follower, so that the writing request's answer never
+/// races a stale cache; events of other server instances will reach them the same way.
+protocol ChangeObserver: Sendable {
+    func observe(_ event: ChangeEvent)
+}
+
 /// Fans committed changes out to followers of the event log. Fed once per commit, after it (by
 /// ``RecordStore/notify(_:)``); with several server instances it will be fed from the database's
 /// notifications as well, so followers never need to know where an event came from.
@@ -157,7 +165,15 @@ final class EventBroadcaster: Sendable {
         followers.withLock { $0.streams.removeValue(forKey: token) }?.finish()
     }
 
+    private let observers = Mutex<[any ChangeObserver]>([])
+
+    /// Tells `observer` of every event from now on (see ``ChangeObserver``).
+    func add(observer: any ChangeObserver) {
+        observers.withLock { $0.append(observer) }
+    }
+
     func publish(_ event: ChangeEvent) {
+        for observer in observers.withLock({ $0 }) { observer.observe(event) }
         for continuation in followers.withLock({ Array($0.streams.values) }) { continuation.yield(.event(event)) }
     }
 

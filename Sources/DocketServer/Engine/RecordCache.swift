@@ -5,7 +5,7 @@ import Synchronization
 /// Only the engine's write path changes records, and it calls ``invalidate(table:sysID:)`` after every
 /// commit. A read that raced a commit must not put the old row back: each read notes ``generation`` before
 /// it queries, and ``store(_:generation:)`` drops the row if any commit happened in between.
-final class RecordCache: Sendable {
+final class RecordCache: Sendable, ChangeObserver {
     /// A record as read through a table: it holds that table's fields.
     struct Entry: Sendable {
         /// The table the record was read through (its fields are the ones cached).
@@ -24,6 +24,11 @@ final class RecordCache: Sendable {
     init(capacity: Int = 20_000) { self.capacity = capacity }
 
     var generation: Int { state.withLock { $0.generation } }
+
+    /// Forgets the row an event changed (rows are cached under their hierarchy's root, the physical table).
+    func observe(_ event: ChangeEvent) {
+        invalidate(table: event.rootTable, sysID: event.sysID)
+    }
 
     func entry(table: String, sysID: String) -> Entry? {
         state.withLock { $0.entries[Self.key(table, sysID)] }

@@ -169,8 +169,8 @@ extension RecordStore {
         let urlTable = try table(tableName)
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
         let now = GlideDateTime.format(Date())
-        let (event, attachments) = try await storage.write { db -> (ChangeEvent, [String]) in
-            let attachments: [String]
+        let events = try await storage.write { db -> [ChangeEvent] in
+            var cascaded: [(sysID: String, row: [String: String])] = []
             try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
             if SchemaAdministration.tables.contains(concrete.name) {
                 throw EngineError.badRequest(
@@ -190,24 +190,33 @@ extension RecordStore {
             // Attachment content goes with its metadata, and a record's attachments go with the record.
             if concrete.name == "sys_attachment" {
                 try await db.run("DELETE FROM docket_attachment_data WHERE sys_id = " + .bind(sysID))
-                attachments = []
-            } else {
-                attachments = try await db.rows(
-                    "SELECT sys_id FROM sys_attachment WHERE table_sys_id = " + .bind(sysID)
-                ).compactMap { try $0.value(at: "sys_id", kind: .text).text }
-                for chunk in attachments.chunked(500) {
+            } else if let attachmentTable = self.catalog.table("sys_attachment") {
+                // Each attachment that goes with the record is a deletion of its own in the log.
+                cascaded = try await self.select(
+                    attachmentTable, query: EncodedQuery().and("table_sys_id", .equals, sysID), fields: nil,
+                    limit: Int.max, offset: 0, count: false, caller: .system, db: db
+                ).records.map { ($0.sysID, $0.values) }
+                for chunk in cascaded.map(\.sysID).chunked(500) {
                     try await db.run("DELETE FROM docket_attachment_data WHERE sys_id IN (" + .bindList(chunk) + ")")
                     try await db.run("DELETE FROM sys_attachment WHERE sys_id IN (" + .bindList(chunk) + ")")
                 }
             }
-            let event = try await self.appendEvent(
+            var events: [ChangeEvent] = []
+            if let attachmentTable = self.catalog.table("sys_attachment") {
+                for attachment in cascaded {
+                    events.append(try await self.appendEvent(
+                        table: attachmentTable, sysID: attachment.sysID, operation: .delete, fields: [], values: [:],
+                        previous: attachment.row, caller: caller, now: now, db: db
+                    ))
+                }
+            }
+            events.append(try await self.appendEvent(
                 table: concrete, sysID: sysID, operation: .delete, fields: [], values: [:], previous: deleted,
                 caller: caller, now: now, db: db
-            )
-            return (event, attachments)
+            ))
+            return events
         }
-        for attachment in attachments { cache.invalidate(table: "sys_attachment", sysID: attachment) }
-        notify(event)
+        for event in events { notify(event) }
     }
 
     // MARK: Steps

@@ -12,7 +12,6 @@ final class RecordStore: Sendable {
     let logger: Logger
     private let catalogBox: Mutex<SchemaCatalog>
     private let hashPassword: @Sendable (String) async -> String
-    private let listeners = Mutex<[@Sendable (ChangeEvent) -> Void]>([])
     let cache = RecordCache()
     /// Where committed changes go after commit, for followers of the event log (``subscribe(after:batchSize:)``).
     let broadcaster = EventBroadcaster()
@@ -29,6 +28,7 @@ final class RecordStore: Sendable {
         self.policy = policy
         self.logger = logger
         self.hashPassword = hashPassword
+        broadcaster.add(observer: cache)
     }
 
     /// Opens the engine on a storage: creates the schema on a new database, then loads the catalog.
@@ -44,11 +44,6 @@ final class RecordStore: Sendable {
         return (store, isNew)
     }
 
-    /// Calls `listener` after every committed change (for caches and, later, live updates).
-    func onChange(_ listener: @escaping @Sendable (ChangeEvent) -> Void) {
-        listeners.withLock { $0.append(listener) }
-    }
-
     func table(_ name: String) throws(EngineError) -> SchemaCatalog.Table {
         guard let table = catalog.table(name) else { throw .invalidTable(name) }
         return table
@@ -58,10 +53,8 @@ final class RecordStore: Sendable {
         QueryCompiler(catalog: catalog, policy: policy, dialect: dialect, caller: caller, table: table)
     }
 
-    /// Called after every commit: forgets the cached row, then tells the listeners.
+    /// Called after every commit: publishes the event to the cache observers and followers of the log.
     func notify(_ event: ChangeEvent) {
-        if let table = catalog.table(event.table) { cache.invalidate(table: table.physicalTable, sysID: event.sysID) }
-        for listener in listeners.withLock({ $0 }) { listener(event) }
         broadcaster.publish(event)
     }
 

@@ -175,4 +175,30 @@ struct LiveQueryTests {
             #expect(seen.map(\.event.sysID) == [id, group, id])
         }
     }
+
+    @Test("deleting a record logs the deletion of each attachment that goes with it, and the cache forgets them")
+    func cascadedAttachments() async throws {
+        try await TestApp.withStore { store in
+            let id = try await store.insert(into: "incident", values: ["short_description": "with files"], caller: Callers.admin)
+            var files: [String] = []
+            for name in ["a.txt", "b.txt"] {
+                files.append(try await store.addAttachment(
+                    .init(tableName: "incident", recordID: id, fileName: name, contentType: "text/plain", bytes: Array("x".utf8)),
+                    caller: Callers.admin
+                ))
+            }
+            // Cached by a read, so that the test sees the cache forget them.
+            for file in files { _ = try await store.get(file, in: "sys_attachment", caller: Callers.admin) }
+            let start = try await store.latestSequence()
+            try await store.delete(id, from: "incident", caller: Callers.admin)
+            let events = try await store.events(after: start)
+            #expect(events.map(\.operation) == [.delete, .delete, .delete])
+            #expect(Set(events.prefix(2).map(\.sysID)) == Set(files))
+            #expect(events.prefix(2).allSatisfy { $0.table == "sys_attachment" && $0.previous["table_sys_id"] == id })
+            #expect(events.last?.sysID == id)
+            for file in files {
+                await #expect(throws: EngineError.self) { try await store.get(file, in: "sys_attachment", caller: Callers.admin) }
+            }
+        }
+    }
 }
