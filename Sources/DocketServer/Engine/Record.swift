@@ -53,6 +53,9 @@ struct WriteOptions: Sendable {
     var suppressAutoSysFields = false
     /// The time zone display values of dates are written in (the caller's); nil for UTC.
     var timeZone: TimeZone? = nil
+    /// Optimistic concurrency for updates: the `sys_mod_count` the writer read. When another write came first,
+    /// the update writes nothing and fails with ``EngineError/Code/conflict`` carrying the current record.
+    var expectedModCount: Int? = nil
 
     /// The options as `caller` may use them: only admins may set `sys_` fields (their author, times and
     /// update count are the audit trail).

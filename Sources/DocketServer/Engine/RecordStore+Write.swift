@@ -102,7 +102,11 @@ extension RecordStore {
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
                 caller: caller, db: db
             )
-            guard let current = page.records.first else { throw EngineError.notFound }
+            guard let current = page.records.first else { throw EngineError.notFound(table: concrete.name, sysID: sysID) }
+            // Checked in the writing transaction, so no other write can come between the check and this one.
+            if let expected = options.expectedModCount, Int(current["sys_mod_count"]) != expected {
+                throw EngineError.conflict(table: concrete.name, sysID: sysID, expected: expected, current: current.values)
+            }
             var values = current.values
             var changed = Set<String>()
             for (name, value) in prepared.values where values[name, default: ""] != value {

@@ -158,5 +158,41 @@ struct RecordStoreTests {
             await #expect(throws: EngineError.invalidTable("nope")) { try await store.list(RecordQuery(table: "nope"), caller: Callers.admin) }
         }
     }
-}
 
+    @Test("an update that expects a sys_mod_count conflicts when another write came first, writes nothing, and carries the current row")
+    func optimisticConcurrency() async throws {
+        try await TestApp.withStore { store in
+            let id = try await store.insert(into: "incident", values: ["short_description": "v0"], caller: Callers.admin)
+            var expecting = WriteOptions()
+            expecting.expectedModCount = 0
+            try await store.update(id, in: "incident", values: ["short_description": "v1"], caller: Callers.john, options: expecting)
+            let start = try await store.latestSequence()
+            do {
+                try await store.update(id, in: "incident", values: ["short_description": "stale"], caller: Callers.beth, options: expecting)
+                Issue.record("a stale update was accepted")
+            } catch let error as EngineError {
+                #expect(error.code == .conflict)
+                #expect(error.reason == .changedSinceRead)
+                #expect(error.table == "incident" && error.sysID == id)
+                #expect(error.current?["short_description"] == "v1")
+                #expect(error.current?["sys_mod_count"] == "1")
+            }
+            #expect(try await store.events(after: start).isEmpty)
+            #expect(try await store.get(id, in: "incident", caller: Callers.admin).record["short_description"] == "v1")
+            // Of concurrent writers expecting the same version, exactly one wins.
+            expecting.expectedModCount = 1
+            let options = expecting
+            let outcomes = await withTaskGroup(of: Bool.self) { group in
+                for index in 0..<6 {
+                    group.addTask {
+                        (try? await store.update(id, in: "incident", values: ["short_description": "race \(index)"], caller: Callers.admin, options: options)) != nil
+                    }
+                }
+                var wins = 0
+                for await won in group where won { wins += 1 }
+                return wins
+            }
+            #expect(outcomes == 1)
+        }
+    }
+}

@@ -48,13 +48,37 @@ struct ServiceNowError: HTTPResponseError {
         ServiceNowError(.badRequest, message, detail: detail)
     }
 
-    /// The envelope for an engine error.
+    /// The envelope for an engine error, in ServiceNow's words for the common refusals.
     init(_ error: EngineError) {
-        switch error.code {
-        case .invalidTable, .badRequest: self.init(.badRequest, error.message, detail: error.detail)
-        case .notFound: self.init(.notFound, error.message, detail: error.detail)
-        case .forbidden, .forbiddenQuery: self.init(.forbidden, error.message, detail: error.detail)
-        case .quotaExceeded: self.init(.contentTooLarge, error.message, detail: error.detail)
+        switch error.reason {
+        case .unknownTable:
+            self.init(.badRequest, "Invalid table \(error.table ?? "")")
+        case .recordMissing:
+            self.init(.notFound, "No Record found", detail: "Record doesn't exist or ACL restricts the record retrieval")
+        case .accessDenied:
+            let verb: String
+            switch error.operation ?? .read {
+            case .read: verb = "Read"
+            case .create: verb = "Insert"
+            case .write: verb = "Update"
+            case .delete: verb = "Delete"
+            }
+            self.init(.forbidden, "Operation Failed", detail: "ACL Exception \(verb) Failed due to security constraints")
+        case .queryNotAllowed:
+            self.init(
+                .forbidden, "Insufficient rights to query records",
+                detail: "Field(s) present in the query do not have permission to be read"
+            )
+        case .changedSinceRead:
+            self.init(.conflict, "Operation Failed", detail: "The record was changed by someone else; read it again")
+        case nil:
+            switch error.code {
+            case .invalidTable, .badRequest: self.init(.badRequest, error.message, detail: error.detail)
+            case .notFound: self.init(.notFound, error.message, detail: error.detail)
+            case .forbidden, .forbiddenQuery: self.init(.forbidden, error.message, detail: error.detail)
+            case .quotaExceeded: self.init(.contentTooLarge, error.message, detail: error.detail)
+            case .conflict: self.init(.conflict, error.message, detail: error.detail)
+            }
         }
     }
 
