@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/multipart-kit.git", from: "4.7.1"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
+        .package(url: "https://github.com/GraphQLSwift/GraphQL.git", from: "4.3.0"),
     ],
     targets: [
         .target(
@@ -52,6 +53,8 @@ let package = Package(
                 .product(name: "SQLKit", package: "sql-kit"),
                 .product(name: "SQLiteKit", package: "sqlite-kit"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GraphQL", package: "GraphQL"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
             ]
         ),
         .executableTarget(

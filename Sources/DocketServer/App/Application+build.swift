@@ -108,6 +108,9 @@ public func buildApplication(
         atPath: "/api/x_snc_my_work/v1/tracker"
     )
     router.addRoutes(
+        NowGraphQLController(store: store, configuration: configuration).endpoints, atPath: "/api/now/graphql"
+    )
+    router.addRoutes(
         EventStreamController(
             store: store, authenticator: authenticator, oauth: oauth, heartbeat: configuration.liveHeartbeat,
             streamsPerUser: configuration.liveStreamsPerUser

@@ -10,21 +10,24 @@ final class RecordStore: Sendable {
     let storage: any Storage
     let policy: AccessPolicy
     let logger: Logger
-    private let catalogBox: Mutex<SchemaCatalog>
+    private let catalogBox: Mutex<(catalog: SchemaCatalog, generation: Int)>
     private let hashPassword: @Sendable (String) async -> String
     let cache = RecordCache()
     /// Where committed changes go after commit, for followers of the event log (``subscribe(after:batchSize:)``).
     let broadcaster = EventBroadcaster()
 
     /// The current schema.
-    var catalog: SchemaCatalog { catalogBox.withLock { $0 } }
+    var catalog: SchemaCatalog { catalogBox.withLock { $0.catalog } }
+
+    /// The current schema and how many times it was reloaded (for what is built from it, like GraphQL schemas).
+    var versionedCatalog: (catalog: SchemaCatalog, generation: Int) { catalogBox.withLock { ($0.catalog, $0.generation) } }
 
     init(
         storage: any Storage, catalog: SchemaCatalog, policy: AccessPolicy = .standard, logger: Logger,
         hashPassword: @escaping @Sendable (String) async -> String
     ) {
         self.storage = storage
-        self.catalogBox = Mutex(catalog)
+        self.catalogBox = Mutex((catalog, 0))
         self.policy = policy
         self.logger = logger
         self.hashPassword = hashPassword
@@ -64,7 +67,7 @@ final class RecordStore: Sendable {
     /// `sys_dictionary`); cached records are dropped because they lack the new fields.
     func reloadCatalog() async throws {
         let catalog = try await SchemaStore.loadCatalog(storage)
-        catalogBox.withLock { $0 = catalog }
+        catalogBox.withLock { $0 = (catalog, $0.generation + 1) }
         cache.removeAll()
     }
 }

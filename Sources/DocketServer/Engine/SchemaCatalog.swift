@@ -109,6 +109,9 @@ final class SchemaCatalog: Sendable {
     /// The table with this name, or nil when it does not exist.
     func table(_ name: String) -> Table? { tablesByName[name] }
 
+    /// Every table, by name.
+    var tables: [Table] { tablesByName.values.sorted { $0.name < $1.name } }
+
     /// A field of the table's whole hierarchy (including columns of child tables).
     func hierarchyField(_ name: String, in table: Table) -> FieldDefinition? {
         hierarchyFields[table.root]?[name]

@@ -77,6 +77,13 @@ struct RecordRenderer {
         }
     }
 
+    /// The display value of a column of a record (references included), as `sysparm_display_value=true` shows it.
+    func displayValue(of column: ResultColumn, in record: Record) -> String {
+        let value = record[column.name]
+        if column.field.type == .reference { return data.referenceDisplay(value, in: column.field.reference) }
+        return displayValue(column, value: value, record: record, recordTable: catalog.table(record.table))
+    }
+
     private func displayValue(
         _ column: ResultColumn, value: String, record: Record, recordTable: SchemaCatalog.Table?
     ) -> String {

@@ -103,7 +103,7 @@ extension Response {
         json(bytes: writer.bytes, status: status)
     }
 
-    private static func json(bytes: [UInt8], status: HTTPResponse.Status) -> Response {
+    static func json(bytes: [UInt8], status: HTTPResponse.Status) -> Response {
         Response(
             status: status, headers: [.contentType: "application/json;charset=UTF-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
