@@ -88,6 +88,7 @@ let package = Package(
             dependencies: [
                 "DocketServer",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "GraphQL", package: "GraphQL"),
             ]
         ),
     ],

@@ -137,6 +137,33 @@ def build(r, creds):
         body = "&".join(f"{quote(k)}={quote(r.choice([rnd_text(r), 'password', 'refresh_token', 'docket-demo', 'john.doe']))}"
                         for k in r.sample(["grant_type", "client_id", "client_secret", "username", "password", "refresh_token", "token"], r.randint(0, 6))).encode()
         headers = {}
+    elif kind < 0.71:
+        # GraphQL: random documents (well-formed, broken, deep, wide), variables and bodies.
+        method = r.choice(["POST", "POST", "GET"])
+        pieces = ["{", "}", "(", ")", "[", "]", "GlideRecord_Query", "GlideRecord_Mutation", "mutation", "query", "incident",
+                  "sys_user", "_results", "_rowCount", "_reference", "_choices", "value", "displayValue", "caller_id",
+                  "queryConditions:", '"active=true^ORDERBYnumberDESC"', "pagination:", "{limit: 1000000000}", "{offset: -5}",
+                  "$v", "...F", "fragment F on GlideRecord_Type_incident", "insert_incident(short_description: \"x\")",
+                  "delete_incident(sys_id: \"0\")", '"""', "#", rnd_text(r, 8)]
+        doc = " ".join(r.choice(pieces) for _ in range(r.randint(0, 40)))
+        if r.random() < 0.2:
+            doc = r.choice(["{", "(", "["]) * r.randint(1, 50000) + doc
+        if r.random() < 0.3:
+            doc = "{ GlideRecord_Query { incident(pagination: {limit: 2}) { _rowCount _results { number { value displayValue } caller_id { _reference { email { value } } } } } } }"
+        variables = r.choice([None, {}, {"v": "x"}, "x", [1], {"v": {"deep": [1] * 3}}])
+        payload = {"query": doc, "variables": variables, "operationName": r.choice([None, "", "X", 5])}
+        if method == "POST":
+            ctype = r.choice(["application/json", "application/json", "text/plain", ""])
+            body = json.dumps(payload).encode() if r.random() < 0.85 else body_variants(r)
+            path = "/api/now/graphql"
+        else:
+            path = "/api/now/graphql?query=" + quote(doc) + r.choice(["", "&variables=" + quote(json.dumps(variables)), "&variables=%7B"])
+    elif kind < 0.72:
+        # The live feed, as polls (follow=false ends; a followed stream would never answer in full).
+        path = "/api/docket/events?follow=false&" + r.choice(["", "table=" + r.choice(TABLES), "table=nope"]) + "&" + \
+            r.choice(["", "since=0", "since=-1", "since=99999999999999999999", "since=" + rnd_text(r, 5), "query=" + quote(rnd_text(r)),
+                      "table=incident&query=active%3Dtrue"])
+        if r.random() < 0.3: headers["Last-Event-ID"] = r.choice(["0", "-3", "x", "9" * 30, ""])
     elif kind < 0.74:
         path = "/api/x_snc_my_work/v1/tracker/task" + r.choice(["", "/cdb04ffc53247d4908555def767adca7/comment", "/" + rnd_text(r, 10) + "/comment"])
         if "comment" in path:

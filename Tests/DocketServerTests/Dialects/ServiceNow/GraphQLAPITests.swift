@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import GraphQL
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -178,6 +179,9 @@ struct GraphQLAPITests {
                     "ValidationError"
                 ),
                 ("", "InvalidSyntax"),
+                // Deep enough to overflow a recursive parser: refused before parsing.
+                (String(repeating: "{", count: 100_000), "InvalidSyntax"),
+                ("query ($v: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[String]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]) { GlideRecord_Query { incident { _rowCount } } }", "InvalidSyntax"),
             ]
             for (document, type) in cases {
                 let response = try await Self.graphql(client, document)
@@ -186,6 +190,13 @@ struct GraphQLAPITests {
                 #expect(!errors.isEmpty, "\(document)")
                 #expect(errors.first?["errorType"]?.stringValue == type, "\(document)")
             }
+            // Brackets inside strings and comments do not count.
+            let quoted = try await Self.graphql(
+                client,
+                "{ GlideRecord_Query { incident(queryConditions: \"short_description=" + String(repeating: "{", count: 200)
+                    + "\") { _rowCount } } } # " + String(repeating: "(", count: 200)
+            )
+            #expect(try quoted.json["data"]?["GlideRecord_Query"]?["incident"]?["_rowCount"]?.intValue == 0)
             let notJSON = try await client.execute(
                 uri: "/api/now/graphql", method: .post, headers: .json(.john), body: ByteBuffer(string: "{nope")
             )
@@ -222,6 +233,62 @@ struct GraphQLAPITests {
                 return values
             }
             #expect(counts == Array(repeating: 7, count: 8))
+        }
+    }
+}
+
+/// Plain queries run without the library's executor: their answers must be the library's, byte for byte.
+@Suite("GraphQL direct execution")
+struct GraphQLDirectTests {
+    @Test("the direct path answers every plain document exactly as the library does, and leaves the rest to it")
+    func sameAnswers() async throws {
+        try await TestApp.withStore { store in
+            let directory = TemporaryDirectory()
+            let controller = NowGraphQLController(store: store, configuration: TestApp.configuration(dataDirectory: directory.path))
+            let documents: [(String, String?)] = [
+                (#"{ GlideRecord_Query { kb_knowledge(queryConditions: "active=true^ORDERBYpublishedDESC" pagination: { limit: 10, offset: 0 }) { _results { sys_id { value }, number { displayValue }, short_description { displayValue }, author { displayValue } published { displayValue } } } } }"#, nil),
+                ("query ($qc: String!, $n: Int) { GlideRecord_Query { a: incident(queryConditions: $qc, pagination: {limit: $n}) { _rowCount rows: _results { number { v: value displayValue label } state { value displayValue } priority { value } active { value isNil hasValue } reassignment_count { value internalType isMandatory } assigned_to { value displayValue } opened_at { value displayValue } comments { value displayValue } } } b: problem(omitCount: true) { _rowCount _results { sys_id { value } } } } }", #"{"qc": "ORDERBYnumber", "n": 25}"#),
+                ("{ GlideRecord_Query { task(pagination: {limit: 50}) { _results { number { value } sys_class_name { value displayValue } } _rowCount } sys_user { _rowCount } } }", nil),
+                ("query Named { GlideRecord_Query { incident(sys_id: \"\(Demo.incident1)\") { _results { work_notes { displayValue } } } } }", nil),
+                // Not plain: the library answers these, the direct path must not change that.
+                ("{ GlideRecord_Query { incident { _results { assigned_to { _reference { name { value } } } } } } }", nil),
+                ("{ GlideRecord_Query { incident { _results { state { _choices { value } } } } } }", nil),
+                ("{ __typename GlideRecord_Query { incident { _rowCount } } }", nil),
+                ("fragment F on GlideRecord_Type_incident { number { value } } { GlideRecord_Query { incident { _results { ...F } } } }", nil),
+                ("query ($qc: String = \"active=true\") { GlideRecord_Query { incident(queryConditions: $qc) { _rowCount } } }", nil),
+                ("query ($n: Int) { GlideRecord_Query { incident(pagination: {limit: $n}) { _rowCount } } }", #"{"n": "x"}"#),
+                ("{ GlideRecord_Query { incident(pagination: {limit: 100000000}) { _rowCount } } }", nil),
+                ("{ GlideRecord_Query { incident { _rowCount _rowCount } } }", nil),
+            ]
+            // The first four are plain: the direct path runs them itself; it declines the rest.
+            for (index, (document, variables)) in documents.enumerated() {
+                var values: [String: Map] = [:]
+                if let variables, case .object(let members) = try JSONValue.parse(Array(variables.utf8)) {
+                    for (name, value) in members { values[name] = NowGraphQLController.map(value) }
+                }
+                let context = NowGraphQLSchema.Context(
+                    store: store, caller: Callers.admin, maxPageSize: 10_000, budget: NowGraphQLSchema.Budget()
+                )
+                let data = await NowGraphQLDirect.execute(try parse(source: document), operationName: nil, variables: values, context: context)
+                #expect((data != nil) == (index < 4), "\(document)")
+            }
+            for caller in [Callers.john, Callers.abel, Callers.admin] {
+                for (document, variables) in documents {
+                    let parsed = try variables.map { try JSONValue.parse(Array($0.utf8)) }
+                    let direct = try await controller.answer(query: document, variables: parsed, operationName: nil, caller: caller)
+                    let library = try await controller.answer(
+                        query: document, variables: parsed, operationName: nil, caller: caller, direct: false
+                    )
+                    #expect(direct == library, "\(caller.userName): \(document)")
+                    #expect(!direct.isEmpty)
+                }
+            }
+            // A plain document gets real rows (the comparison is not between two empty answers).
+            let rows = try await controller.answer(
+                query: "{ GlideRecord_Query { incident { _results { number { value } } } } }", variables: nil, operationName: nil,
+                caller: Callers.john
+            )
+            #expect(String(decoding: rows, as: UTF8.self).contains("INC0010001"))
         }
     }
 }

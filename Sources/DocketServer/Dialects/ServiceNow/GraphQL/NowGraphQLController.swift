@@ -24,6 +24,43 @@ struct NowGraphQLController {
         static let depth = 15
         /// Fields selected in a document, fragments counted where they are spread.
         static let fields = 2_000
+        /// Brackets of any kind open at once, checked on the text before the (recursive) parser sees it.
+        static let nesting = 64
+    }
+
+    /// The deepest bracket nesting of a document (`{`, `(`, `[`), outside strings and comments.
+    static func nesting(of text: String) -> Int {
+        var depth = 0
+        var deepest = 0
+        var bytes = Array(text.utf8)[...]
+        while let byte = bytes.popFirst() {
+            switch byte {
+            case UInt8(ascii: "{"), UInt8(ascii: "("), UInt8(ascii: "["):
+                depth += 1
+                deepest = max(deepest, depth)
+            case UInt8(ascii: "}"), UInt8(ascii: ")"), UInt8(ascii: "]"):
+                depth = max(0, depth - 1)
+            case UInt8(ascii: "#"):
+                while let next = bytes.first, next != 0x0A, next != 0x0D { bytes.removeFirst() }
+            case UInt8(ascii: "\""):
+                if bytes.starts(with: [0x22, 0x22]) {
+                    // A block string: up to the closing triple quote.
+                    bytes.removeFirst(2)
+                    while !bytes.isEmpty, !bytes.starts(with: [0x22, 0x22, 0x22]) {
+                        if bytes.first == UInt8(ascii: "\\") { bytes.removeFirst() }
+                        if !bytes.isEmpty { bytes.removeFirst() }
+                    }
+                    bytes.removeFirst(min(3, bytes.count))
+                } else {
+                    while let next = bytes.popFirst(), next != UInt8(ascii: "\"") {
+                        if next == UInt8(ascii: "\\") { _ = bytes.popFirst() }
+                        if next == 0x0A { break }
+                    }
+                }
+            default: continue
+            }
+        }
+        return deepest
     }
 
     /// The schema of the current catalog, built once per catalog generation.
@@ -74,12 +111,24 @@ struct NowGraphQLController {
         )
     }
 
-    private func execute(query: String?, variables: JSONValue?, operationName: String?, caller: Caller) async throws
-        -> Response
+    /// Runs a document. With `direct`, plain queries skip the library's executor (``NowGraphQLDirect``); tests
+    /// turn it off to compare both answers.
+    func execute(query: String?, variables: JSONValue?, operationName: String?, caller: Caller, direct: Bool = true)
+        async throws -> Response
     {
-        guard let query, !query.isEmpty else { return Self.answer(errors: [("A query is required", "InvalidSyntax")]) }
+        Response.json(
+            bytes: try await answer(query: query, variables: variables, operationName: operationName, caller: caller, direct: direct),
+            status: .ok
+        )
+    }
+
+    /// The answer's bytes (always served with 200).
+    func answer(query: String?, variables: JSONValue?, operationName: String?, caller: Caller, direct: Bool = true)
+        async throws -> [UInt8]
+    {
+        guard let query, !query.isEmpty else { return Self.errorBytes( [("A query is required", "InvalidSyntax")]) }
         guard query.utf8.count <= Limits.documentBytes else {
-            return Self.answer(errors: [("The document is larger than \(Limits.documentBytes) bytes", "InvalidSyntax")])
+            return Self.errorBytes( [("The document is larger than \(Limits.documentBytes) bytes", "InvalidSyntax")])
         }
         var variableValues: [String: Map] = [:]
         switch variables {
@@ -87,30 +136,43 @@ struct NowGraphQLController {
         case .object(let members)?:
             for (name, value) in members { variableValues[name] = Self.map(value) }
         default:
-            return Self.answer(errors: [("variables must be a JSON object", "InvalidSyntax")])
+            return Self.errorBytes( [("variables must be a JSON object", "InvalidSyntax")])
         }
         // Bounded before execution: a document may not nest or fan out without limit.
+        guard Self.nesting(of: query) <= Limits.nesting else {
+            return Self.errorBytes( [("The document nests brackets deeper than \(Limits.nesting) levels", "InvalidSyntax")])
+        }
         let document: Document
         do {
             document = try parse(source: query)
         } catch let error as GraphQLError {
-            return Self.answer(errors: [(error.message, "InvalidSyntax")])
+            return Self.errorBytes( [(error.message, "InvalidSyntax")])
         }
-        if let problem = Self.complexity(of: document) { return Self.answer(errors: [(problem, "ValidationError")]) }
+        if let problem = Self.complexity(of: document) { return Self.errorBytes( [(problem, "ValidationError")]) }
         let schema: GraphQLSchema
         do {
             schema = try schemas.schema(for: store)
         } catch {
             store.logger.error("Could not build the GraphQL schema", metadata: ["error": "\(error)"])
-            return Self.answer(errors: [("The GraphQL schema could not be built", "DataFetchingException")])
+            return Self.errorBytes( [("The GraphQL schema could not be built", "DataFetchingException")])
         }
         let context = NowGraphQLSchema.Context(
             store: store, caller: caller, maxPageSize: configuration.maxPageSize, budget: NowGraphQLSchema.Budget()
         )
+        // The library validates every document; valid plain queries then run without its executor.
+        let problems = validate(schema: schema, ast: document)
+        if !problems.isEmpty { return Self.bytes(GraphQLResult(errors: problems)) }
+        if direct,
+            let data = await NowGraphQLDirect.execute(
+                document, operationName: operationName, variables: variableValues, context: context
+            )
+        {
+            return JSONValue(members: [("data", data)]).serialized()
+        }
         let result = try await graphql(
             schema: schema, request: query, context: context, variableValues: variableValues, operationName: operationName
         )
-        return Self.response(result)
+        return Self.bytes(result)
     }
 
     /// Why a document is refused before it runs (too deep, too many fields), or nil.
@@ -150,7 +212,7 @@ struct NowGraphQLController {
 
     /// The answer: always 200, the library's encoding of the result (it keeps the order of the selection), and
     /// ServiceNow's `errorType` on each error.
-    static func response(_ result: GraphQLResult) -> Response {
+    static func bytes(_ result: GraphQLResult) -> [UInt8] {
         var bytes: [UInt8] = []
         if let encoded = try? GraphQLJSONEncoder().encode(result),
             var json = try? JSONValue.parse(Array(encoded))
@@ -167,7 +229,7 @@ struct NowGraphQLController {
         } else {
             bytes = Array(#"{"data":null,"errors":[{"message":"The result could not be encoded","errorType":"DataFetchingException"}]}"#.utf8)
         }
-        return Response.json(bytes: bytes, status: .ok)
+        return bytes
     }
 
     private static func errorType(_ message: String) -> String {
@@ -182,11 +244,14 @@ struct NowGraphQLController {
     }
 
     static func answer(errors: [(message: String, type: String)]) -> Response {
-        let body = JSONValue(members: [
+        Response.json(bytes: errorBytes(errors), status: .ok)
+    }
+
+    static func errorBytes(_ errors: [(message: String, type: String)]) -> [UInt8] {
+        JSONValue(members: [
             ("data", .null),
             ("errors", .array(errors.map { .object(["message": .string($0.message), "errorType": .string($0.type)]) })),
-        ])
-        return Response.json(body)
+        ]).serialized()
     }
 
     /// A JSON value as the library's `Map`.

@@ -295,6 +295,28 @@ enum NowGraphQLSchema {
         }
     }
 
+    /// A leaf of a column wrapper as JSON, exactly as the library encodes what the wrapper's resolvers return
+    /// (for ``NowGraphQLDirect``; decimals excepted, whose number formatting is the library's).
+    static func leaf(_ name: String, of cell: Cell, isChoice: Bool) -> JSONValue {
+        switch name {
+        case "value":
+            if isChoice { return .string(cell.value) }
+            switch typedValue(cell) {
+            case let number as Int: return .integer(number)
+            case let flag as Bool: return .bool(flag)
+            case let text as String: return .string(text)
+            default: return .null
+            }
+        case "displayValue": return .string(cell.renderer.displayValue(of: cell.column, in: cell.record))
+        case "label": return .string(cell.column.field.label)
+        case "internalType": return .string(cell.column.field.type.rawValue)
+        case "hasValue": return .bool(!cell.value.isEmpty)
+        case "isNil": return .bool(cell.value.isEmpty)
+        case "isMandatory": return .bool(cell.column.field.mandatory)
+        default: return .null
+        }
+    }
+
     /// A column's value in its declared scalar: numbers and booleans as such, everything else a string; null
     /// when empty (strings stay "").
     static func typedValue(_ cell: Cell) -> (any Sendable)? {
