@@ -15,6 +15,7 @@ struct NowGraphQLController {
     let store: RecordStore
     let configuration: Configuration
     let schemas = SchemaCache()
+    let documents = DocumentCache()
 
     /// Bounds checked before a document is executed.
     enum Limits {
@@ -67,12 +68,41 @@ struct NowGraphQLController {
     final class SchemaCache: Sendable {
         private let state = Mutex<(generation: Int, schema: GraphQLSchema)?>(nil)
 
-        func schema(for store: RecordStore) throws -> GraphQLSchema {
+        func schema(for store: RecordStore) throws -> (GraphQLSchema, generation: Int) {
             let (catalog, generation) = store.versionedCatalog
-            if let cached = state.withLock({ $0 }), cached.generation == generation { return cached.schema }
+            if let cached = state.withLock({ $0 }), cached.generation == generation { return (cached.schema, generation) }
             let schema = try NowGraphQLSchema.build(catalog)
             state.withLock { $0 = (generation, schema) }
-            return schema
+            return (schema, generation)
+        }
+    }
+
+    /// A parsed document and what validating it against the schema found. Documents are not changed after parsing.
+    final class PreparedDocument: @unchecked Sendable {
+        let document: Document
+        let problems: [GraphQLError]
+
+        init(document: Document, problems: [GraphQLError]) {
+            self.document = document
+            self.problems = problems
+        }
+    }
+
+    /// Documents already parsed and validated, by text, for the current schema: clients send the same few again
+    /// and again.
+    final class DocumentCache: Sendable {
+        static let capacity = 256
+        private let state = Mutex<(generation: Int, entries: [String: PreparedDocument])>((-1, [:]))
+
+        func document(_ text: String, generation: Int) -> PreparedDocument? {
+            state.withLock { $0.generation == generation ? $0.entries[text] : nil }
+        }
+
+        func keep(_ document: PreparedDocument, for text: String, generation: Int) {
+            state.withLock { state in
+                if state.generation != generation || state.entries.count >= Self.capacity { state = (generation, [:]) }
+                state.entries[text] = document
+            }
         }
     }
 
@@ -138,36 +168,45 @@ struct NowGraphQLController {
         default:
             return Self.errorBytes( [("variables must be a JSON object", "InvalidSyntax")])
         }
-        // Bounded before execution: a document may not nest or fan out without limit.
-        guard Self.nesting(of: query) <= Limits.nesting else {
-            return Self.errorBytes( [("The document nests brackets deeper than \(Limits.nesting) levels", "InvalidSyntax")])
-        }
-        let document: Document
-        do {
-            document = try parse(source: query)
-        } catch let error as GraphQLError {
-            return Self.errorBytes( [(error.message, "InvalidSyntax")])
-        }
-        if let problem = Self.complexity(of: document) { return Self.errorBytes( [(problem, "ValidationError")]) }
         let schema: GraphQLSchema
+        let generation: Int
         do {
-            schema = try schemas.schema(for: store)
+            (schema, generation) = try schemas.schema(for: store)
         } catch {
             store.logger.error("Could not build the GraphQL schema", metadata: ["error": "\(error)"])
-            return Self.errorBytes( [("The GraphQL schema could not be built", "DataFetchingException")])
+            return Self.errorBytes([("The GraphQL schema could not be built", "DataFetchingException")])
         }
+        let prepared: PreparedDocument
+        if let cached = documents.document(query, generation: generation) {
+            prepared = cached
+        } else {
+            // Bounded before execution: a document may not nest or fan out without limit.
+            guard Self.nesting(of: query) <= Limits.nesting else {
+                return Self.errorBytes([("The document nests brackets deeper than \(Limits.nesting) levels", "InvalidSyntax")])
+            }
+            let document: Document
+            do {
+                document = try parse(source: query)
+            } catch let error as GraphQLError {
+                return Self.errorBytes([(error.message, "InvalidSyntax")])
+            }
+            if let problem = Self.complexity(of: document) { return Self.errorBytes([(problem, "ValidationError")]) }
+            // The library validates every document (once per document and schema).
+            prepared = PreparedDocument(document: document, problems: validate(schema: schema, ast: document))
+            documents.keep(prepared, for: query, generation: generation)
+        }
+        let document = prepared.document
+        if !prepared.problems.isEmpty { return Self.bytes(GraphQLResult(errors: prepared.problems)) }
         let context = NowGraphQLSchema.Context(
             store: store, caller: caller, maxPageSize: configuration.maxPageSize, budget: NowGraphQLSchema.Budget()
         )
-        // The library validates every document; valid plain queries then run without its executor.
-        let problems = validate(schema: schema, ast: document)
-        if !problems.isEmpty { return Self.bytes(GraphQLResult(errors: problems)) }
+        // Valid plain queries run without the library's executor.
         if direct,
-            let data = await NowGraphQLDirect.execute(
+            let answer = await NowGraphQLDirect.execute(
                 document, operationName: operationName, variables: variableValues, context: context
             )
         {
-            return JSONValue(members: [("data", data)]).serialized()
+            return answer
         }
         let result = try await graphql(
             schema: schema, request: query, context: context, variableValues: variableValues, operationName: operationName

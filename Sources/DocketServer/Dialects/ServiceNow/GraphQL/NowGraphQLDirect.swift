@@ -21,10 +21,25 @@ enum NowGraphQLDirect {
 
     private struct Unsupported: Error {}
 
-    /// The answer's `data`, or nil when the document is not of the plain shape.
+    /// A planned table field: what to fetch and which members to write.
+    private struct TablePlan {
+        let key: String
+        let table: String
+        let arguments: Map
+        /// `_rowCount` (nil) or `_results` with its columns, in selection order.
+        let parts: [(key: String, columns: [ColumnPlan]?)]
+    }
+
+    private struct ColumnPlan {
+        let key: [UInt8]
+        let column: String
+        let leaves: [(key: [UInt8], name: String)]
+    }
+
+    /// The whole answer (`{"data":…}`), or nil when the document is not of the plain shape.
     static func execute(
         _ document: Document, operationName: String?, variables: [String: Map], context: NowGraphQLSchema.Context
-    ) async -> JSONValue? {
+    ) async -> [UInt8]? {
         do {
             let operations = document.definitions.compactMap { $0 as? OperationDefinition }
             // Fragments, or a choice among several operations, go to the library.
@@ -40,18 +55,30 @@ enum NowGraphQLDirect {
             guard operation.operation == .query, operation.directives.isEmpty,
                 try variablesAreSimple(operation.variableDefinitions, given: variables)
             else { return nil }
-            var data: OrderedDictionary<String, JSONValue> = [:]
+            // Everything that could send the document to the library is decided before any work is done.
+            var roots: [(key: String, tables: [TablePlan])] = []
             for root in try fields(of: operation.selectionSet) {
                 guard root.name.value == "GlideRecord_Query", root.arguments.isEmpty, let set = root.selectionSet else {
                     return nil
                 }
-                var tables: OrderedDictionary<String, JSONValue> = [:]
-                for tableField in try fields(of: set) {
-                    tables[key(tableField)] = try await table(tableField, variables: variables, context: context)
-                }
-                data[key(root)] = .object(tables)
+                roots.append((key(root), try fields(of: set).map { try plan($0, variables: variables) }))
             }
-            return .object(data)
+            var writer = JSONWriter(capacity: 16 * 1024)
+            writer.beginObject()
+            writer.key("data")
+            writer.beginObject()
+            for root in roots {
+                writer.key(root.key)
+                writer.beginObject()
+                for table in root.tables {
+                    writer.key(table.key)
+                    try await write(table, context: context, to: &writer)
+                }
+                writer.endObject()
+            }
+            writer.endObject()
+            writer.endObject()
+            return writer.bytes
         } catch {
             return nil
         }
@@ -90,72 +117,80 @@ enum NowGraphQLDirect {
 
     private static func key(_ field: Field) -> String { field.alias?.value ?? field.name.value }
 
-    private static func table(_ field: Field, variables: [String: Map], context: NowGraphQLSchema.Context) async throws
-        -> JSONValue
-    {
+    private static func plan(_ field: Field, variables: [String: Map]) throws -> TablePlan {
         guard let set = field.selectionSet else { throw Unsupported() }
         var arguments: OrderedDictionary<String, Map> = [:]
         for argument in field.arguments { arguments[argument.name.value] = try value(argument.value, variables: variables) }
-        let wanted = try fields(of: set)
-        // Decide everything that could send the document to the library before any work is done.
-        var resultFields: [(key: String, columns: [(key: String, column: String, leaves: [(key: String, name: String)])])?] = []
-        for part in wanted {
+        var parts: [(key: String, columns: [ColumnPlan]?)] = []
+        for part in try fields(of: set) {
+            guard part.arguments.isEmpty else { throw Unsupported() }
             switch part.name.value {
             case "_rowCount":
-                guard part.arguments.isEmpty, part.selectionSet == nil else { throw Unsupported() }
-                resultFields.append(nil)
+                guard part.selectionSet == nil else { throw Unsupported() }
+                parts.append((key(part), nil))
             case "_results":
-                guard part.arguments.isEmpty, let rows = part.selectionSet else { throw Unsupported() }
-                var columns: [(key: String, column: String, leaves: [(key: String, name: String)])] = []
-                for column in try fields(of: rows) {
+                guard let rows = part.selectionSet else { throw Unsupported() }
+                let columns = try fields(of: rows).map { column -> ColumnPlan in
                     guard column.arguments.isEmpty, let inner = column.selectionSet else { throw Unsupported() }
-                    let leaves = try fields(of: inner).map { leaf -> (key: String, name: String) in
+                    let leaves = try fields(of: inner).map { leaf -> (key: [UInt8], name: String) in
                         guard leaf.arguments.isEmpty, leaf.selectionSet == nil, Self.leaves.contains(leaf.name.value) else {
                             throw Unsupported()
                         }
-                        return (key(leaf), leaf.name.value)
+                        return (JSONWriter.encodedKey(key(leaf)), leaf.name.value)
                     }
-                    columns.append((key(column), column.name.value, leaves))
+                    return ColumnPlan(key: JSONWriter.encodedKey(key(column)), column: column.name.value, leaves: leaves)
                 }
-                resultFields.append((key(part), columns))
+                parts.append((key(part), columns))
             default: throw Unsupported()
             }
         }
-        let results = try await NowGraphQLSchema.query(field.name.value, args: .dictionary(arguments), context: context)
+        return TablePlan(key: key(field), table: field.name.value, arguments: .dictionary(arguments), parts: parts)
+    }
+
+    private static func write(_ plan: TablePlan, context: NowGraphQLSchema.Context, to writer: inout JSONWriter) async throws {
+        let results = try await NowGraphQLSchema.query(plan.table, args: plan.arguments, context: context)
         let catalog = context.store.catalog
         var byName: [String: ResultColumn] = [:]
         for column in results.page.columns { byName[column.name] = column }
-        var answer: OrderedDictionary<String, JSONValue> = [:]
-        for (part, spec) in zip(wanted, resultFields) {
-            guard let spec else {
-                answer[key(part)] = results.page.total.map { .integer($0) } ?? .null
+        writer.beginObject()
+        var cells = 0
+        for part in plan.parts {
+            writer.key(part.key)
+            guard let columns = part.columns else {
+                writer.value(results.page.total.map { .integer($0) } ?? .null)
                 continue
             }
-            var cells = 0
-            var rows: [JSONValue] = []
-            rows.reserveCapacity(results.page.records.count)
+            // Per column, once: the engine's column and whether it has a choice list.
+            let resolved = try columns.map { plan -> (plan: ColumnPlan, column: ResultColumn?, isChoice: Bool) in
+                guard let column = byName[plan.column] else { return (plan, nil, false) }
+                // Decimals would need the library's number formatting: leave them to it.
+                if column.field.type == .decimal { throw Unsupported() }
+                return (plan, column, catalog.choices(for: column.field.name, in: results.table) != nil)
+            }
+            writer.beginArray()
             for record in results.page.records {
-                var row: OrderedDictionary<String, JSONValue> = [:]
-                for column in spec.columns {
-                    guard let resolved = byName[column.column] else {
-                        row[column.key] = .null
+                writer.beginObject()
+                for (plan, column, isChoice) in resolved {
+                    writer.key(encoded: plan.key)
+                    guard let column else {
+                        writer.value(.null)
                         continue
                     }
-                    // Decimals would need the library's number formatting: leave them to it.
-                    if resolved.field.type == .decimal { throw Unsupported() }
                     cells += 1
                     if cells > NowGraphQLSchema.Budget.cells { throw Unsupported() }
-                    let cell = NowGraphQLSchema.Cell(column: resolved, record: record, renderer: results.renderer)
-                    let isChoice = catalog.choices(for: resolved.field.name, in: results.table) != nil
-                    var wrapper: OrderedDictionary<String, JSONValue> = [:]
-                    for leaf in column.leaves { wrapper[leaf.key] = NowGraphQLSchema.leaf(leaf.name, of: cell, isChoice: isChoice) }
-                    row[column.key] = .object(wrapper)
+                    let cell = NowGraphQLSchema.Cell(column: column, record: record, renderer: results.renderer)
+                    writer.beginObject()
+                    for leaf in plan.leaves {
+                        writer.key(encoded: leaf.key)
+                        writer.value(NowGraphQLSchema.leaf(leaf.name, of: cell, isChoice: isChoice))
+                    }
+                    writer.endObject()
                 }
-                rows.append(.object(row))
+                writer.endObject()
             }
-            answer[spec.key] = .array(rows)
+            writer.endArray()
         }
-        return .object(answer)
+        writer.endObject()
     }
 
     /// An argument's value: literals, or variables that were given (defaults and coercion are the library's).
