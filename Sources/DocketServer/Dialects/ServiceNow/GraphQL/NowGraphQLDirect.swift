@@ -148,7 +148,10 @@ enum NowGraphQLDirect {
     }
 
     private static func write(_ plan: TablePlan, context: NowGraphQLSchema.Context, to writer: inout JSONWriter) async throws {
-        let results = try await NowGraphQLSchema.query(plan.table, args: plan.arguments, context: context)
+        // Only the selected columns are read (and only their references and journals looked up).
+        var selected = ["sys_id"]
+        for part in plan.parts { for column in part.columns ?? [] { selected.append(column.column) } }
+        let results = try await NowGraphQLSchema.query(plan.table, args: plan.arguments, context: context, fields: selected)
         let catalog = context.store.catalog
         var byName: [String: ResultColumn] = [:]
         for column in results.page.columns { byName[column.name] = column }

@@ -363,7 +363,8 @@ enum NowGraphQLSchema {
     }
 
     /// Runs one table field of `GlideRecord_Query`.
-    static func query(_ tableName: String, args: Map, context: any Sendable) async throws -> Results {
+    /// `fields` narrows what is read to the selected columns (nil: every column).
+    static func query(_ tableName: String, args: Map, context: any Sendable, fields: [String]? = nil) async throws -> Results {
         guard let context = context as? Context else { throw GraphQLError(message: "No context") }
         let store = context.store
         let table = try engine { try store.table(tableName) }
@@ -386,7 +387,7 @@ enum NowGraphQLSchema {
         let count = args["omitCount"].bool != true
         let page = try await engine {
             try await store.list(
-                RecordQuery(table: table.name, query: query, fields: nil, limit: limit, offset: offset, count: count),
+                RecordQuery(table: table.name, query: query, fields: fields, limit: limit, offset: offset, count: count),
                 caller: context.caller
             )
         }
