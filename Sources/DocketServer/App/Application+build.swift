@@ -117,6 +117,10 @@ public func buildApplication(
         ).endpoints,
         atPath: "/api/docket"
     )
+    // The DataSync dialect: its own route group, authenticator and error shape, outside /api/.
+    let dataSync = try DataSyncController(store: store, configuration: configuration)
+    router.group("graphql").add(middleware: DataSyncMiddleware(authenticator: authenticator, oauth: oauth))
+        .addRoutes(dataSync.endpoints)
     let responder = router.buildResponder()
     batchResponder.set(responder)
 

@@ -189,6 +189,18 @@ enum DemoData {
         }
         try await seedTasks(insert: insert, at: at)
         try await seedKnowledge(insert: insert, at: at)
+        // The DataSync showcase's shared task list (/graphql).
+        for (index, task) in [
+            ("Order office supplies", "Printer paper and toner for the second floor", "OPEN"),
+            ("Book the training room", "Thursday afternoon, for the onboarding session", "ASSIGNED"),
+            ("Renew the SSL certificate", "The intranet certificate expires next month", "COMPLETE"),
+        ].enumerated() {
+            try await insert(
+                "datasync_task", id("datasync_task", index + 1),
+                ["title": task.0, "description": task.1, "status": task.2, "sys_created_by": "john.doe"],
+                created: at(daysAgo: Double(10 - index), hour: 9)
+            )
+        }
         try await seedSystemLog(store, now: now)
     }
 

@@ -98,6 +98,8 @@ struct AccessPolicy: Sendable {
                 AccessRule("sys_group_has_role", [.read], roles: ["itil"]),
                 AccessRule("sys_user_has_role", [.read], condition: .query(own)),
                 AccessRule("kb_knowledge", [.read, .create, .write], roles: ["itil"]),
+                // The DataSync showcase's shared task list: every signed-in user reads and changes every task.
+                AccessRule("datasync_task", [.read, .create, .write, .delete]),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),
             ] + everyone.map { AccessRule($0, [.read]) }
         )

@@ -127,6 +127,11 @@ enum BaseSchema {
             glideDateTime("published", "Published"), int("sys_view_count", "View count", "0"),
             bool("active", "Active", "true"),
         ]),
+        // The DataSync showcase's tasks (served as `Task` at /graphql; `version` is sys_mod_count + 1).
+        table("datasync_task", "DataSync Task", display: "title", [
+            string("title", "Title", 255), string("description", "Description", 4000),
+            string("status", "Status", 20, defaultValue: "OPEN"),
+        ]),
         // OAuth clients (ServiceNow's Application Registry). The secret is a password field: stored as a bcrypt
         // hash, never returned.
         table("oauth_entity", "Application Registry", display: "name", [
@@ -216,6 +221,7 @@ enum BaseSchema {
                                               ("attachment", "Attachment API"), ("stats", "Aggregate API"),
                                               ("batch", "Batch API"), ("my_work", "My Work API")]),
         ("syslog", "level", [("-1", "Debug"), ("0", "Information"), ("1", "Warning"), ("2", "Error")]),
+        ("datasync_task", "status", [("OPEN", "Open"), ("ASSIGNED", "Assigned"), ("COMPLETE", "Complete")]),
         ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
                                             ("retired", "Retired")]),
     ]

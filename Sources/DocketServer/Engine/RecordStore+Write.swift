@@ -1,7 +1,19 @@
 import DocketModel
 import Foundation
+import Synchronization
 
 extension RecordStore {
+    /// Reads a record as `caller` sees it inside a writing transaction: what the write commits, whatever commits
+    /// after it (for answers that must report exactly what was written).
+    func readBack(
+        _ sysID: String, in table: SchemaCatalog.Table, fields: [String]?, caller: Caller, db: SQLExecutor
+    ) async throws -> (columns: [ResultColumn], record: Record)? {
+        let page = try await select(
+            table, query: EncodedQuery(), fields: fields, sysID: sysID, limit: 1, offset: 0, count: false, caller: caller, db: db
+        )
+        return page.records.first.map { (page.columns, $0) }
+    }
+
     /// Validated input of one write.
     struct PreparedWrite: Sendable {
         var values: [String: String] = [:]
@@ -86,11 +98,12 @@ extension RecordStore {
         return event.sysID
     }
 
-    /// Changes a record (only the given fields); returns the sys_id. Journal fields add entries.
+    /// Changes a record (only the given fields); returns the sys_id. Journal fields add entries. `within` runs in
+    /// the same transaction after the row is written (to read back what is committed); not when nothing changed.
     @discardableResult
     func update(
         _ sysID: String, in tableName: String, values input: [String: String], caller: Caller,
-        options: WriteOptions = .init()
+        options: WriteOptions = .init(), within: (@Sendable (SQLExecutor, String) async throws -> Void)? = nil
     ) async throws -> String {
         let urlTable = try table(tableName)
         let now = GlideDateTime.format(Date())
@@ -149,6 +162,7 @@ extension RecordStore {
                 )
             }
             try await self.appendJournals(prepared.journals, to: sysID, table: concrete, caller: caller, now: now, db: db)
+            try await within?(db, sysID)
             if concrete.name == "sys_user", !changed.isDisjoint(with: UserDirectory.credentialFields) {
                 // A new password, a lock or a deactivation ends every OAuth token of the user in the same commit.
                 try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
@@ -363,4 +377,12 @@ extension RecordStore {
             )
         }
     }
+}
+
+/// A row read back inside a write's transaction (``RecordStore/readBack(_:in:fields:caller:db:)``), handed out of
+/// the write's `within` closure.
+final class CommittedRow: Sendable {
+    private let row = Mutex<(columns: [ResultColumn], record: Record)?>(nil)
+    func set(_ value: (columns: [ResultColumn], record: Record)?) { row.withLock { $0 = value } }
+    var value: (columns: [ResultColumn], record: Record)? { row.withLock { $0 } }
 }

@@ -2,6 +2,7 @@ import DocketModel
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Synchronization
 
 /// The REST Table API: `/api/now[/v1|/v2]/table/{table}[/{sys_id}]`.
 struct TableController {
@@ -55,9 +56,16 @@ struct TableController {
         let caller = try context.requireCaller()
         let (table, parameters) = try prepare(request, context: context)
         let values = try await RequestBody.record(from: request, context: context)
-        let sysID = try await store.insert(into: table.name, values: values, caller: caller, options: options(parameters, caller: caller))
+        // The answer is the row as this write committed it, read in its transaction.
+        let committed = CommittedRow()
+        let (store, fields) = (self.store, parameters.fields)
+        let sysID = try await store.insert(
+            into: table.name, values: values, caller: caller, options: options(parameters, caller: caller),
+            within: { db, id in committed.set(try await store.readBack(id, in: table, fields: fields, caller: caller, db: db)) }
+        )
         var response = try await single(
-            sysID, table: table, parameters: parameters, request: request, caller: caller, status: .created
+            sysID, table: table, parameters: parameters, request: request, caller: caller, status: .created,
+            committed: committed.value
         )
         response.headers[.location] = "\(baseURL(for: request))/api/now/table/\(table.name)/\(sysID)"
         return response
@@ -68,8 +76,15 @@ struct TableController {
         let (table, parameters) = try prepare(request, context: context)
         let sysID = try context.parameters.require("sys_id")
         let values = try await RequestBody.record(from: request, context: context)
-        try await store.update(sysID, in: table.name, values: values, caller: caller, options: options(parameters, caller: caller))
-        return try await single(sysID, table: table, parameters: parameters, request: request, caller: caller)
+        let committed = CommittedRow()
+        let (store, fields) = (self.store, parameters.fields)
+        try await store.update(
+            sysID, in: table.name, values: values, caller: caller, options: options(parameters, caller: caller),
+            within: { db, id in committed.set(try await store.readBack(id, in: table, fields: fields, caller: caller, db: db)) }
+        )
+        return try await single(
+            sysID, table: table, parameters: parameters, request: request, caller: caller, committed: committed.value
+        )
     }
 
     @Sendable func delete(_ request: Request, context: Context) async throws -> Response {
@@ -98,14 +113,21 @@ struct TableController {
         )
     }
 
+    /// One record as the answer: `committed` when the write read it back, else read now.
     private func single(
         _ sysID: String, table: SchemaCatalog.Table, parameters: TableParameters, request: Request, caller: Caller,
-        status: HTTPResponse.Status = .ok
+        status: HTTPResponse.Status = .ok, committed: (columns: [ResultColumn], record: Record)? = nil
     ) async throws -> Response {
         if request.method != .get, request.headers[.xNoResponseBody]?.lowercased() == "true" {
             return Response(status: status)
         }
-        let (columns, record) = try await store.get(sysID, in: table.name, fields: parameters.fields, caller: caller)
+        let columns: [ResultColumn]
+        let record: Record
+        if let committed {
+            (columns, record) = committed
+        } else {
+            (columns, record) = try await store.get(sysID, in: table.name, fields: parameters.fields, caller: caller)
+        }
         let page = RecordPage(columns: columns, records: [record], total: nil)
         let renderer = try await renderer(
             for: page, parameters: parameters, baseURL: baseURL(for: request), caller: caller

@@ -351,15 +351,31 @@ enum NowGraphQLSchema {
             }
         }
         let store = context.store
+        let target = try engine { try store.table(table) }
+        let caller = context.caller
+        // The answer is the row as this write committed it, read in its transaction.
+        let committed = CommittedRow()
+        let read: @Sendable (SQLExecutor, String) async throws -> Void = { db, id in
+            committed.set(try await store.readBack(id, in: target, fields: nil, caller: caller, db: db))
+        }
         let id: String = try await engine {
             if operation == .insert {
-                return try await store.insert(into: table, values: values, caller: context.caller)
+                return try await store.insert(into: table, values: values, caller: caller, within: read)
             }
-            return try await store.update(sysID ?? "", in: table, values: values, caller: context.caller)
+            return try await store.update(sysID ?? "", in: table, values: values, caller: caller, within: read)
         }
-        var arguments: OrderedDictionary<String, Map> = ["sys_id": .string(id)]
-        arguments["pagination"] = .dictionary(["limit": .int(1), "offset": .int(0)])
-        return try await query(table, args: .dictionary(arguments), context: context)
+        guard let (columns, record) = committed.value else {
+            // Nothing changed (or the caller may not read the row): what the caller reads now.
+            var arguments: OrderedDictionary<String, Map> = ["sys_id": .string(id)]
+            arguments["pagination"] = .dictionary(["limit": .int(1), "offset": .int(0)])
+            return try await query(table, args: .dictionary(arguments), context: context)
+        }
+        let page = RecordPage(columns: columns, records: [record], total: 1)
+        let data = try await engine { try await store.displayData(for: page, displayValues: true, caller: caller) }
+        let renderer = RecordRenderer(
+            catalog: store.catalog, mode: .all, excludeReferenceLink: true, baseURL: "", data: data, timeZone: caller.timeZone
+        )
+        return Results(table: target, page: page, renderer: renderer)
     }
 
     /// Runs one table field of `GlideRecord_Query`.

@@ -1,0 +1,109 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdAuth
+
+/// An error of the DataSync dialect, answered in GraphQL's shape: `{"errors":[{"message","extensions":{"code"}}]}`.
+struct DataSyncHTTPError: HTTPResponseError {
+    let status: HTTPResponse.Status
+    let message: String
+    let code: String
+    var headers: HTTPFields = [:]
+
+    static var unauthenticated: DataSyncHTTPError {
+        var error = DataSyncHTTPError(
+            status: .unauthorized, message: "Authentication required: send a bearer token or Basic credentials",
+            code: "UNAUTHENTICATED"
+        )
+        error.headers[.wwwAuthenticate] = "Bearer realm=\"docket\""
+        return error
+    }
+
+    static var invalidToken: DataSyncHTTPError {
+        var error = DataSyncHTTPError(
+            status: .unauthorized, message: "The bearer token is not valid (unknown, expired or revoked)",
+            code: "UNAUTHENTICATED"
+        )
+        error.headers[.wwwAuthenticate] = "Bearer realm=\"docket\", error=\"invalid_token\""
+        return error
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        let body = JSONValue(members: [
+            ("errors", .array([.object(["message": .string(message), "extensions": .object(["code": .string(code)])])]))
+        ])
+        var response = Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: body.serialized()))
+        )
+        for field in headers { response.headers.append(field) }
+        return response
+    }
+}
+
+/// The DataSync dialect's own error middleware and authenticator, for its route group (`/graphql`): every
+/// failure is answered in GraphQL's error shape, and a caller comes from a bearer token (docketd's OAuth
+/// tokens) or Basic credentials (throttled like every login). No session cookie is issued or accepted.
+struct DataSyncMiddleware: RouterMiddleware {
+    typealias Context = DocketRequestContext
+
+    let authenticator: Authenticator
+    let oauth: OAuthService
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
+        -> Response
+    {
+        do {
+            var context = context
+            (context.caller, context.credential) = try await authenticate(request, context: context)
+            return try await next(request, context)
+        } catch let error as DataSyncHTTPError {
+            throw error
+        } catch let error as HTTPError {
+            throw DataSyncHTTPError(
+                status: error.status, message: error.body ?? error.status.reasonPhrase, code: "BAD_REQUEST"
+            )
+        } catch let error as EngineError {
+            throw DataSyncHTTPError(status: .badRequest, message: error.description, code: "BAD_REQUEST")
+        } catch {
+            context.logger.error("DataSync request failed", metadata: ["error": "\(error)"])
+            throw DataSyncHTTPError(status: .internalServerError, message: "Internal error", code: "INTERNAL_SERVER_ERROR")
+        }
+    }
+
+    private func authenticate(_ request: Request, context: Context) async throws -> (Caller, PresentedCredential) {
+        do {
+            if let bearer = request.headers.bearer {
+                guard let userID = await oauth.userID(accessToken: bearer.token),
+                    let caller = try await authenticator.caller(userID: userID)
+                else { throw DataSyncHTTPError.invalidToken }
+                return (caller, .bearer(bearer.token))
+            }
+            if let basic = request.headers.basic {
+                let (caller, token) = try await authenticator.login(
+                    userName: basic.username, password: basic.password, address: context.clientAddress
+                )
+                return (caller, .session(token))
+            }
+            throw DataSyncHTTPError.unauthenticated
+        } catch let failure as LoginFailure {
+            await failure.holdBack(authenticator)
+            switch failure {
+            case .rejected: throw DataSyncHTTPError.unauthenticated
+            case .throttled(let wait):
+                var error = DataSyncHTTPError(
+                    status: .tooManyRequests, message: "Too many failed login attempts", code: "TOO_MANY_REQUESTS"
+                )
+                error.headers[.retryAfter] = String(max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0)))
+                throw error
+            case .busy, .unavailable:
+                var error = DataSyncHTTPError(
+                    status: .serviceUnavailable, message: "Logins cannot be checked right now; try again", code: "UNAVAILABLE"
+                )
+                error.headers[.retryAfter] = "1"
+                throw error
+            }
+        }
+    }
+}
