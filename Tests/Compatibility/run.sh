@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The compatibility suite: unmodified PyPI clients (pysnc, pysnow) against a live release docketd with
+# The compatibility suite: unmodified PyPI clients (pysnc, pysnow, gql) against a live release docketd with
 # demo data, over HTTPS with a throw-away CA made here. Usage: Tests/Compatibility/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,7 +15,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-python3 -m pip install --quiet --disable-pip-version-check pysnc==1.2.1 pysnow==0.7.17 requests-oauthlib 2>&1 \
+python3 -m pip install --quiet --disable-pip-version-check pysnc==1.2.1 pysnow==0.7.17 requests-oauthlib \
+    "gql[requests,websockets]==3.5.3" 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
 
 # A CA and a server certificate for 127.0.0.1 and localhost, valid for one day.
@@ -57,7 +58,7 @@ if curl --version | grep -q HTTP2; then
     echo "compatibility: HTTP/2 negotiated by ALPN"
 fi
 status=0
-for suite in test_pysnc test_pysnow; do
+for suite in test_pysnc test_pysnow test_gql; do
     (cd "$ROOT/Tests/Compatibility" && python3 -W ignore::ResourceWarning -m unittest -v "$suite") || status=1
 done
 exit $status
