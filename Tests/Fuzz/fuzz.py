@@ -144,7 +144,9 @@ def build(r, creds):
                   "sys_user", "_results", "_rowCount", "_reference", "_choices", "value", "displayValue", "caller_id",
                   "queryConditions:", '"active=true^ORDERBYnumberDESC"', "pagination:", "{limit: 1000000000}", "{offset: -5}",
                   "$v", "...F", "fragment F on GlideRecord_Type_incident", "insert_incident(short_description: \"x\")",
-                  "delete_incident(sys_id: \"0\")", '"""', "#", rnd_text(r, 8)]
+                  "delete_incident(sys_id: \"0\")", '"""', "#", rnd_text(r, 8), "allTasks", "getTask(id: \"x\")",
+                  "createTask(title: \"t\", description: \"d\", status: OPEN)", "updateTask(id: \"x\", version: 99999999999)",
+                  "deleteTask(id: $v)", "subscription", "taskAdded", "...TaskFields", "__typename", "id", "version", "status"]
         doc = " ".join(r.choice(pieces) for _ in range(r.randint(0, 40)))
         if r.random() < 0.2:
             doc = r.choice(["{", "(", "["]) * r.randint(1, 50000) + doc
@@ -155,9 +157,9 @@ def build(r, creds):
         if method == "POST":
             ctype = r.choice(["application/json", "application/json", "text/plain", ""])
             body = json.dumps(payload).encode() if r.random() < 0.85 else body_variants(r)
-            path = "/api/now/graphql"
+            path = r.choice(["/api/now/graphql", "/graphql", "/graphql/"])
         else:
-            path = "/api/now/graphql?query=" + quote(doc) + r.choice(["", "&variables=" + quote(json.dumps(variables)), "&variables=%7B"])
+            path = r.choice(["/api/now/graphql", "/graphql"]) + "?query=" + quote(doc) + r.choice(["", "&variables=" + quote(json.dumps(variables)), "&variables=%7B"])
     elif kind < 0.72:
         # The live feed, as polls (follow=false ends; a followed stream would never answer in full).
         path = "/api/docket/events?follow=false&" + r.choice(["", "table=" + r.choice(TABLES), "table=nope"]) + "&" + \

@@ -3,6 +3,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdAuth
+import NIOCore
+import NIOHTTP1
 
 /// An error of the DataSync dialect, answered in GraphQL's shape: `{"errors":[{"message","extensions":{"code"}}]}`.
 struct DataSyncHTTPError: HTTPResponseError {
@@ -66,6 +68,11 @@ struct DataSyncMiddleware: RouterMiddleware {
             )
         } catch let error as EngineError {
             throw DataSyncHTTPError(status: .badRequest, message: error.description, code: "BAD_REQUEST")
+        } catch let error as HTTPParserError {
+            // A malformed body (bad chunk framing, a body shorter than announced) only shows when it is read.
+            throw DataSyncHTTPError(status: .badRequest, message: "Malformed HTTP request: \(error)", code: "BAD_REQUEST")
+        } catch is NIOTooManyBytesError {
+            throw DataSyncHTTPError(status: .contentTooLarge, message: "Request body too large", code: "BAD_REQUEST")
         } catch {
             context.logger.error("DataSync request failed", metadata: ["error": "\(error)"])
             throw DataSyncHTTPError(status: .internalServerError, message: "Internal error", code: "INTERNAL_SERVER_ERROR")
