@@ -155,3 +155,42 @@ struct LiveUpdatesTests {
 final class Counter: Sendable {
     let value = Mutex(0)
 }
+
+/// `GraphQLService` against a live docketd.
+@Suite("DocketKit GraphQL")
+struct GraphQLServiceTests {
+    @Test("execute returns the raw answer, or decodes data; errors in the answer are thrown; other endpoints work too")
+    func execute() async throws {
+        try await withLiveServer { base throws in
+            let client = try DocketClient(instance: base, credentials: .basic(userName: "john.doe", password: "password"))
+            let raw = try await client.graphQL.execute(
+                #"{ GlideRecord_Query { kb_knowledge(queryConditions: "active=true^ORDERBYpublishedDESC" pagination: { limit: 10, offset: 0 }) { _results { sys_id { value }, number { displayValue } } } } }"#
+            )
+            #expect(String(decoding: raw, as: UTF8.self).contains("KB00100"))
+            struct Answer: Decodable {
+                struct Query: Decodable { let incident: Results }
+                struct Results: Decodable { let _rowCount: Int }
+                let GlideRecord_Query: Query
+            }
+            let count = try await client.graphQL.execute(
+                "query ($qc: String!) { GlideRecord_Query { incident(queryConditions: $qc) { _rowCount } } }",
+                variables: ["qc": .string("number=INC0010001")], as: Answer.self
+            )
+            #expect(count.GlideRecord_Query.incident._rowCount == 1)
+            do {
+                _ = try await client.graphQL.execute("{ GlideRecord_Query { nope } }", as: Answer.self)
+                Issue.record("an answer with errors was decoded")
+            } catch let error as DocketError {
+                #expect(error.message.contains("nope"))
+            }
+            // The DataSync endpoint, through the same session.
+            struct Tasks: Decodable {
+                struct Task: Decodable { let id: String; let title: String; let version: Int }
+                let allTasks: [Task]
+            }
+            let tasks = try await GraphQLService(session: client.session, path: "/graphql")
+                .execute("query allTasks { allTasks { id title version } }", operationName: "allTasks", as: Tasks.self)
+            #expect(tasks.allTasks.contains { $0.title == "Order office supplies" && $0.version == 1 })
+        }
+    }
+}
