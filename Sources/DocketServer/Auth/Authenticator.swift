@@ -53,6 +53,7 @@ actor Authenticator: ChangeObserver {
     private var sessionByUser: [String: String] = [:]
     private var callers: [String: (caller: Caller, expires: ContinuousClock.Instant)] = [:]
     private let changes = Atomic<Int>(0)
+    private let logouts = Atomic<Int>(0)
     private var seenChanges = 0
     /// Users whose credentials or standing changed (password, lock, deactivation): their sessions end on the
     /// actor's next use. Filled synchronously by the write path's listener.
@@ -186,8 +187,13 @@ actor Authenticator: ChangeObserver {
         return try await knownCaller(userID: session.userID)
     }
 
+    /// Counts every change that can end a credential (a logout, a changed user or role): long-lived answers
+    /// check their credential again only when it moved (or on their heartbeat, for expiry).
+    nonisolated var credentialGeneration: Int { changes.load(ordering: .relaxed) + logouts.load(ordering: .relaxed) }
+
     /// Ends a session (logout); unknown tokens are ignored.
     func endSession(_ token: String) {
+        logouts.add(1, ordering: .relaxed)
         guard let session = sessions.removeValue(forKey: token) else { return }
         if sessionByUser[session.userID] == token { sessionByUser[session.userID] = nil }
     }

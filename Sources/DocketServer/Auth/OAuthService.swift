@@ -140,14 +140,22 @@ actor OAuthService: ChangeObserver {
         if event.table == "oauth_entity" { invalidateClients() }
     }
 
-    nonisolated func forgetTokens(ofUser userID: String) { endedUsers.withLock { _ = $0.insert(userID) } }
+    nonisolated func forgetTokens(ofUser userID: String) {
+        revocations.add(1, ordering: .relaxed)
+        endedUsers.withLock { _ = $0.insert(userID) }
+    }
 
     /// Forgets verified client secrets (after a change to `oauth_entity`: a new secret or a deactivated client
     /// takes effect at once).
     nonisolated func invalidateClients() { verifiedClients.withLock { $0 = [:] } }
 
     /// Revokes an access or refresh token (and the access tokens issued with a refresh token).
+    /// Counts revocations and credential changes (see ``Authenticator/credentialGeneration``).
+    nonisolated var revocationGeneration: Int { revocations.load(ordering: .relaxed) }
+    private let revocations = Atomic<Int>(0)
+
     func revoke(token: String) async {
+        revocations.add(1, ordering: .relaxed)
         let hash = Self.hash(token)
         try? await directory.revoke(hash: hash)
         // Access tokens issued with a revoked refresh token are not tracked by refresh here: forget them all

@@ -15,6 +15,8 @@ final class RecordStore: Sendable {
     let cache = RecordCache()
     /// Where committed changes go after commit, for followers of the event log (``subscribe(after:batchSize:)``).
     let broadcaster = EventBroadcaster()
+    /// Judgements of events shared by live followers who see alike (``LiveJudgements``).
+    let judgements = LiveJudgements()
 
     /// The current schema.
     var catalog: SchemaCatalog { catalogBox.withLock { $0.catalog } }

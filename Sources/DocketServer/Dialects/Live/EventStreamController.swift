@@ -31,6 +31,7 @@ struct EventStreamController {
     let heartbeat: Duration
     let streamsPerUser: Int
     let open = StreamCounts()
+    let messages = MessageCache()
 
     var endpoints: RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
@@ -128,10 +129,23 @@ struct EventStreamController {
         _ iterator: inout LiveChanges.Iterator, until: Int?, credential: PresentedCredential,
         writer: inout any ResponseBodyWriter
     ) async throws {
+        var checkedAt = (authenticator.credentialGeneration, oauth.revocationGeneration)
         while let update = try await iterator.nextUpdate(until: until) {
-            // No change reaches a subscriber whose credentials ended, and roles changed since are applied.
+            // No change reaches a subscriber whose credentials ended, and roles changed since are applied. The
+            // credential is checked again on every heartbeat (expiry) and whenever a logout, a revocation or a
+            // change to users or roles happened since the last check; otherwise it still holds.
             let judgedAs = iterator.live.caller
-            guard let caller = await stillValid(credential, as: judgedAs) else {
+            let now = (authenticator.credentialGeneration, oauth.revocationGeneration)
+            var isTick = false
+            if case .tick = update { isTick = true }
+            let caller: Caller?
+            if isTick || now != checkedAt {
+                checkedAt = now
+                caller = await stillValid(credential, as: judgedAs)
+            } else {
+                caller = judgedAs
+            }
+            guard let caller else {
                 try await writer.write(Self.buffer(
                     "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"
                 ))
@@ -146,7 +160,7 @@ struct EventStreamController {
                     guard let rejudged = try await store.change(change.event, for: iterator.live) else { continue }
                     change = rejudged
                 }
-                try await writer.write(Self.buffer(Self.message(change)))
+                try await writer.write(messages.message(for: change))
             }
         }
         if let until, iterator.position >= until {
@@ -215,6 +229,28 @@ struct EventStreamController {
     }
 
     private static func buffer(_ text: String) -> ByteBuffer { ByteBuffer(string: text) }
+}
+
+/// Messages by sequence and kind: followers who were told alike get the same bytes, encoded once.
+final class MessageCache: Sendable {
+    struct Key: Hashable {
+        let sequence: Int
+        let kind: RecordChange.Kind
+    }
+
+    static let capacity = 1_024
+    private let entries = Mutex<[Key: ByteBuffer]>([:])
+
+    func message(for change: RecordChange) -> ByteBuffer {
+        let key = Key(sequence: change.event.sequence, kind: change.kind)
+        if let cached = entries.withLock({ $0[key] }) { return cached }
+        let buffer = ByteBuffer(string: EventStreamController.message(change))
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[key] = buffer
+        }
+        return buffer
+    }
 }
 
 /// Open streams per user.

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Live-update fan-out of docketd's event stream (Server-Sent Events at /api/docket/events), against a release
+build on loopback.
+
+    python3 Benchmarks/live-sse.py [--subscribers 1000] [--writes 50] [--idle 10000]
+
+Starts a release docketd with demo data, opens SUBSCRIBERS streams (john.doe, following incidents), then
+creates WRITES incidents one after another through the Table API and records, for every subscriber, the time
+from sending the POST to receiving that incident's change: mutation-to-delivery latency, p50 and p99 over all
+deliveries. Then it holds IDLE streams open with nothing happening and reports docketd's resident memory.
+One thread, non-blocking sockets: the client costs little next to the server. Prints a Markdown table."""
+import argparse
+import base64
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def start(binary, data, streams):
+    out = open(os.path.join(data, "stdout"), "w+")
+    server = subprocess.Popen([binary, "--demo", "--port", "0", "--data-dir", os.path.join(data, "db"),
+                               "--log-level", "warning", "--live-streams-per-user", str(streams + 10)],
+                              stdout=out, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        out.seek(0)
+        line = out.read()
+        if "listening on" in line:
+            return server, int(line.strip().rsplit(":", 1)[1])
+        time.sleep(0.1)
+    raise SystemExit("docketd did not start")
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def open_streams(port, count, auth, query):
+    selector = selectors.DefaultSelector()
+    request = (f"GET /api/docket/events?table=incident&query={query} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               f"Authorization: Basic {auth}\r\nAccept: text/event-stream\r\n\r\n").encode()
+    sockets = []
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(request)
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ, {"buffer": b"", "ready": False})
+        sockets.append(sock)
+    # Wait until every stream said it is ready.
+    ready = 0
+    deadline = time.time() + 120
+    while ready < count and time.time() < deadline:
+        for key, _ in selector.select(timeout=1):
+            chunk = key.fileobj.recv(65536)
+            key.data["buffer"] += chunk
+            if not key.data["ready"] and b"event: ready" in key.data["buffer"]:
+                key.data["ready"] = True
+                key.data["buffer"] = b""
+                ready += 1
+    if ready < count:
+        raise SystemExit(f"only {ready} of {count} streams became ready")
+    return selector, sockets
+
+
+def post(port, auth, text):
+    body = json.dumps({"short_description": text}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/now/table/incident", data=body, method="POST",
+                                     headers={"Authorization": "Basic " + auth, "Content-Type": "application/json",
+                                              "Accept": "application/json"})
+    with urllib.request.urlopen(request) as response:
+        return json.loads(response.read())["result"]["sys_id"]
+
+
+def percentile(values, fraction):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--subscribers", type=int, default=1000)
+    parser.add_argument("--writes", type=int, default=50)
+    parser.add_argument("--idle", type=int, default=10000)
+    args = parser.parse_args()
+    subprocess.run(["swift", "build", "-c", "release", "--product", "docketd"], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    binary = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip() + "/docketd"
+    auth = base64.b64encode(b"john.doe:password").decode()
+    admin = base64.b64encode(b"admin:admin").decode()
+    rows = []
+    with tempfile.TemporaryDirectory() as data:
+        server, port = start(binary, data, args.subscribers + args.idle)
+        try:
+            base_rss = rss_mib(server.pid)
+            selector, sockets = open_streams(port, args.subscribers, auth, "short_descriptionSTARTSWITHlive-bench")
+            latencies = []
+            for index in range(args.writes):
+                sent = time.perf_counter()
+                sys_id = post(port, admin, f"live-bench {index}")
+                pending = set(sockets)
+                deadline = time.time() + 30
+                marker = sys_id.encode()
+                while pending and time.time() < deadline:
+                    for key, _ in selector.select(timeout=1):
+                        data_ = key.data
+                        data_["buffer"] += key.fileobj.recv(1 << 20)
+                        if marker in data_["buffer"] and key.fileobj in pending:
+                            latencies.append((time.perf_counter() - sent) * 1000)
+                            pending.discard(key.fileobj)
+                            data_["buffer"] = data_["buffer"][data_["buffer"].rfind(marker):]
+                if pending:
+                    raise SystemExit(f"{len(pending)} subscribers missed write {index}")
+            rows.append((f"{args.subscribers} streams, {args.writes} writes: mutation to delivery",
+                         f"p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms"))
+            for sock in sockets:
+                sock.close()
+            selector.close()
+            time.sleep(1)
+            selector, sockets = open_streams(port, args.idle, auth, "active%3Dtrue")
+            time.sleep(2)
+            rows.append((f"{args.idle} idle streams: docketd resident memory",
+                         f"{rss_mib(server.pid):.0f} MiB ({base_rss:.0f} MiB before any stream)"))
+            for sock in sockets:
+                sock.close()
+        finally:
+            server.terminate()
+            server.wait()
+    print("| measurement | result |")
+    print("|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
