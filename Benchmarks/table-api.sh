@@ -14,25 +14,8 @@ set -euo pipefail
 duration="${1:-10}"
 connections="${2:-32}"
 threads=2
-root="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$root"
-
-command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)" >&2; exit 1; }
-swift build -c release --product docketd >&2
-bin="$(swift build -c release --show-bin-path)/docketd"
-
-data="$(mktemp -d)"
-log="$data/docketd.log"
-"$bin" --demo --port 0 --data-dir "$data/db" --log-level warning >"$data/stdout" 2>"$log" &
-server=$!
-trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$data"' EXIT
-
-for _ in $(seq 1 100); do
-    grep -q 'listening on' "$data/stdout" 2>/dev/null && break
-    sleep 0.1
-done
-base="$(sed -n 's/^docketd listening on //p' "$data/stdout")"
-[ -n "$base" ] || { echo "docketd did not start:" >&2; cat "$log" >&2; exit 1; }
+source "$(dirname "$0")/common.sh"
+start_docketd
 
 auth="admin:admin"
 for i in $(seq 1 120); do

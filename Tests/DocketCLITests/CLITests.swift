@@ -1,5 +1,5 @@
-import DocketCLI
-import DocketKit
+@testable import DocketCLI
+@testable import DocketKit
 import DocketModel
 import DocketTestSupport
 import Foundation
@@ -288,5 +288,35 @@ struct CLITests {
             #expect(unknown.code == 1)
             #expect(unknown.err.contains("no_such_table") || unknown.err.contains("Invalid table"))
         }
+    }
+}
+
+/// What `docket tasks --watch` says about each change to the list.
+@Suite("docket tasks --watch wording")
+struct TasksWatchWordingTests {
+    static func change(_ kind: String, operation: String, fields: [String] = [], record: [String: String]) throws -> RecordChange {
+        let json = JSONValue(members: [
+            ("sequence", .integer(7)), ("change", .string(kind)), ("operation", .string(operation)),
+            ("table", .string("incident")), ("sys_id", .string("abc")), ("fields", .array(fields.map(JSONValue.string))),
+            ("user", .string("beth.anglin")), ("time", .string("2026-11-22 10:00:00")),
+            ("record", JSONValue(members: record.map { ($0.key, .string($0.value)) })),
+        ])
+        return try RecordChange(json: json)
+    }
+
+    @Test("entered, changed, left (closed or reassigned) and deleted each read as a sentence")
+    func describe() throws {
+        #expect(TasksCommand.describe(try Self.change("entered", operation: "insert", record: ["number": "INC1"]))
+            == "INC1 was created for you by beth.anglin")
+        #expect(TasksCommand.describe(try Self.change("entered", operation: "update", record: ["number": "INC1"]))
+            == "INC1 was assigned to you by beth.anglin")
+        #expect(TasksCommand.describe(try Self.change(
+            "changed", operation: "update", fields: ["sys_updated_on", "urgency"], record: ["number": "INC1"]
+        )) == "INC1 was changed (urgency) by beth.anglin")
+        #expect(TasksCommand.describe(try Self.change("left", operation: "update", record: ["number": "INC1", "active": "false"]))
+            == "INC1 left your list (closed) by beth.anglin")
+        #expect(TasksCommand.describe(try Self.change("left", operation: "update", record: ["number": "INC1", "active": "true"]))
+            == "INC1 left your list by beth.anglin")
+        #expect(TasksCommand.describe(try Self.change("deleted", operation: "delete", record: [:])) == "abc was deleted by beth.anglin")
     }
 }

@@ -162,6 +162,16 @@ struct DataSyncAPITests {
             let read = try await Self.apollo(client, nil, #"{ getTask(id: "\#(id)") { title status } }"#)
             #expect(try read.json["data"]?["getTask"]?["status"] == .null)
             #expect(try read.json["errors"] == nil)
+            // A version beyond what GraphQL's Int holds (an admin may write any sys_mod_count) does not break reads.
+            _ = try await client.send(
+                .patch, "/api/now/table/datasync_task/\(id)?sysparm_suppress_auto_sys_field=true",
+                json: #"{"title":"odd, again","sys_mod_count":"9223372036854775807"}"#, headers: .admin
+            )
+            let huge = try await Self.apollo(client, nil, #"{ getTask(id: "\#(id)") { version } }"#)
+            #expect(try huge.json["data"]?["getTask"]?["version"]?.intValue == Int(Int32.max))
+            // The subscription refusal says what to do instead.
+            let subscription = try await Self.apollo(client, nil, "subscription add { taskAdded { id } }")
+            #expect(try subscription.json["errors"]?[0]?["message"]?.stringValue?.contains("query allTasks again") == true)
         }
     }
 

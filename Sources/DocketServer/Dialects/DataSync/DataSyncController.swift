@@ -40,7 +40,8 @@ struct DataSyncController {
 
         init(_ record: Record) {
             id = record.sysID
-            version = (Int(record["sys_mod_count"]) ?? 0) + 1
+            // sys_mod_count is the engine's; an admin may have written any number there.
+            version = min(Int(record["sys_mod_count"]) ?? 0, Int(Int32.max) - 1) + 1
             title = record["title"]
             description = record["description"]
             status = record["status"]
@@ -60,69 +61,33 @@ struct DataSyncController {
 
     var endpoints: RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
-        routes.post(use: post)
-        routes.get(use: get)
+        routes.post(use: handle)
+        routes.get(use: handle)
         return routes
     }
 
-    @Sendable func post(_ request: Request, context: Context) async throws -> Response {
+    @Sendable func handle(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let buffer = try await request.body.collect(upTo: context.maxBodySize)
-        guard let body = try? JSONValue.parse(Array(buffer.readableBytesView)), body.objectValue != nil else {
-            return Self.errors(["The request body must be a JSON object: {\"query\", \"variables\", \"operationName\"}"], status: .badRequest)
-        }
-        return try await execute(
-            query: body["query"]?.stringValue, variables: body["variables"], operationName: body["operationName"]?.stringValue,
-            caller: caller, allowMutations: true
-        )
-    }
-
-    @Sendable func get(_ request: Request, context: Context) async throws -> Response {
-        let caller = try context.requireCaller()
-        let parameters = request.uri.queryParameters
-        var variables: JSONValue? = nil
-        if let text = parameters["variables"], !text.isEmpty {
-            guard let parsed = try? JSONValue.parse(Array(String(text).utf8)) else {
-                return Self.errors(["variables must be a JSON object"], status: .badRequest)
-            }
-            variables = parsed
-        }
-        return try await execute(
-            query: parameters["query"].map(String.init), variables: variables,
-            operationName: parameters["operationName"].map(String.init), caller: caller, allowMutations: false
-        )
-    }
-
-    private func execute(
-        query: String?, variables: JSONValue?, operationName: String?, caller: Caller, allowMutations: Bool
-    ) async throws -> Response {
-        guard let query, !query.isEmpty else { return Self.errors(["A query is required"], status: .badRequest) }
-        guard query.utf8.count <= NowGraphQLController.Limits.documentBytes,
-            NowGraphQLController.nesting(of: query) <= NowGraphQLController.Limits.nesting
-        else { return Self.errors(["The document is too large or nests too deeply"], status: .badRequest) }
-        var variableValues: [String: Map] = [:]
-        switch variables {
-        case nil, .null?: break
-        case .object(let members)?:
-            for (name, value) in members { variableValues[name] = NowGraphQLController.map(value) }
-        default: return Self.errors(["variables must be a JSON object"], status: .badRequest)
-        }
+        let incoming: GraphQLOverHTTP.Incoming
+        let variableValues: [String: Map]
         let document: Document
-        do {
-            document = try parse(source: query)
-        } catch let error as GraphQLError {
-            return Self.errors([error.message], status: .badRequest)
+        switch try await GraphQLOverHTTP.read(request, context: context) {
+        case .failure(let problem): return Self.errors([problem.message], status: .badRequest)
+        case .success(let read): incoming = read
         }
-        if let problem = NowGraphQLController.complexity(of: document) { return Self.errors([problem], status: .badRequest) }
+        switch (GraphQLOverHTTP.text(incoming.query).flatMap(GraphQLOverHTTP.document), GraphQLOverHTTP.variables(incoming.variables)) {
+        case (.failure(let problem), _), (_, .failure(let problem)): return Self.errors([problem.message], status: .badRequest)
+        case (.success(let parsed), .success(let values)): (document, variableValues) = (parsed, values)
+        }
         let problems = validate(schema: schema, ast: document)
         if !problems.isEmpty { return Self.errors(problems.map(\.message), status: .badRequest) }
-        let operations = document.definitions.compactMap { $0 as? OperationDefinition }
-        let operation = operationName.flatMap { name in operations.first { $0.name?.value == name } }
-            ?? (operations.count == 1 ? operations.first : nil)
-        switch operation?.operation {
+        switch GraphQLOverHTTP.operation(in: document, named: incoming.operationName)?.operation {
         case .subscription?:
-            return Self.errors(["Subscriptions are served over a WebSocket, not over HTTP"], status: .badRequest)
-        case .mutation? where !allowMutations:
+            return Self.errors(
+                ["Subscriptions need a WebSocket connection, which this server does not offer yet: query allTasks again instead"],
+                status: .badRequest
+            )
+        case .mutation? where request.method != .post:
             var response = Self.errors(["Mutations must be sent with POST"], status: .methodNotAllowed)
             response.headers[.allow] = "POST"
             return response
@@ -130,7 +95,8 @@ struct DataSyncController {
         }
         let context = ResolverContext(store: store, caller: caller, maxPageSize: configuration.maxPageSize)
         let result = try await graphql(
-            schema: schema, request: query, context: context, variableValues: variableValues, operationName: operationName
+            schema: schema, request: incoming.query ?? "", context: context, variableValues: variableValues,
+            operationName: incoming.operationName
         )
         let bytes = (try? GraphQLJSONEncoder().encode(Self.withConflictExtensions(result))).map { Array($0) }
             ?? Array(#"{"errors":[{"message":"The result could not be encoded"}]}"#.utf8)
@@ -260,6 +226,33 @@ struct DataSyncController {
 
     // MARK: Resolvers
 
+    /// An engine refusal in this dialect's words.
+    static func wording(_ error: EngineError) -> GraphQLError {
+        switch error.reason {
+        case .accessDenied: return GraphQLError(message: "Not allowed to \(error.operation?.rawValue ?? "change") this task")
+        case .recordMissing: return GraphQLError(message: "No such task")
+        case .unknownTable: return GraphQLError(message: "Tasks are not available on this server")
+        default: return GraphQLError(message: error.detail.map { "\(error.message): \($0)" } ?? error.message)
+        }
+    }
+
+    /// Runs engine work, wording its refusals as this dialect's GraphQL errors.
+    static func engine<T>(_ work: () async throws -> T) async throws -> T {
+        do {
+            return try await work()
+        } catch let error as EngineError {
+            throw wording(error)
+        }
+    }
+
+    static func engine<T>(_ work: () throws -> T) throws -> T {
+        do {
+            return try work()
+        } catch let error as EngineError {
+            throw wording(error)
+        }
+    }
+
     private static func context(_ value: any Sendable) throws -> ResolverContext {
         guard let context = value as? ResolverContext else { throw GraphQLError(message: "No context") }
         return context
@@ -279,7 +272,7 @@ struct DataSyncController {
                 offset = number
             }
         }
-        let page = try await NowGraphQLSchema.engine {
+        let page = try await engine {
             try await context.store.list(
                 RecordQuery(table: table, fields: nil, limit: limit, offset: offset, count: false), caller: context.caller
             )
@@ -294,7 +287,7 @@ struct DataSyncController {
         } catch let error as EngineError where error.code == .notFound {
             return nil
         } catch let error as EngineError {
-            throw GraphQLError(message: error.description)
+            throw Self.wording(error)
         }
     }
 
@@ -303,9 +296,9 @@ struct DataSyncController {
         let context = try context(value)
         let values = ["title": args["title"].string ?? "", "description": args["description"].string ?? "", "status": "OPEN"]
         let (store, caller) = (context.store, context.caller)
-        let target = try NowGraphQLSchema.engine { try store.table(table) }
+        let target = try engine { try store.table(table) }
         let committed = CommittedRow()
-        let id = try await NowGraphQLSchema.engine {
+        let id = try await engine {
             try await store.insert(into: table, values: values, caller: caller, within: { db, id in
                 committed.set(try await store.readBack(id, in: target, fields: nil, caller: caller, db: db))
             })
@@ -330,7 +323,7 @@ struct DataSyncController {
         var options = WriteOptions()
         options.expectedModCount = version - 1
         let (store, caller) = (context.store, context.caller)
-        let target = try NowGraphQLSchema.engine { try store.table(table) }
+        let target = try engine { try store.table(table) }
         let committed = CommittedRow()
         do {
             try await store.update(id, in: table, values: values, caller: caller, options: options, within: { db, id in
@@ -344,7 +337,7 @@ struct DataSyncController {
             // when the result is written (``withConflictExtensions(_:)``).
             throw OffixConflict(serverState: server.map, clientState: .dictionary(client))
         } catch let error as EngineError {
-            throw GraphQLError(message: ServiceNowError(error).detail ?? error.description)
+            throw Self.wording(error)
         }
         if let (_, record) = committed.value { return TaskValue(record) }
         return try await getTask(id, context: context)
@@ -358,7 +351,7 @@ struct DataSyncController {
         } catch let error as EngineError where error.code == .notFound {
             throw GraphQLError(message: "Cannot delete object \(id)")
         } catch let error as EngineError {
-            throw GraphQLError(message: ServiceNowError(error).detail ?? error.description)
+            throw Self.wording(error)
         }
         return id
     }

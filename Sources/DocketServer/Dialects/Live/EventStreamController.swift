@@ -190,7 +190,7 @@ struct EventStreamController {
         guard admitted else {
             var error = ServiceNowError(
                 .tooManyRequests, "Too many live streams",
-                detail: "A user may hold at most \(streamsPerUser) live event streams open at once"
+                detail: "A user may hold at most \(streamsPerUser) live event streams open at once; close one, or retry: the stream of a dropped connection is released at its next heartbeat"
             )
             error.headers[.retryAfter] = "5"
             throw error

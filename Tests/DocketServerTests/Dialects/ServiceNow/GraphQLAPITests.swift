@@ -212,6 +212,16 @@ struct GraphQLAPITests {
                     .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             )
             #expect(try get.json["data"]?["GlideRecord_Query"]?["incident"]?["_results"]?[0]?["number"]?["value"]?.stringValue == "INC0010001")
+            // A mutation over GET (which a browser sends cross-site with the session cookie) is refused and writes
+            // nothing.
+            let deleting = try await client.get(
+                "/api/now/graphql?query=" + "mutation { GlideRecord_Mutation { delete_incident(sys_id: \"\(Demo.incident1)\") { sys_id } } }"
+                    .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!,
+                .admin
+            )
+            #expect(deleting.status == .methodNotAllowed)
+            #expect(deleting.headers[.allow] == "POST")
+            #expect(try await client.get("/api/now/table/incident/\(Demo.incident1)", .admin).status == .ok)
         }
     }
 
@@ -262,10 +272,7 @@ struct GraphQLDirectTests {
             ]
             // The first four are plain: the direct path runs them itself; it declines the rest.
             for (index, (document, variables)) in documents.enumerated() {
-                var values: [String: Map] = [:]
-                if let variables, case .object(let members) = try JSONValue.parse(Array(variables.utf8)) {
-                    for (name, value) in members { values[name] = NowGraphQLController.map(value) }
-                }
+                let values = try GraphQLOverHTTP.variables(variables.map { try JSONValue.parse(Array($0.utf8)) }).get()
                 let context = NowGraphQLSchema.Context(
                     store: store, caller: Callers.admin, maxPageSize: 10_000, budget: NowGraphQLSchema.Budget()
                 )

@@ -17,53 +17,6 @@ struct NowGraphQLController {
     let schemas = SchemaCache()
     let documents = DocumentCache()
 
-    /// Bounds checked before a document is executed.
-    enum Limits {
-        /// UTF-8 bytes of a document.
-        static let documentBytes = 100_000
-        /// Nesting of selections (fragments included).
-        static let depth = 15
-        /// Fields selected in a document, fragments counted where they are spread.
-        static let fields = 2_000
-        /// Brackets of any kind open at once, checked on the text before the (recursive) parser sees it.
-        static let nesting = 64
-    }
-
-    /// The deepest bracket nesting of a document (`{`, `(`, `[`), outside strings and comments.
-    static func nesting(of text: String) -> Int {
-        var depth = 0
-        var deepest = 0
-        var bytes = Array(text.utf8)[...]
-        while let byte = bytes.popFirst() {
-            switch byte {
-            case UInt8(ascii: "{"), UInt8(ascii: "("), UInt8(ascii: "["):
-                depth += 1
-                deepest = max(deepest, depth)
-            case UInt8(ascii: "}"), UInt8(ascii: ")"), UInt8(ascii: "]"):
-                depth = max(0, depth - 1)
-            case UInt8(ascii: "#"):
-                while let next = bytes.first, next != 0x0A, next != 0x0D { bytes.removeFirst() }
-            case UInt8(ascii: "\""):
-                if bytes.starts(with: [0x22, 0x22]) {
-                    // A block string: up to the closing triple quote.
-                    bytes.removeFirst(2)
-                    while !bytes.isEmpty, !bytes.starts(with: [0x22, 0x22, 0x22]) {
-                        if bytes.first == UInt8(ascii: "\\") { bytes.removeFirst() }
-                        if !bytes.isEmpty { bytes.removeFirst() }
-                    }
-                    bytes.removeFirst(min(3, bytes.count))
-                } else {
-                    while let next = bytes.popFirst(), next != UInt8(ascii: "\"") {
-                        if next == UInt8(ascii: "\\") { _ = bytes.popFirst() }
-                        if next == 0x0A { break }
-                    }
-                }
-            default: continue
-            }
-        }
-        return deepest
-    }
-
     /// The schema of the current catalog, built once per catalog generation.
     final class SchemaCache: Sendable {
         private let state = Mutex<(generation: Int, schema: GraphQLSchema)?>(nil)
@@ -108,65 +61,38 @@ struct NowGraphQLController {
 
     var endpoints: RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
-        routes.post(use: post)
-        routes.get(use: get)
+        routes.post(use: handle)
+        routes.get(use: handle)
         return routes
     }
 
-    @Sendable func post(_ request: Request, context: Context) async throws -> Response {
+    @Sendable func handle(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let buffer = try await request.body.collect(upTo: context.maxBodySize)
-        guard let body = try? JSONValue.parse(Array(buffer.readableBytesView)), body.objectValue != nil else {
-            return Self.answer(errors: [("The request body must be a JSON object with a query", "InvalidSyntax")])
+        switch try await GraphQLOverHTTP.read(request, context: context) {
+        case .failure(let problem): return Response.json(bytes: Self.errorBytes(problem), status: .ok)
+        case .success(let incoming):
+            return Response.json(
+                bytes: try await answer(
+                    query: incoming.query, variables: incoming.variables, operationName: incoming.operationName,
+                    caller: caller, allowMutations: request.method == .post
+                ),
+                status: .ok
+            )
         }
-        return try await execute(
-            query: body["query"]?.stringValue, variables: body["variables"], operationName: body["operationName"]?.stringValue,
-            caller: caller
-        )
     }
 
-    @Sendable func get(_ request: Request, context: Context) async throws -> Response {
-        let caller = try context.requireCaller()
-        let parameters = request.uri.queryParameters
-        var variables: JSONValue? = nil
-        if let text = parameters["variables"], !text.isEmpty {
-            guard let parsed = try? JSONValue.parse(Array(String(text).utf8)) else {
-                return Self.answer(errors: [("variables must be a JSON object", "InvalidSyntax")])
-            }
-            variables = parsed
-        }
-        return try await execute(
-            query: parameters["query"].map(String.init), variables: variables,
-            operationName: parameters["operationName"].map(String.init), caller: caller
-        )
-    }
-
-    /// Runs a document. With `direct`, plain queries skip the library's executor (``NowGraphQLDirect``); tests
-    /// turn it off to compare both answers.
-    func execute(query: String?, variables: JSONValue?, operationName: String?, caller: Caller, direct: Bool = true)
-        async throws -> Response
-    {
-        Response.json(
-            bytes: try await answer(query: query, variables: variables, operationName: operationName, caller: caller, direct: direct),
-            status: .ok
-        )
-    }
-
-    /// The answer's bytes (always served with 200).
-    func answer(query: String?, variables: JSONValue?, operationName: String?, caller: Caller, direct: Bool = true)
-        async throws -> [UInt8]
-    {
-        guard let query, !query.isEmpty else { return Self.errorBytes( [("A query is required", "InvalidSyntax")]) }
-        guard query.utf8.count <= Limits.documentBytes else {
-            return Self.errorBytes( [("The document is larger than \(Limits.documentBytes) bytes", "InvalidSyntax")])
-        }
-        var variableValues: [String: Map] = [:]
-        switch variables {
-        case nil, .null?: break
-        case .object(let members)?:
-            for (name, value) in members { variableValues[name] = Self.map(value) }
-        default:
-            return Self.errorBytes( [("variables must be a JSON object", "InvalidSyntax")])
+    /// The answer's bytes (always served with 200). With `direct`, plain queries skip the library's executor
+    /// (``NowGraphQLDirect``); tests turn it off to compare both answers. Without `allowMutations` (a GET, which a
+    /// browser sends cross-site with the session cookie) a mutation is refused with a 405.
+    func answer(
+        query: String?, variables: JSONValue?, operationName: String?, caller: Caller, allowMutations: Bool = true,
+        direct: Bool = true
+    ) async throws -> [UInt8] {
+        let text: String
+        let variableValues: [String: Map]
+        switch (GraphQLOverHTTP.text(query), GraphQLOverHTTP.variables(variables)) {
+        case (.failure(let problem), _), (_, .failure(let problem)): return Self.errorBytes(problem)
+        case (.success(let query), .success(let values)): (text, variableValues) = (query, values)
         }
         let schema: GraphQLSchema
         let generation: Int
@@ -177,26 +103,24 @@ struct NowGraphQLController {
             return Self.errorBytes([("The GraphQL schema could not be built", "DataFetchingException")])
         }
         let prepared: PreparedDocument
-        if let cached = documents.document(query, generation: generation) {
+        if let cached = documents.document(text, generation: generation) {
             prepared = cached
         } else {
-            // Bounded before execution: a document may not nest or fan out without limit.
-            guard Self.nesting(of: query) <= Limits.nesting else {
-                return Self.errorBytes([("The document nests brackets deeper than \(Limits.nesting) levels", "InvalidSyntax")])
+            switch GraphQLOverHTTP.document(text) {
+            case .failure(let problem): return Self.errorBytes(problem)
+            case .success(let document):
+                // The library validates every document (once per document and schema).
+                prepared = PreparedDocument(document: document, problems: validate(schema: schema, ast: document))
+                documents.keep(prepared, for: text, generation: generation)
             }
-            let document: Document
-            do {
-                document = try parse(source: query)
-            } catch let error as GraphQLError {
-                return Self.errorBytes([(error.message, "InvalidSyntax")])
-            }
-            if let problem = Self.complexity(of: document) { return Self.errorBytes([(problem, "ValidationError")]) }
-            // The library validates every document (once per document and schema).
-            prepared = PreparedDocument(document: document, problems: validate(schema: schema, ast: document))
-            documents.keep(prepared, for: query, generation: generation)
         }
         let document = prepared.document
         if !prepared.problems.isEmpty { return Self.bytes(GraphQLResult(errors: prepared.problems)) }
+        if !allowMutations, GraphQLOverHTTP.operation(in: document, named: operationName)?.operation == .mutation {
+            var error = ServiceNowError(.methodNotAllowed, "Method not Supported", detail: "Send mutations with POST")
+            error.headers[.allow] = "POST"
+            throw error
+        }
         let context = NowGraphQLSchema.Context(
             store: store, caller: caller, maxPageSize: configuration.maxPageSize, budget: NowGraphQLSchema.Budget()
         )
@@ -209,44 +133,9 @@ struct NowGraphQLController {
             return answer
         }
         let result = try await graphql(
-            schema: schema, request: query, context: context, variableValues: variableValues, operationName: operationName
+            schema: schema, request: text, context: context, variableValues: variableValues, operationName: operationName
         )
         return Self.bytes(result)
-    }
-
-    /// Why a document is refused before it runs (too deep, too many fields), or nil.
-    static func complexity(of document: Document) -> String? {
-        var fragments: [String: FragmentDefinition] = [:]
-        for definition in document.definitions {
-            if let fragment = definition as? FragmentDefinition { fragments[fragment.name.value] = fragment }
-        }
-        var fields = 0
-        var tooDeep = false
-        func walk(_ set: SelectionSet, depth: Int, visiting: Set<String>) {
-            guard !tooDeep, fields <= Limits.fields else { return }
-            if depth > Limits.depth {
-                tooDeep = true
-                return
-            }
-            for selection in set.selections {
-                if let field = selection as? Field {
-                    fields += 1
-                    if let inner = field.selectionSet { walk(inner, depth: depth + 1, visiting: visiting) }
-                } else if let spread = selection as? FragmentSpread {
-                    let name = spread.name.value
-                    guard !visiting.contains(name), let fragment = fragments[name] else { continue }
-                    walk(fragment.selectionSet, depth: depth, visiting: visiting.union([name]))
-                } else if let inline = selection as? InlineFragment {
-                    walk(inline.selectionSet, depth: depth, visiting: visiting)
-                }
-            }
-        }
-        for definition in document.definitions {
-            if let operation = definition as? OperationDefinition { walk(operation.selectionSet, depth: 1, visiting: []) }
-        }
-        if tooDeep { return "The document nests selections deeper than \(Limits.depth) levels" }
-        if fields > Limits.fields { return "The document selects more than \(Limits.fields) fields" }
-        return nil
     }
 
     /// The answer: always 200, the library's encoding of the result (it keeps the order of the selection), and
@@ -282,8 +171,8 @@ struct NowGraphQLController {
         return "DataFetchingException"
     }
 
-    static func answer(errors: [(message: String, type: String)]) -> Response {
-        Response.json(bytes: errorBytes(errors), status: .ok)
+    static func errorBytes(_ problem: GraphQLOverHTTP.Problem) -> [UInt8] {
+        errorBytes([(problem.message, problem.isSyntax ? "InvalidSyntax" : "ValidationError")])
     }
 
     static func errorBytes(_ errors: [(message: String, type: String)]) -> [UInt8] {
@@ -291,18 +180,5 @@ struct NowGraphQLController {
             ("data", .null),
             ("errors", .array(errors.map { .object(["message": .string($0.message), "errorType": .string($0.type)]) })),
         ]).serialized()
-    }
-
-    /// A JSON value as the library's `Map`.
-    static func map(_ value: JSONValue) -> Map {
-        switch value {
-        case .null: return .null
-        case .bool(let flag): return .bool(flag)
-        case .integer(let number): return .int(number)
-        case .number(let number): return .double(number)
-        case .string(let text): return .string(text)
-        case .array(let values): return .array(values.map(map))
-        case .object(let members): return .dictionary(OrderedDictionary(uniqueKeysWithValues: members.map { ($0.key, map($0.value)) }))
-        }
     }
 }
