@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/GraphQLSwift/GraphQL.git", from: "4.3.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
     ],
     targets: [
         .target(
@@ -39,6 +42,10 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "MultipartKit", package: "multipart-kit"),
                 .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
@@ -64,7 +71,15 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .target(name: "DocketKit", dependencies: ["DocketModel"]),
+        // WebSockets: URLSessionWebSocketTask on Apple platforms, swift-websocket's client on Linux (where
+        // URLSession's WebSocket support is unreliable).
+        .target(
+            name: "DocketKit",
+            dependencies: [
+                "DocketModel",
+                .product(name: "WSClient", package: "swift-websocket", condition: .when(platforms: [.linux])),
+            ]
+        ),
         .target(
             name: "DocketCLI",
             dependencies: ["DocketKit", .product(name: "ArgumentParser", package: "swift-argument-parser")]

@@ -58,7 +58,7 @@ if curl --version | grep -q HTTP2; then
     echo "compatibility: HTTP/2 negotiated by ALPN"
 fi
 status=0
-for suite in test_pysnc test_pysnow test_gql; do
+for suite in ${COMPAT_SUITES:-test_pysnc test_pysnow test_gql}; do
     (cd "$ROOT/Tests/Compatibility" && python3 -W ignore::ResourceWarning -m unittest -v "$suite") || status=1
 done
 exit $status

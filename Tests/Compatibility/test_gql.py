@@ -1,13 +1,24 @@
 """The Python gql client (unmodified, from PyPI) against docketd's two GraphQL dialects over HTTPS:
 ServiceNow's /api/now/graphql (the NowData SDK's documented query) and the DataSync task API at /graphql
-(the showcase clients' operations verbatim, a version conflict). WebSocket subscriptions are not served yet."""
+(the showcase clients' operations verbatim, a version conflict), over HTTP and over WebSockets in both
+subprotocols (graphql-transport-ws and the legacy graphql-ws): subscriptions that see creates, updates and
+deletes, a resume without loss while writes continue, and a revoked token's socket closed."""
+import asyncio
+import ssl
+import threading
 import unittest
 import uuid
 
 import requests
+import websockets
 from gql import Client, gql
 from gql.transport.exceptions import TransportQueryError
 from gql.transport.requests import RequestsHTTPTransport
+from gql.transport.websockets import WebsocketsTransport
+
+GRAPHQL_TRANSPORT_WS = "graphql-transport-ws"
+GRAPHQL_WS = "graphql-ws"
+SUBPROTOCOLS = (GRAPHQL_TRANSPORT_WS, GRAPHQL_WS)
 
 from common import ADMIN, CA, CLIENT_ID, CLIENT_SECRET, ITIL, URL
 
@@ -101,6 +112,192 @@ class DataSyncTasks(unittest.TestCase):
         self.assertIsInstance(result["allTasks"], list)
         anonymous = requests.post(f"{URL}/graphql", json={"query": "{ allTasks { id } }"}, verify=CA)
         self.assertEqual(anonymous.status_code, 401)
+
+
+def token(user=ITIL):
+    return requests.post(f"{URL}/oauth_token.do", verify=CA, data={
+        "grant_type": "password", "client_id": CLIENT_ID, "client_secret": CLIENT_SECRET,
+        "username": user[0], "password": user[1]}).json()["access_token"]
+
+
+def socket(path, subprotocol, payload):
+    context = ssl.create_default_context(cafile=CA)
+    return WebsocketsTransport(url=URL.replace("https://", "wss://") + path, ssl=context, init_payload=payload,
+                               subprotocols=[subprotocol])
+
+
+def run(coroutine):
+    return asyncio.run(asyncio.wait_for(coroutine, 60))
+
+
+def later(delay, action):
+    """Runs action on a thread after delay seconds (while a subscription waits)."""
+    timer = threading.Timer(delay, action)
+    timer.start()
+    return timer
+
+
+class DataSyncSubscriptions(unittest.TestCase):
+    """The showcase's operations over each WebSocket subprotocol, with Apollo iOS's connection_init payload."""
+
+    def test_operations_and_subscriptions(self):
+        for subprotocol in SUBPROTOCOLS:
+            with self.subTest(subprotocol=subprotocol):
+                run(self.exercise(subprotocol))
+
+    async def exercise(self, subprotocol):
+        payload = {"Authorization": "Bearer " + token()} if subprotocol == GRAPHQL_TRANSPORT_WS else \
+            {"authorization": "Bearer " + token()}
+        http = client("/graphql")
+        async with Client(transport=socket("/graphql", subprotocol, payload)) as session:
+            listed = await session.execute(gql("query allTasks { allTasks { __typename ...TaskFields } }\n" + FRAGMENT))
+            self.assertIsInstance(listed["allTasks"], list)
+            title = "ws " + uuid.uuid4().hex[:8]
+            # taskAdded sees a task created through HTTP.
+            added = session.subscribe(gql("subscription add { taskAdded { __typename ...TaskFields } }\n" + FRAGMENT))
+            create = gql("mutation createTask($title: String!, $description: String!, $status: TaskStatus!) { "
+                         "createTask(title: $title, description: $description, status: $status) { __typename ...TaskFields } }\n"
+                         + FRAGMENT)
+            later(0.5, lambda: http.execute(create, variable_values={"title": title, "description": "d", "status": "OPEN"}))
+            async for result in added:
+                task = result["taskAdded"]
+                if task["title"] == title:
+                    break
+            self.assertEqual((task["__typename"], task["version"], task["status"]), ("Task", 1, "OPEN"))
+            # taskUpdated sees a change made over this socket.
+            updated = session.subscribe(gql("subscription { taskUpdated { id title version } }"))
+            update = gql("mutation updateTask($description: String, $id: ID!, $title: String, $version: Int!, "
+                         "$status: TaskStatus) { updateTask(description: $description, id: $id, title: $title, "
+                         "version: $version, status: $status) { id version } }")
+            later(0.5, lambda: http.execute(update, variable_values={"id": task["id"], "title": title + "!", "version": 1}))
+            async for result in updated:
+                if result["taskUpdated"]["id"] == task["id"]:
+                    self.assertEqual((result["taskUpdated"]["title"], result["taskUpdated"]["version"]), (title + "!", 2))
+                    break
+            # taskDeleted carries the whole deleted task.
+            deleted = session.subscribe(gql("subscription delete { taskDeleted { __typename ...TaskFields } }\n" + FRAGMENT))
+            later(0.5, lambda: http.execute(gql("mutation deleteTask($id: ID!) { deleteTask(id: $id) }"),
+                                            variable_values={"id": task["id"]}))
+            async for result in deleted:
+                gone = result["taskDeleted"]
+                if gone["id"] == task["id"]:
+                    self.assertEqual((gone["title"], gone["version"], gone["description"]), (title + "!", 2, "d"))
+                    break
+            # A mutation over the socket itself.
+            mine = await session.execute(create, variable_values={"title": title, "description": "ws", "status": "OPEN"})
+            self.assertEqual(mine["createTask"]["version"], 1)
+            await session.execute(gql("mutation ($id: ID!) { deleteTask(id: $id) }"),
+                                  variable_values={"id": mine["createTask"]["id"]})
+
+    def test_refusals(self):
+        async def wrong_token():
+            with self.assertRaises(Exception):
+                async with Client(transport=socket("/graphql", GRAPHQL_TRANSPORT_WS, {"Authorization": "Bearer nope"})):
+                    pass
+
+        async def unknown_subprotocol():
+            context = ssl.create_default_context(cafile=CA)
+            async with websockets.connect(URL.replace("https://", "wss://") + "/graphql", ssl=context,
+                                          subprotocols=["chat"]) as ws:
+                with self.assertRaises(websockets.ConnectionClosed) as caught:
+                    await ws.recv()
+                self.assertEqual(caught.exception.rcvd.code, 4406)
+
+        run(wrong_token())
+        run(unknown_subprotocol())
+
+
+class NowSubscriptions(unittest.TestCase):
+    """Docket's per-table subscription on /api/now/graphql."""
+
+    DOCUMENT = ("subscription ($q: String, $since: Long) { incident(queryConditions: $q, since: $since) { sequence change "
+                "operation sys_id record { number { value } short_description { value displayValue } } "
+                "previous { short_description { value } } } }")
+
+    def test_create_update_delete_and_resume(self):
+        for subprotocol in SUBPROTOCOLS:
+            with self.subTest(subprotocol=subprotocol):
+                run(self.exercise(subprotocol))
+
+    async def exercise(self, subprotocol):
+        marker = "sub " + uuid.uuid4().hex[:8]
+        query = "short_descriptionSTARTSWITH" + marker
+        table = f"{URL}/api/now/table/incident"
+        payload = {"Authorization": "Bearer " + token()}
+
+        def writes():
+            created = requests.post(table, auth=ITIL, verify=CA, json={"short_description": marker + " a"}).json()["result"]
+            requests.patch(f"{table}/{created['sys_id']}", auth=ITIL, verify=CA, json={"short_description": marker + " b"})
+            requests.delete(f"{table}/{created['sys_id']}", auth=ITIL, verify=CA)
+
+        async with Client(transport=socket("/api/now/graphql", subprotocol, payload)) as session:
+            seen = []
+            later(0.5, writes)
+            async for result in session.subscribe(gql(self.DOCUMENT), variable_values={"q": query}):
+                seen.append(result["incident"])
+                if len(seen) == 3:
+                    break
+        self.assertEqual([c["change"] for c in seen], ["entered", "changed", "deleted"])
+        self.assertEqual([c["operation"] for c in seen], ["insert", "update", "delete"])
+        self.assertEqual(seen[1]["previous"]["short_description"]["value"], marker + " a")
+        self.assertEqual(seen[1]["record"]["short_description"]["value"], marker + " b")
+        self.assertTrue(seen[0]["record"]["number"]["value"].startswith("INC"))
+        self.assertEqual(sorted(c["sequence"] for c in seen), [c["sequence"] for c in seen])
+
+    def test_resume_without_loss_while_writing(self):
+        marker = "resume " + uuid.uuid4().hex[:8]
+        query = "short_descriptionSTARTSWITH" + marker
+        total = 30
+
+        def writer():
+            session = requests.Session()
+            session.auth, session.verify = ITIL, CA
+            for index in range(total):
+                session.post(f"{URL}/api/now/table/incident", json={"short_description": f"{marker} {index}"})
+
+        async def follow(since, count):
+            payload = {"Authorization": "Bearer " + token()}
+            async with Client(transport=socket("/api/now/graphql", GRAPHQL_TRANSPORT_WS, payload)) as session:
+                got = []
+                async for result in session.subscribe(gql(self.DOCUMENT), variable_values={"q": query, "since": since}):
+                    got.append(result["incident"])
+                    if len(got) == count:
+                        return got
+
+        start = requests.get(f"{URL}/api/docket/events", auth=ITIL, verify=CA,
+                             params={"follow": "false"}).text
+        since = int(start.split("id: ")[1].split("\n")[0]) if "id: " in start else 0
+        thread = threading.Thread(target=writer)
+        thread.start()
+        try:
+            first = run(follow(since, 10))
+            # Disconnected while writes go on; resume after the last sequence received.
+            rest = run(follow(first[-1]["sequence"], total - 10))
+        finally:
+            thread.join()
+        names = [c["record"]["short_description"]["value"] for c in first + rest]
+        self.assertEqual(names, [f"{marker} {index}" for index in range(total)])
+        sequences = [c["sequence"] for c in first + rest]
+        self.assertEqual(sequences, sorted(set(sequences)))
+
+    def test_revoked_token_closes_the_socket(self):
+        access = token()
+
+        async def revoked():
+            context = ssl.create_default_context(cafile=CA)
+            async with websockets.connect(URL.replace("https://", "wss://") + "/api/now/graphql", ssl=context,
+                                          subprotocols=[GRAPHQL_TRANSPORT_WS]) as ws:
+                await ws.send('{"type":"connection_init","payload":{"Authorization":"Bearer ' + access + '"}}')
+                self.assertIn("connection_ack", await ws.recv())
+                await ws.send('{"type":"subscribe","id":"1","payload":{"query":"subscription { incident { sequence } }"}}')
+                await asyncio.get_running_loop().run_in_executor(None, lambda: requests.post(
+                    f"{URL}/oauth_revoke_token.do", data={"token": access}, verify=CA))
+                with self.assertRaises(websockets.ConnectionClosed) as caught:
+                    while True:
+                        await asyncio.wait_for(ws.recv(), 10)
+                self.assertEqual(caught.exception.rcvd.code, 4403)
+
+        run(revoked())
 
 
 if __name__ == "__main__":

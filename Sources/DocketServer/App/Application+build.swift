@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import HummingbirdHTTP2
+import HummingbirdWebSocket
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -12,7 +13,9 @@ public func buildApplication(
     _ configuration: Configuration, onServerRunning: @escaping @Sendable (any Channel) async -> Void = { _ in }
 ) async throws -> some ApplicationProtocol {
     // TLS files are checked before anything touches the data folder.
-    let server: HTTPServerBuilder
+    let tls = try configuration.tlsCertificatePath.flatMap { certificate in
+        try configuration.tlsKeyPath.map { try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: $0) }
+    }
     let idle = TimeAmount.nanoseconds(
         Int64(clamping: configuration.idleTimeout.components.seconds) * 1_000_000_000
             + configuration.idleTimeout.components.attoseconds / 1_000_000_000
@@ -21,15 +24,6 @@ public func buildApplication(
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [ConnectMethodHandler(), LingeringCloseHandler()], idleTimeout: idle
     )
-    if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
-        // TLS with ALPN: HTTP/2 for clients that offer it, HTTP/1.1 for the rest.
-        server = try .http2Upgrade(
-            tlsConfiguration: try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: key),
-            configuration: .init(idleTimeout: configuration.idleTimeout, streamConfiguration: http1)
-        )
-    } else {
-        server = .http1(configuration: http1)
-    }
     var logger = Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
     try DataFolder.prepare(configuration.dataDirectory)
@@ -107,15 +101,13 @@ public func buildApplication(
         MyWorkController(store: store, configuration: configuration).endpoints,
         atPath: "/api/x_snc_my_work/v1/tracker"
     )
+    let nowGraphQL = NowGraphQLController(store: store, configuration: configuration)
+    router.addRoutes(nowGraphQL.endpoints, atPath: "/api/now/graphql")
+    // Live streams: SSE here, GraphQL subscriptions over WebSocket below; one per-user bound for both.
+    let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth)
+    let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
     router.addRoutes(
-        NowGraphQLController(store: store, configuration: configuration).endpoints, atPath: "/api/now/graphql"
-    )
-    router.addRoutes(
-        EventStreamController(
-            store: store, authenticator: authenticator, oauth: oauth, heartbeat: configuration.liveHeartbeat,
-            streamsPerUser: configuration.liveStreamsPerUser
-        ).endpoints,
-        atPath: "/api/docket"
+        EventStreamController(store: store, credentials: credentials, streams: liveStreams).endpoints, atPath: "/api/docket"
     )
     // The DataSync dialect: its own route group, authenticator and error shape, outside /api/.
     let dataSync = try DataSyncController(store: store, configuration: configuration)
@@ -123,6 +115,37 @@ public func buildApplication(
         .addRoutes(dataSync.endpoints)
     let responder = router.buildResponder()
     batchResponder.set(responder)
+
+    // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
+    let sockets = GraphQLSocketServer(
+        store: store, credentials: credentials, streams: liveStreams, heartbeat: configuration.liveHeartbeat
+    )
+    let socketRouter = Router(context: DocketSocketContext.self)
+    let socketDialects: [(String, any GraphQLSocketDialect)] = [
+        (
+            "/api/now/graphql",
+            NowGraphQLSocketDialect(
+                controller: nowGraphQL,
+                logins: SocketLogins(authenticator: authenticator, oauth: oauth, acceptsSessionCookie: true)
+            )
+        ),
+        (
+            "/graphql",
+            DataSyncSocketDialect(
+                controller: dataSync, logins: SocketLogins(authenticator: authenticator, oauth: oauth, acceptsSessionCookie: false)
+            )
+        ),
+    ]
+    for (path, dialect) in socketDialects {
+        socketRouter.ws(RouterPath(path), shouldUpgrade: { request, _ in sockets.shouldUpgrade(request) }) { inbound, outbound, context in
+            try await sockets.run(dialect: dialect, inbound: inbound, outbound: outbound, context: context)
+        }
+    }
+    let server = try ServerChannels.builder(
+        webSocketRouter: socketRouter, http1: http1,
+        webSocket: WebSocketServerConfiguration(maxFrameSize: GraphQLSocketServer.maxMessageSize, autoPing: .enabled(timePeriod: .seconds(30))),
+        idleTimeout: configuration.idleTimeout, tls: tls
+    )
 
     return Application(
         responder: MethodOverrideResponder(inner: responder),

@@ -54,11 +54,11 @@ extension RecordStore {
         guard let eventClass = catalog.table(event.table) else { return nil }
         if let table = live.table, !eventClass.ancestry.contains(table.name) { return nil }
         // Followers who see alike (same user, roles, table and query) share one judgement of each event.
-        let key = LiveJudgements.Key(
+        let key = LiveJudgementKey(
             sequence: event.sequence, user: live.caller.userID + "\u{0}" + live.caller.userName,
             roles: live.caller.roles.sorted(), table: live.table?.name ?? "", query: live.query.description
         )
-        let (before, after) = try await judgements.judgement(key) {
+        let (before, after) = try await judgements.value(key) {
             (try await self.matches(event.rowBefore, of: event, as: live), try await self.matches(event.rowAfter, of: event, as: live))
         }
         switch (before, after) {
@@ -156,34 +156,14 @@ struct LiveChanges: AsyncSequence, Sendable {
     }
 }
 
-/// Judgements of events (did the row match before and after?) shared by the followers who see alike: a thousand
-/// followers of one list cost one evaluation per event, not a thousand. A judgement in progress is awaited by
-/// the others rather than repeated.
-final class LiveJudgements: Sendable {
-    struct Key: Hashable, Sendable {
-        let sequence: Int
-        let user: String
-        let roles: [String]
-        let table: String
-        let query: String
-    }
+/// Judgements of events (did the row match before and after?) shared by the followers who see alike (same user,
+/// roles, table and query).
+typealias LiveJudgements = SharedWork<LiveJudgementKey, (Bool, Bool)>
 
-    /// Judgements kept; beyond it the oldest half goes (a follower far behind then judges again).
-    static let capacity = 20_000
-    private let state = Mutex<[Key: Task<(Bool, Bool), any Error>]>([:])
-
-    func judgement(_ key: Key, compute: @escaping @Sendable () async throws -> (Bool, Bool)) async throws -> (Bool, Bool) {
-        let task = state.withLock { entries -> Task<(Bool, Bool), any Error> in
-            if let existing = entries[key] { return existing }
-            if entries.count >= Self.capacity {
-                let sequences = entries.keys.map(\.sequence).sorted()
-                let cutoff = sequences[sequences.count / 2]
-                entries = entries.filter { $0.key.sequence > cutoff }
-            }
-            let task = Task { try await compute() }
-            entries[key] = task
-            return task
-        }
-        return try await task.value
-    }
+struct LiveJudgementKey: SequencedKey {
+    let sequence: Int
+    let user: String
+    let roles: [String]
+    let table: String
+    let query: String
 }

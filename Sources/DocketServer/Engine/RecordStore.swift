@@ -16,7 +16,7 @@ final class RecordStore: Sendable {
     /// Where committed changes go after commit, for followers of the event log (``subscribe(after:batchSize:)``).
     let broadcaster = EventBroadcaster()
     /// Judgements of events shared by live followers who see alike (``LiveJudgements``).
-    let judgements = LiveJudgements()
+    let judgements = LiveJudgements(capacity: 20_000)
 
     /// The current schema.
     var catalog: SchemaCatalog { catalogBox.withLock { $0.catalog } }

@@ -7,8 +7,8 @@ import OrderedCollections
 /// The AeroGear DataSync showcase's task API, generation v1 (spec §1.2), at `POST` and `GET /graphql`. Tasks are
 /// records of the engine's `datasync_task` table (so the Table API, access rules and the event log see them);
 /// a task's `version` is its `sys_mod_count` + 1, and `updateTask`'s version check is the engine's optimistic
-/// concurrency. Subscriptions (`taskAdded`, `taskUpdated`, `taskDeleted`) are part of the schema; over HTTP they
-/// are refused, as they need a WebSocket.
+/// concurrency. Subscriptions (`taskAdded`, `taskUpdated`, `taskDeleted`) run over a WebSocket on the same path
+/// (``DataSyncSocketDialect``); over HTTP they are refused.
 struct DataSyncController {
     typealias Context = DocketRequestContext
     static let table = "datasync_task"
@@ -84,7 +84,7 @@ struct DataSyncController {
         switch GraphQLOverHTTP.operation(in: document, named: incoming.operationName)?.operation {
         case .subscription?:
             return Self.errors(
-                ["Subscriptions need a WebSocket connection, which this server does not offer yet: query allTasks again instead"],
+                ["Subscriptions need a WebSocket: open one to this URL with the graphql-transport-ws or graphql-ws subprotocol"],
                 status: .badRequest
             )
         case .mutation? where request.method != .post:
@@ -93,19 +93,31 @@ struct DataSyncController {
             return response
         default: break
         }
-        let context = ResolverContext(store: store, caller: caller, maxPageSize: configuration.maxPageSize)
-        let result = try await graphql(
-            schema: schema, request: incoming.query ?? "", context: context, variableValues: variableValues,
-            operationName: incoming.operationName
-        )
-        let bytes = (try? GraphQLJSONEncoder().encode(Self.withConflictExtensions(result))).map { Array($0) }
-            ?? Array(#"{"errors":[{"message":"The result could not be encoded"}]}"#.utf8)
+        let bytes = await result(document, variables: variableValues, operationName: incoming.operationName, caller: caller)
         // Resolver errors (a conflict, a refused write) are answered with 200: Apollo iOS drops the body of any
         // other status.
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
         )
+    }
+
+    /// Runs a validated query or mutation: the answer's bytes (`{"data", "errors"}`).
+    func result(_ document: Document, variables: [String: Map], operationName: String?, caller: Caller, root: any Sendable = ())
+        async -> [UInt8]
+    {
+        let context = ResolverContext(store: store, caller: caller, maxPageSize: configuration.maxPageSize)
+        let result: GraphQLResult
+        do {
+            result = try await execute(
+                schema: schema, documentAST: document, rootValue: root, context: context, variableValues: variables,
+                operationName: operationName
+            )
+        } catch {
+            result = GraphQLResult(errors: [GraphQLError(message: "The operation could not be run")])
+        }
+        return (try? GraphQLJSONEncoder().encode(Self.withConflictExtensions(result))).map { Array($0) }
+            ?? Array(#"{"errors":[{"message":"The result could not be encoded"}]}"#.utf8)
     }
 
     /// An update that lost to another write: Offix's conflict, carried to the answer as

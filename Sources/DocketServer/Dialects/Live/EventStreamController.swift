@@ -26,11 +26,9 @@ struct EventStreamController {
     typealias Context = DocketRequestContext
 
     let store: RecordStore
-    let authenticator: Authenticator
-    let oauth: OAuthService
-    let heartbeat: Duration
-    let streamsPerUser: Int
-    let open = StreamCounts()
+    let credentials: CredentialCheck
+    /// Shared with the GraphQL sockets' subscriptions.
+    let streams: LiveStreamLimit
     let messages = MessageCache()
 
     var endpoints: RouteCollection<Context> {
@@ -129,22 +127,13 @@ struct EventStreamController {
         _ iterator: inout LiveChanges.Iterator, until: Int?, credential: PresentedCredential,
         writer: inout any ResponseBodyWriter
     ) async throws {
-        var checkedAt = (authenticator.credentialGeneration, oauth.revocationGeneration)
+        var watch = credentials.watch()
         while let update = try await iterator.nextUpdate(until: until) {
-            // No change reaches a subscriber whose credentials ended, and roles changed since are applied. The
-            // credential is checked again on every heartbeat (expiry) and whenever a logout, a revocation or a
-            // change to users or roles happened since the last check; otherwise it still holds.
+            // No change reaches a subscriber whose credentials ended, and roles changed since are applied.
             let judgedAs = iterator.live.caller
-            let now = (authenticator.credentialGeneration, oauth.revocationGeneration)
             var isTick = false
             if case .tick = update { isTick = true }
-            let caller: Caller?
-            if isTick || now != checkedAt {
-                checkedAt = now
-                caller = await stillValid(credential, as: judgedAs)
-            } else {
-                caller = judgedAs
-            }
+            let caller = await watch.caller(judgedAs, credential: credential, force: isTick)
             guard let caller else {
                 try await writer.write(Self.buffer(
                     "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"
@@ -169,40 +158,15 @@ struct EventStreamController {
         }
     }
 
-    /// The caller the credential stands for now; nil when it ended (logout, expiry, revocation, a new password,
-    /// a lock or deactivation).
-    private func stillValid(_ credential: PresentedCredential, as caller: Caller) async -> Caller? {
-        switch credential {
-        case .session(let token):
-            return try? await authenticator.caller(sessionToken: token)
-        case .bearer(let token):
-            guard let userID = await oauth.userID(accessToken: token), userID == caller.userID else { return nil }
-            return try? await authenticator.caller(userID: userID)
-        }
-    }
-
     private func reserveStream(for userID: String) throws {
-        let admitted = open.counts.withLock { counts in
-            guard counts[userID, default: 0] < streamsPerUser else { return false }
-            counts[userID, default: 0] += 1
-            return true
-        }
-        guard admitted else {
-            var error = ServiceNowError(
-                .tooManyRequests, "Too many live streams",
-                detail: "A user may hold at most \(streamsPerUser) live event streams open at once; close one, or retry: the stream of a dropped connection is released at its next heartbeat"
-            )
+        guard streams.reserve(for: userID) else {
+            var error = ServiceNowError(.tooManyRequests, "Too many live streams", detail: streams.refusal)
             error.headers[.retryAfter] = "5"
             throw error
         }
     }
 
-    private func releaseStream(for userID: String) {
-        open.counts.withLock { counts in
-            counts[userID, default: 1] -= 1
-            if counts[userID] == 0 { counts[userID] = nil }
-        }
-    }
+    private func releaseStream(for userID: String) { streams.release(for: userID) }
 
     private static func sequence(_ text: String, name: String) throws -> Int {
         guard let value = Int(text.trimmingCharacters(in: .whitespaces)), value >= 0 else {
@@ -251,11 +215,6 @@ final class MessageCache: Sendable {
         }
         return buffer
     }
-}
-
-/// Open streams per user.
-final class StreamCounts: Sendable {
-    let counts = Mutex<[String: Int]>([:])
 }
 
 extension HTTPField.Name {

@@ -85,8 +85,7 @@ struct NowGraphQLController {
     /// (``NowGraphQLDirect``); tests turn it off to compare both answers. Without `allowMutations` (a GET, which a
     /// browser sends cross-site with the session cookie) a mutation is refused with a 405.
     func answer(
-        query: String?, variables: JSONValue?, operationName: String?, caller: Caller, allowMutations: Bool = true,
-        direct: Bool = true
+        query: String?, variables: JSONValue?, operationName: String?, caller: Caller, allowMutations: Bool = true, direct: Bool = true
     ) async throws -> [UInt8] {
         let text: String
         let variableValues: [String: Map]
@@ -95,24 +94,10 @@ struct NowGraphQLController {
         case (.success(let query), .success(let values)): (text, variableValues) = (query, values)
         }
         let schema: GraphQLSchema
-        let generation: Int
-        do {
-            (schema, generation) = try schemas.schema(for: store)
-        } catch {
-            store.logger.error("Could not build the GraphQL schema", metadata: ["error": "\(error)"])
-            return Self.errorBytes([("The GraphQL schema could not be built", "DataFetchingException")])
-        }
         let prepared: PreparedDocument
-        if let cached = documents.document(text, generation: generation) {
-            prepared = cached
-        } else {
-            switch GraphQLOverHTTP.document(text) {
-            case .failure(let problem): return Self.errorBytes(problem)
-            case .success(let document):
-                // The library validates every document (once per document and schema).
-                prepared = PreparedDocument(document: document, problems: validate(schema: schema, ast: document))
-                documents.keep(prepared, for: text, generation: generation)
-            }
+        switch prepare(text) {
+        case .failure(let refusal): return refusal.bytes
+        case .success(let ready): (schema, prepared) = ready
         }
         let document = prepared.document
         if !prepared.problems.isEmpty { return Self.bytes(GraphQLResult(errors: prepared.problems)) }
@@ -120,6 +105,12 @@ struct NowGraphQLController {
             var error = ServiceNowError(.methodNotAllowed, "Method not Supported", detail: "Send mutations with POST")
             error.headers[.allow] = "POST"
             throw error
+        }
+        if GraphQLOverHTTP.operation(in: document, named: operationName)?.operation == .subscription {
+            return Self.errorBytes([(
+                "Subscriptions need a WebSocket: open one to this URL with the graphql-transport-ws or graphql-ws subprotocol",
+                "ValidationError"
+            )])
         }
         let context = NowGraphQLSchema.Context(
             store: store, caller: caller, maxPageSize: configuration.maxPageSize, budget: NowGraphQLSchema.Budget()
@@ -132,10 +123,40 @@ struct NowGraphQLController {
         {
             return answer
         }
-        let result = try await graphql(
-            schema: schema, request: text, context: context, variableValues: variableValues, operationName: operationName
+        let result = try await execute(
+            schema: schema, documentAST: document, rootValue: (), context: context, variableValues: variableValues,
+            operationName: operationName
         )
         return Self.bytes(result)
+    }
+
+    /// The current schema and the document parsed and validated against it (both cached); the answer's bytes
+    /// when either cannot be had.
+    func prepare(_ text: String) -> Result<(GraphQLSchema, PreparedDocument), Refusal> {
+        let schema: GraphQLSchema
+        let generation: Int
+        do {
+            (schema, generation) = try schemas.schema(for: store)
+        } catch {
+            store.logger.error("Could not build the GraphQL schema", metadata: ["error": "\(error)"])
+            return .failure(Refusal(bytes: Self.errorBytes([("The GraphQL schema could not be built", "DataFetchingException")])))
+        }
+        if let cached = documents.document(text, generation: generation) { return .success((schema, cached)) }
+        switch GraphQLOverHTTP.document(text) {
+        case .failure(let problem): return .failure(Refusal(bytes: Self.errorBytes(problem)))
+        case .success(let document):
+            // The library validates every document (once per document and schema).
+            let prepared = PreparedDocument(document: document, problems: validate(schema: schema, ast: document))
+            documents.keep(prepared, for: text, generation: generation)
+            return .success((schema, prepared))
+        }
+    }
+
+    /// An answer of errors only, as its bytes.
+    struct Refusal: Error {
+        let bytes: [UInt8]
+        /// Its error objects.
+        var errors: [JSONValue] { (try? JSONValue.parse(bytes))?.objectValue?["errors"]?.arrayValue ?? [] }
     }
 
     /// The answer: always 200, the library's encoding of the result (it keeps the order of the selection), and

@@ -150,7 +150,49 @@ enum NowGraphQLSchema {
                     "GlideRecord_Mutation": GraphQLField(type: try mutationType(tables)) { _, _, _, _ in "GlideRecord_Mutation" }
                 ]
             )
-            return try GraphQLSchema(query: query, mutation: mutation)
+            return try GraphQLSchema(query: query, mutation: mutation, subscription: try subscriptionType(tables))
+        }
+
+        /// Docket's subscriptions (ServiceNow has none): one field per table, `<table>(queryConditions, since)`,
+        /// whose results are `Docket_RecordChangeType_<table>`: the sequence, how the record relates to the query
+        /// (entered, changed, left, deleted), the operation, and the record (and for a change, the record before it)
+        /// with the same column wrappers as queries.
+        func subscriptionType(_ tables: [SchemaCatalog.Table]) throws -> GraphQLObjectType {
+            var fields: GraphQLFieldMap = [:]
+            for table in tables {
+                guard let row = rowTypes[table.name] else { continue }
+                let change = try GraphQLObjectType(
+                    name: "Docket_RecordChangeType_\(table.name)",
+                    fields: [
+                        "sequence": GraphQLField(type: long) { source, _, _, _ in (source as? LiveChange)?.change.event.sequence },
+                        "change": GraphQLField(type: GraphQLString) { source, _, _, _ in (source as? LiveChange)?.change.kind.rawValue },
+                        "operation": GraphQLField(type: GraphQLString) { source, _, _, _ in
+                            (source as? LiveChange)?.change.event.operation.rawValue
+                        },
+                        "table": GraphQLField(type: GraphQLString) { source, _, _, _ in (source as? LiveChange)?.change.event.table },
+                        "sys_id": GraphQLField(type: GraphQLString) { source, _, _, _ in (source as? LiveChange)?.change.event.sysID },
+                        "fields": GraphQLField(type: GraphQLList(GraphQLString)) { source, _, _, _ in
+                            (source as? LiveChange)?.change.event.fields
+                        },
+                        "user": GraphQLField(type: GraphQLString) { source, _, _, _ in (source as? LiveChange)?.change.event.userName },
+                        "time": GraphQLField(type: GraphQLString) { source, _, _, _ in (source as? LiveChange)?.change.event.time },
+                        "record": GraphQLField(type: row) { source, _, _, _ in (source as? LiveChange)?.record },
+                        "previous": GraphQLField(type: row) { source, _, _, _ in (source as? LiveChange)?.previous },
+                    ]
+                )
+                fields[table.name] = GraphQLField(
+                    type: change,
+                    args: ["queryConditions": GraphQLArgument(type: GraphQLString), "since": GraphQLArgument(type: long)],
+                    resolve: { source, args, _, _ in
+                        if let probe = source as? ArgumentProbe {
+                            probe.found(table: table.name, args: args)
+                            return nil
+                        }
+                        return source as? LiveChange
+                    }
+                )
+            }
+            return try GraphQLObjectType(name: "Subscription", fields: fields)
         }
 
         /// `GlideRecord_Mutation`: `insert_<table>`, `update_<table>` (partial) and `delete_<table>`, one String

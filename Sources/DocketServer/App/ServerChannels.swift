@@ -1,0 +1,154 @@
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import HummingbirdHTTP2
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOSSL
+import NIOTLS
+
+/// How docketd's connections are set up.
+///
+/// - Plain HTTP: HTTP/1.1 whose requests may upgrade to a WebSocket (the GraphQL subscription endpoints).
+/// - TLS: by ALPN, `h2` gets HTTP/2 (the REST and GraphQL APIs over multiplexed streams) and `http/1.1` (or no ALPN)
+///   gets the same HTTP/1.1 as plain HTTP, WebSocket upgrades included. Hummingbird's WebSocket upgrade is
+///   HTTP/1.1 only (RFC 8441's WebSockets over HTTP/2 is not offered), so WebSocket clients over TLS must offer
+///   `http/1.1`, which every WebSocket client does.
+enum ServerChannels {
+    static func builder(
+        webSocketRouter: Router<DocketSocketContext>, http1: HTTP1Channel.Configuration, webSocket: WebSocketServerConfiguration,
+        idleTimeout: Duration, tls: TLSConfiguration?
+    ) throws -> HTTPServerBuilder {
+        let responder = webSocketRouter.buildResponder()
+        let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: webSocket)
+        let headTimeout = http1.idleTimeout
+        guard let tls else {
+            return HTTPServerBuilder { httpResponder in
+                HeadTimedChannel(
+                    inner: HTTP1WebSocketUpgradeChannel(
+                        responder: httpResponder, webSocketResponder: responder, configuration: configuration
+                    ),
+                    headTimeout: headTimeout
+                )
+            }
+        }
+        var tlsConfiguration = tls
+        tlsConfiguration.applicationProtocols = NIOHTTP2SupportedALPNProtocols
+        let context = try NIOSSLContext(configuration: tlsConfiguration)
+        return HTTPServerBuilder { httpResponder in
+            NegotiatingTLSChannel(
+                sslContext: context,
+                http1: HeadTimedChannel(
+                    inner: HTTP1WebSocketUpgradeChannel(
+                        responder: httpResponder, webSocketResponder: responder, configuration: configuration
+                    ),
+                    headTimeout: headTimeout
+                ),
+                http2: HTTP2Channel(
+                    responder: httpResponder, configuration: .init(idleTimeout: idleTimeout, streamConfiguration: http1)
+                )
+            )
+        }
+    }
+}
+
+/// HTTP/1.1 with WebSocket upgrades, whose first request head must arrive within the idle timeout.
+///
+/// The upgrade-capable pipeline only adds Hummingbird's idle handling once the first head was parsed (it must
+/// first see whether the request upgrades), so without this a client could hold a connection open forever by
+/// sending its first head a byte at a time.
+struct HeadTimedChannel: ServerChildChannel, HTTPChannelHandler {
+    typealias Value = HTTP1WebSocketUpgradeChannel.Value
+    let inner: HTTP1WebSocketUpgradeChannel
+    let headTimeout: TimeAmount?
+
+    var responder: HTTPChannelHandler.Responder { inner.responder }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            if let headTimeout {
+                let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+                try channel.pipeline.syncOperations.addHandler(FirstHeadTimeoutHandler(timeout: headTimeout), position: .after(decoder))
+            }
+            return value
+        }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        await inner.handle(value: value, logger: logger)
+    }
+}
+
+/// Closes a connection whose first request head has not arrived in time; removes itself once it has.
+final class FirstHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    let timeout: TimeAmount
+    private var scheduled: Scheduled<Void>?
+
+    init(timeout: TimeAmount) { self.timeout = timeout }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        let channel = context.channel
+        scheduled = context.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        scheduled?.cancel()
+        scheduled = nil
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .head = unwrapInboundIn(data) {
+            scheduled?.cancel()
+            scheduled = nil
+            context.fireChannelRead(data)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
+        context.fireChannelRead(data)
+    }
+}
+
+/// TLS with ALPN: `h2` to HTTP/2, `http/1.1` or nothing to HTTP/1.1 with WebSocket upgrades.
+struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
+    struct Value: ServerChildChannelValue {
+        let negotiated: EventLoopFuture<NIONegotiatedHTTPVersion<HeadTimedChannel.Value, HTTP2Channel.Value>>
+        let channel: any Channel
+    }
+
+    let sslContext: NIOSSLContext
+    let http1: HeadTimedChannel
+    let http2: HTTP2Channel
+
+    var responder: HTTPChannelHandler.Responder { http1.responder }
+
+    func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
+        do {
+            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+        } catch {
+            return channel.eventLoop.makeFailedFuture(error)
+        }
+        return channel.configureHTTP2AsyncSecureUpgrade { channel in
+            self.http1.setup(channel: channel, logger: logger)
+        } http2ConnectionInitializer: { channel in
+            self.http2.setup(channel: channel, logger: logger)
+        }
+        .map { Value(negotiated: $0, channel: channel) }
+    }
+
+    func handle(value: Value, logger: Logger) async {
+        do {
+            switch try await value.negotiated.get() {
+            case .http1_1(let connection): await http1.handle(value: connection, logger: logger)
+            case .http2(let connection): await http2.handle(value: connection, logger: logger)
+            }
+        } catch {
+            logger.debug("TLS negotiation failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

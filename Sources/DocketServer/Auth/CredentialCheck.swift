@@ -1,0 +1,36 @@
+/// Checks again, for as long as a live stream or socket runs, that the credential it was opened with still holds.
+struct CredentialCheck: Sendable {
+    let authenticator: Authenticator
+    let oauth: OAuthService
+
+    /// The caller the credential stands for now; nil when it ended (logout, expiry, revocation, a new password,
+    /// a lock or deactivation).
+    func caller(for credential: PresentedCredential, as caller: Caller) async -> Caller? {
+        switch credential {
+        case .session(let token):
+            return try? await authenticator.caller(sessionToken: token)
+        case .bearer(let token):
+            guard let userID = await oauth.userID(accessToken: token), userID == caller.userID else { return nil }
+            return try? await authenticator.caller(userID: userID)
+        }
+    }
+
+    func watch() -> Watch {
+        Watch(check: self, checkedAt: (authenticator.credentialGeneration, oauth.revocationGeneration))
+    }
+
+    /// One follower's view: the credential is looked up again when asked to (`force`: heartbeats catch expiry) and
+    /// whenever a logout, a revocation or a change to users or roles happened since the last look; otherwise the
+    /// caller still holds as it was.
+    struct Watch: Sendable {
+        let check: CredentialCheck
+        var checkedAt: (Int, Int)
+
+        mutating func caller(_ current: Caller, credential: PresentedCredential, force: Bool) async -> Caller? {
+            let now = (check.authenticator.credentialGeneration, check.oauth.revocationGeneration)
+            guard force || now != checkedAt else { return current }
+            checkedAt = now
+            return await check.caller(for: credential, as: current)
+        }
+    }
+}

@@ -1,0 +1,551 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdWebSocket
+import Logging
+import NIOCore
+import NIOWebSocket
+import Synchronization
+
+/// The two GraphQL-over-WebSocket protocols, chosen by the client's `Sec-WebSocket-Protocol` (spec §3.2, §3.3).
+enum GraphQLSocketProtocol: String, Sendable {
+    /// The current protocol (`graphql-ws` the library; Apollo iOS 2, gql's `GRAPHQL_TRANSPORT_WS`).
+    case transportWS = "graphql-transport-ws"
+    /// subscriptions-transport-ws (Apollo iOS 0.x/1.x, Apollo Server 2, gql's default).
+    case legacy = "graphql-ws"
+
+    /// The first protocol the client offers that docketd speaks; nil when it offers none of them.
+    static func chosen(from header: String?) -> GraphQLSocketProtocol? {
+        for offer in (header ?? "").split(separator: ",") {
+            if let known = GraphQLSocketProtocol(rawValue: offer.trimmingCharacters(in: .whitespaces)) { return known }
+        }
+        return nil
+    }
+
+    /// Close codes (spec §3.2; the legacy protocol has none of its own, so it is told the same).
+    enum Close {
+        static let badRequest = WebSocketErrorCode(codeNumber: 4400)
+        static let unauthorized = WebSocketErrorCode(codeNumber: 4401)
+        static let forbidden = WebSocketErrorCode(codeNumber: 4403)
+        static let subprotocolNotAcceptable = WebSocketErrorCode(codeNumber: 4406)
+        static let initTimeout = WebSocketErrorCode(codeNumber: 4408)
+        static let duplicateSubscriber = WebSocketErrorCode(codeNumber: 4409)
+        static let tooManyInits = WebSocketErrorCode(codeNumber: 4429)
+        static let internalError = WebSocketErrorCode(codeNumber: 4500)
+    }
+}
+
+/// One operation a client starts on a socket.
+struct SocketOperationRequest: Sendable {
+    var query: String?
+    var variables: JSONValue?
+    var operationName: String?
+}
+
+/// What a dialect makes of an operation.
+enum SocketOperation: Sendable {
+    /// A query or mutation: its whole result (`{"data", "errors"}`), sent once.
+    case single([UInt8])
+    /// Refused before it ran (syntax, validation, arguments): GraphQL error objects.
+    case refused([JSONValue])
+    /// A subscription: changes the engine's event log shows it.
+    case stream(SocketSubscription)
+}
+
+/// A subscription as the socket layer runs it: which changes to follow, and how each becomes a result.
+struct SocketSubscription: Sendable {
+    let live: LiveQuery
+    let after: Int
+    /// The result for one change (`{"data", "errors"}`), or nil when the subscription does not report it. It is
+    /// called with the caller as it is now (roles may have changed since the subscription started).
+    let render: @Sendable (RecordChange, Caller) async throws -> [UInt8]?
+}
+
+/// What each dialect that offers GraphQL over WebSocket provides.
+protocol GraphQLSocketDialect: Sendable {
+    /// Who the connection is: from `connection_init`'s payload when it carries credentials, else from the
+    /// upgrade request's headers. nil when neither names anyone valid.
+    func authenticate(payload: JSONValue?, request: Request, clientAddress: String) async -> SocketLogin
+    /// Prepares one operation.
+    func operation(_ request: SocketOperationRequest, caller: Caller) async -> SocketOperation
+}
+
+/// The result of a connection's authentication.
+enum SocketLogin: Sendable {
+    case accepted(Caller, PresentedCredential)
+    case rejected(String)
+}
+
+/// What every GraphQL socket shares: the engine, the credential checks and the limits.
+struct GraphQLSocketServer: Sendable {
+    let store: RecordStore
+    let credentials: CredentialCheck
+    let streams: LiveStreamLimit
+    /// Keep-alive period (`ka` of the legacy protocol) and how often credentials are checked again.
+    let heartbeat: Duration
+    /// How long a connection may stay without `connection_init`.
+    var initTimeout: Duration = .seconds(10)
+    /// Operations one connection may run at once.
+    var operationsPerConnection = 100
+    /// The largest message a client may send.
+    static let maxMessageSize = 256 * 1024
+
+    /// Decides the upgrade: a GraphQL socket needs one of the two subprotocols; a client that offers neither
+    /// is still upgraded, and then closed with 4406 (as the reference servers do), so that it learns why.
+    func shouldUpgrade(_ request: Request) -> RouterShouldUpgrade {
+        guard let chosen = GraphQLSocketProtocol.chosen(from: request.headers[.secWebSocketProtocol]) else {
+            return .upgrade([:])
+        }
+        return .upgrade([.secWebSocketProtocol: chosen.rawValue])
+    }
+
+    /// Runs one connection until either side closes it.
+    func run(
+        dialect: any GraphQLSocketDialect, inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter,
+        context: WebSocketRouterContext<DocketSocketContext>
+    ) async throws {
+        let request = context.request
+        guard let kind = GraphQLSocketProtocol.chosen(from: request.headers[.secWebSocketProtocol]) else {
+            try await outbound.close(GraphQLSocketProtocol.Close.subprotocolNotAcceptable, reason: "Subprotocol not acceptable")
+            return
+        }
+        let connection = GraphQLSocketConnection(
+            server: self, dialect: dialect, kind: kind, outbound: outbound, request: request,
+            clientAddress: context.requestContext.clientAddress, logger: context.logger
+        )
+        await connection.run(inbound: inbound)
+    }
+}
+
+/// One GraphQL socket: its protocol state, its operations and its credential.
+final class GraphQLSocketConnection: Sendable {
+    let server: GraphQLSocketServer
+    let dialect: any GraphQLSocketDialect
+    let kind: GraphQLSocketProtocol
+    let outbound: WebSocketOutboundWriter
+    let request: Request
+    let clientAddress: String
+    let logger: Logger
+
+    private struct State {
+        var initReceived = false
+        var login: (caller: Caller, credential: PresentedCredential)?
+        var operations: [String: OperationHandle] = [:]
+        var keepAlive: Task<Void, Never>?
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    init(
+        server: GraphQLSocketServer, dialect: any GraphQLSocketDialect, kind: GraphQLSocketProtocol,
+        outbound: WebSocketOutboundWriter, request: Request, clientAddress: String, logger: Logger
+    ) {
+        self.server = server
+        self.dialect = dialect
+        self.kind = kind
+        self.outbound = outbound
+        self.request = request
+        self.clientAddress = clientAddress
+        self.logger = logger
+    }
+
+    func run(inbound: WebSocketInboundStream) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.watch() }
+            do {
+                for try await message in inbound.messages(maxSize: GraphQLSocketServer.maxMessageSize) {
+                    guard case .text(let text) = message else {
+                        await close(GraphQLSocketProtocol.Close.badRequest, "Messages must be JSON text")
+                        break
+                    }
+                    guard await receive(text) else { break }
+                }
+            } catch {
+                // A message too large, or a broken connection.
+                await close(GraphQLSocketProtocol.Close.badRequest, "Message too large or malformed")
+            }
+            group.cancelAll()
+        }
+        let (operations, keepAlive) = state.withLock { state in
+            state.closed = true
+            defer { (state.operations, state.keepAlive) = ([:], nil) }
+            return (Array(state.operations.values), state.keepAlive)
+        }
+        keepAlive?.cancel()
+        for operation in operations { operation.cancel() }
+    }
+
+    /// A running operation: its task, and whether it was stopped (possibly before its task was attached).
+    final class OperationHandle: Sendable {
+        private let state = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+
+        func attach(_ task: Task<Void, Never>) {
+            if state.withLock({ state in
+                state.task = task
+                return state.cancelled
+            }) {
+                task.cancel()
+            }
+        }
+
+        func cancel() {
+            state.withLock { state in
+                state.cancelled = true
+                return state.task
+            }?.cancel()
+        }
+
+        var isCancelled: Bool { state.withLock { $0.cancelled } }
+    }
+
+    // MARK: Inbound
+
+    /// Handles one client message; false when the connection is to end.
+    private func receive(_ text: String) async -> Bool {
+        guard let message = try? JSONValue.parse(Array(text.utf8)), let members = message.objectValue,
+            let type = members["type"]?.stringValue
+        else {
+            await close(GraphQLSocketProtocol.Close.badRequest, "Invalid message: a JSON object with a type is expected")
+            return false
+        }
+        switch (kind, type) {
+        case (_, "connection_init"):
+            return await initialize(payload: members["payload"])
+        case (.transportWS, "ping"):
+            var reply: [(String, JSONValue)] = [("type", .string("pong"))]
+            if let payload = members["payload"], payload != .null { reply.append(("payload", payload)) }
+            await send(JSONValue(members: reply).serialized())
+            return true
+        case (.transportWS, "pong"):
+            return true
+        case (.transportWS, "subscribe"), (.legacy, "start"):
+            return await start(id: members["id"], payload: members["payload"])
+        case (.transportWS, "complete"), (.legacy, "stop"):
+            if let id = members["id"]?.stringValue { stop(id, tellClient: kind == .legacy) }
+            return true
+        case (.legacy, "connection_terminate"):
+            await close(.normalClosure, nil)
+            return false
+        default:
+            await close(GraphQLSocketProtocol.Close.badRequest, "Invalid message type '\(type.prefix(40))'")
+            return false
+        }
+    }
+
+    private func initialize(payload: JSONValue?) async -> Bool {
+        let first = state.withLock { state in
+            defer { state.initReceived = true }
+            return !state.initReceived
+        }
+        guard first else {
+            await close(GraphQLSocketProtocol.Close.tooManyInits, "Too many initialisation requests")
+            return false
+        }
+        if let payload, payload != .null, payload.objectValue == nil {
+            await refuseLogin("The connection_init payload must be an object")
+            return false
+        }
+        switch await dialect.authenticate(payload: payload, request: request, clientAddress: clientAddress) {
+        case .rejected(let reason):
+            await refuseLogin(reason)
+            return false
+        case .accepted(let caller, let credential):
+            let keepAlive = Task { await self.keepAlive((caller, credential)) }
+            let open = state.withLock { state in
+                state.login = (caller, credential)
+                state.keepAlive = keepAlive
+                return !state.closed
+            }
+            if !open { keepAlive.cancel() }
+            await send(Array(#"{"type":"connection_ack"}"#.utf8))
+            if kind == .legacy { await send(Array(#"{"type":"ka"}"#.utf8)) }
+            return true
+        }
+    }
+
+    private func refuseLogin(_ reason: String) async {
+        if kind == .legacy {
+            await send(JSONValue(members: [
+                ("type", .string("connection_error")), ("payload", .object(["message": .string(reason)])),
+            ]).serialized())
+        }
+        await close(GraphQLSocketProtocol.Close.forbidden, "Forbidden")
+    }
+
+    private func start(id: JSONValue?, payload: JSONValue?) async -> Bool {
+        guard let id = id?.stringValue, !id.isEmpty, id.utf8.count <= 256 else {
+            await close(GraphQLSocketProtocol.Close.badRequest, "Invalid message: an operation needs a string id")
+            return false
+        }
+        guard let login = state.withLock({ $0.login }) else {
+            await close(GraphQLSocketProtocol.Close.unauthorized, "Unauthorized")
+            return false
+        }
+        guard let payload = payload?.objectValue else {
+            await close(GraphQLSocketProtocol.Close.badRequest, "Invalid message: an operation needs a payload object")
+            return false
+        }
+        let operation = SocketOperationRequest(
+            query: payload["query"]?.stringValue, variables: payload["variables"],
+            operationName: payload["operationName"]?.stringValue
+        )
+        enum Admission { case admitted, duplicate, tooMany, closed }
+        let handle = OperationHandle()
+        let admission = state.withLock { state -> Admission in
+            if state.closed { return .closed }
+            if let existing = state.operations[id] {
+                // The legacy protocol replaces an operation started again under the same id.
+                guard kind == .legacy else { return .duplicate }
+                existing.cancel()
+                state.operations[id] = nil
+            }
+            guard state.operations.count < server.operationsPerConnection else { return .tooMany }
+            state.operations[id] = handle
+            return .admitted
+        }
+        switch admission {
+        case .admitted:
+            handle.attach(Task { [self] in await self.perform(operation, id: id, handle: handle, caller: login.caller) })
+            return true
+        case .closed:
+            return false
+        case .duplicate:
+            await close(GraphQLSocketProtocol.Close.duplicateSubscriber, "Subscriber for \(id) already exists")
+            return false
+        case .tooMany:
+            await sendErrors(id: id, [.object(["message": .string(
+                "Too many operations on this connection: at most \(server.operationsPerConnection) may run at once; complete one first"
+            )])])
+            return true
+        }
+    }
+
+    /// Ends an operation the client stopped (the legacy protocol confirms with `complete`).
+    private func stop(_ id: String, tellClient: Bool) {
+        guard let handle = state.withLock({ $0.operations.removeValue(forKey: id) }) else { return }
+        handle.cancel()
+        if tellClient {
+            let message = Self.message("complete", id: id, payload: nil)
+            Task { await self.send(message) }
+        }
+    }
+
+    /// Forgets a finished operation; false when it was stopped or replaced meanwhile (nothing more is sent).
+    private func finish(_ id: String, _ handle: OperationHandle) -> Bool {
+        state.withLock { state in
+            guard let current = state.operations[id], current === handle, !handle.isCancelled else { return false }
+            state.operations[id] = nil
+            return true
+        }
+    }
+
+    // MARK: Operations
+
+    private func perform(_ request: SocketOperationRequest, id: String, handle: OperationHandle, caller: Caller) async {
+        switch await dialect.operation(request, caller: caller) {
+        case .single(let result):
+            guard !Task.isCancelled else { return }
+            await send(Self.message(kind == .legacy ? "data" : "next", id: id, payload: result))
+            if finish(id, handle) { await send(Self.message("complete", id: id, payload: nil)) }
+        case .refused(let errors):
+            guard finish(id, handle) else { return }
+            await sendErrors(id: id, errors)
+        case .stream(let subscription):
+            await follow(subscription, id: id, handle: handle)
+        }
+    }
+
+    /// The errors of an operation that did not run: `error` (which ends it) in the current protocol; `data` with
+    /// the errors, then `complete`, in the legacy one (as its reference server answers validation errors).
+    private func sendErrors(id: String, _ errors: [JSONValue]) async {
+        switch kind {
+        case .transportWS:
+            await send(Self.message("error", id: id, payload: JSONValue.array(errors).serialized()))
+        case .legacy:
+            let result = JSONValue(members: [("data", .null), ("errors", .array(errors))])
+            await send(Self.message("data", id: id, payload: result.serialized()))
+            await send(Self.message("complete", id: id, payload: nil))
+        }
+    }
+
+    /// Sends what the subscription's follower shows until the client stops it, the credential ends (the socket is
+    /// closed), the log cannot serve it (an error asking to read again) or the server shuts down.
+    private func follow(_ subscription: SocketSubscription, id: String, handle: OperationHandle) async {
+        guard let (userID, credential) = state.withLock({ state in state.login.map { ($0.caller.userID, $0.credential) } }) else {
+            return
+        }
+        guard server.streams.reserve(for: userID) else {
+            guard finish(id, handle) else { return }
+            await sendErrors(id: id, [.object([
+                "message": .string(server.streams.refusal),
+                "extensions": .object(["code": .string("TOO_MANY_SUBSCRIPTIONS")]),
+            ])])
+            return
+        }
+        defer { server.streams.release(for: userID) }
+        var iterator = server.store.subscribe(subscription.live, after: subscription.after).makeAsyncIterator()
+        var watch = server.credentials.watch()
+        do {
+            while let update = try await iterator.nextUpdate() {
+                if Task.isCancelled { return }
+                let judgedAs = iterator.live.caller
+                var isTick = false
+                if case .tick = update { isTick = true }
+                guard let caller = await watch.caller(judgedAs, credential: credential, force: isTick) else {
+                    await revoke()
+                    return
+                }
+                iterator.live.caller = caller
+                guard case .change(var change) = update else { continue }
+                if caller != judgedAs {
+                    guard let rejudged = try await server.store.change(change.event, for: iterator.live) else { continue }
+                    change = rejudged
+                }
+                guard let result = try await subscription.render(change, caller) else { continue }
+                if Task.isCancelled { return }
+                await send(Self.message(kind == .legacy ? "data" : "next", id: id, payload: result))
+            }
+            // Following ended: the server is shutting down. The client reconnects (elsewhere) and resumes.
+            if !Task.isCancelled { await close(.goingAway, "Server shutting down") }
+        } catch EventLogError.resyncNeeded(let oldest) {
+            guard finish(id, handle) else { return }
+            await sendErrors(id: id, [.object([
+                "message": .string(
+                    "The event log no longer reaches back to the requested sequence: read the current state again and subscribe from \(oldest)"
+                ),
+                "extensions": .object(["code": .string("RESYNC_NEEDED"), "oldestAvailable": .integer(oldest)]),
+            ])])
+        } catch is CancellationError {
+            return
+        } catch {
+            logger.error("A subscription failed", metadata: ["error": "\(error)"])
+            guard finish(id, handle) else { return }
+            await sendErrors(id: id, [.object(["message": .string("The subscription failed on the server; subscribe again")])])
+        }
+    }
+
+    // MARK: Keep-alive and credentials
+
+    /// Closes the connection when `connection_init` does not come in time.
+    private func watch() async {
+        do {
+            try await Task.sleep(for: server.initTimeout)
+        } catch {
+            return
+        }
+        if state.withLock({ !$0.initReceived }) {
+            await close(GraphQLSocketProtocol.Close.initTimeout, "Connection initialisation timeout")
+        }
+    }
+
+    /// Once acknowledged: every heartbeat, checks that the credential still holds and sends the legacy protocol's
+    /// keep-alive; every second, looks whether a logout, revocation or user change happened (two counters) and
+    /// then checks at once. A socket whose credential ended is closed.
+    private func keepAlive(_ login: (caller: Caller, credential: PresentedCredential)) async {
+        let heartbeat = max(.milliseconds(10), server.heartbeat)
+        let poll = min(heartbeat, .seconds(1))
+        var watch = server.credentials.watch()
+        var sinceHeartbeat = Duration.zero
+        while !Task.isCancelled {
+            do {
+                try await Task.sleep(for: poll)
+            } catch {
+                return
+            }
+            sinceHeartbeat += poll
+            let beat = sinceHeartbeat >= heartbeat
+            if beat { sinceHeartbeat = .zero }
+            if await watch.caller(login.caller, credential: login.credential, force: beat) == nil {
+                await revoke()
+                return
+            }
+            if beat, kind == .legacy { await send(Array(#"{"type":"ka"}"#.utf8)) }
+        }
+    }
+
+    /// The credential ended: the socket is closed with 4403 (the legacy protocol is told why first).
+    private func revoke() async {
+        if kind == .legacy {
+            await send(JSONValue(members: [
+                ("type", .string("connection_error")),
+                ("payload", .object(["message": .string("The session or token of this connection has ended")])),
+            ]).serialized())
+        }
+        await close(GraphQLSocketProtocol.Close.forbidden, "Forbidden: the session or token has ended")
+    }
+
+    // MARK: Outbound
+
+    static func message(_ type: String, id: String, payload: [UInt8]?) -> [UInt8] {
+        var bytes = Array(#"{"type":""#.utf8)
+        bytes += type.utf8
+        bytes += Array(#"","id":"#.utf8)
+        JSONValue.string(id).write(to: &bytes)
+        if let payload {
+            bytes += Array(#","payload":"#.utf8)
+            bytes += payload
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    private func send(_ bytes: [UInt8]) async {
+        if state.withLock({ $0.closed }) { return }
+        do {
+            try await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .text, data: ByteBuffer(bytes: bytes))))
+        } catch {
+            logger.debug("Could not write to a GraphQL socket", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func close(_ code: WebSocketErrorCode, _ reason: String?) async {
+        let first = state.withLock { state in
+            defer { state.closed = true }
+            return !state.closed
+        }
+        guard first else { return }
+        try? await outbound.close(code, reason: reason)
+    }
+}
+
+/// Live streams (SSE streams and socket subscriptions) per user, bounded.
+final class LiveStreamLimit: Sendable {
+    let perUser: Int
+    private let counts = Mutex<[String: Int]>([:])
+
+    init(perUser: Int) { self.perUser = perUser }
+
+    var refusal: String {
+        "A user may follow at most \(perUser) live streams and subscriptions at once; end one, or retry: a dropped connection's streams are released at its next heartbeat"
+    }
+
+    func reserve(for userID: String) -> Bool {
+        counts.withLock { counts in
+            guard counts[userID, default: 0] < perUser else { return false }
+            counts[userID, default: 0] += 1
+            return true
+        }
+    }
+
+    func release(for userID: String) {
+        counts.withLock { counts in
+            counts[userID, default: 1] -= 1
+            if counts[userID] == 0 { counts[userID] = nil }
+        }
+    }
+}
+
+/// The request context of WebSocket upgrades (a router of its own decides them).
+struct DocketSocketContext: RequestContext, WebSocketRequestContext {
+    var coreContext: CoreRequestContextStorage
+    let webSocket: WebSocketHandlerReference<DocketSocketContext>
+    let clientAddress: String
+
+    init(source: Source) {
+        self.coreContext = .init(source: source)
+        self.webSocket = .init()
+        self.clientAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+    }
+}
