@@ -101,7 +101,7 @@ let package = Package(
         .testTarget(
             name: "DocketServerTests",
             dependencies: [
-                "DocketServer",
+                "DocketServer", "DocketKit",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GraphQL", package: "GraphQL"),
             ]

@@ -87,10 +87,10 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "The most changes the event log keeps (env DOCKET_EVENT_LOG_MAX_EVENTS; default 1000000).")
     var eventLogMaxEvents: Int?
 
-    @Option(help: "Seconds between heartbeats of live event streams, each also checking that the subscriber's session or token still holds (env DOCKET_LIVE_HEARTBEAT_SECONDS; default 15).")
+    @Option(help: "Seconds between heartbeats of live event streams and GraphQL sockets, each also checking that the subscriber's session or token still holds (env DOCKET_LIVE_HEARTBEAT_SECONDS; default 15).")
     var liveHeartbeatSeconds: Int?
 
-    @Option(help: "Live event streams one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
+    @Option(help: "Live event streams and GraphQL subscriptions one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
     var liveStreamsPerUser: Int?
 
     @Option(help: "Seconds a connection may go without a complete request head before it is closed, idle keep-alive included (env DOCKET_IDLE_TIMEOUT; default 30).")

@@ -34,7 +34,14 @@ struct ServerSentEventParserTests {
     }
 }
 
-/// `LiveUpdates` against a live docketd.
+/// The transports `LiveUpdates` is tested over.
+enum LiveTransportKind: String, CaseIterable, Sendable {
+    case serverSentEvents, webSocket
+
+    var transport: LiveUpdates.Transport { self == .webSocket ? .webSocket : .serverSentEvents }
+}
+
+/// `LiveUpdates` against a live docketd, over each transport.
 @Suite("DocketKit live updates")
 struct LiveUpdatesTests {
     func client(_ base: String, _ user: String = "john.doe", _ password: String = "password") throws -> DocketClient {
@@ -56,20 +63,24 @@ struct LiveUpdatesTests {
         }
     }
 
-    @Test("create, update, reassign away and delete arrive as entered, changed, left; another user's stream sees only theirs", .timeLimit(.minutes(1)))
-    func follows() async throws {
+    @Test(
+        "create, update, reassign away and delete arrive as entered, changed, left; another user's stream sees only theirs",
+        .timeLimit(.minutes(1)), arguments: LiveTransportKind.allCases
+    )
+    func follows(_ kind: LiveTransportKind) async throws {
         try await withLiveServer { base throws in
             let john = try client(base)
             let admin = try client(base, "admin", "admin")
             let johnID = try await john.table.records(in: "sys_user", query: .where("user_name", .equals, "john.doe")).records[0].sysID
             // From the start of the log (so the test does not race the connection), narrowed by a query.
             let mine = john.liveUpdates(
-                table: "incident", query: "assigned_to=javascript:gs.getUserID()^short_descriptionSTARTSWITHlive-1", since: 0
+                table: "incident", query: "assigned_to=javascript:gs.getUserID()^short_descriptionSTARTSWITHlive-1", since: 0,
+                transport: kind.transport
             )
             let johnChanges = Self.take(3, from: mine)
             let abelChanges = Self.take(
                 1, from: try client(base, "abel.tuter", "password").liveUpdates(
-                    table: "incident", query: "short_descriptionSTARTSWITHlive-1", since: 0
+                    table: "incident", query: "short_descriptionSTARTSWITHlive-1", since: 0, transport: kind.transport
                 )
             )
             let created = try await admin.table.createRecord(
@@ -92,25 +103,35 @@ struct LiveUpdatesTests {
         }
     }
 
-    @Test("a follower that stops and comes back with its position gets what happened meanwhile, once", .timeLimit(.minutes(1)))
-    func resumes() async throws {
+    @Test(
+        "a follower that stops and comes back with its position gets what happened meanwhile, once",
+        .timeLimit(.minutes(1)), arguments: LiveTransportKind.allCases
+    )
+    func resumes(_ kind: LiveTransportKind) async throws {
         try await withLiveServer { base throws in
             let admin = try client(base, "admin", "admin")
-            let first = Self.take(1, from: admin.liveUpdates(table: "incident", query: "short_descriptionSTARTSWITHresume-", since: 0))
+            let first = Self.take(1, from: admin.liveUpdates(
+                table: "incident", query: "short_descriptionSTARTSWITHresume-", since: 0, transport: kind.transport
+            ))
             var ids: [String] = []
             for index in 0..<4 {
                 ids.append(try await admin.table.createRecord(with: ["short_description": "resume-\(index)"], in: "incident").sysID)
             }
             let (seen, position) = try await first.value
             #expect(seen.map(\.sysID) == [ids[0]])
-            let rest = Self.take(3, from: admin.liveUpdates(table: "incident", query: "short_descriptionSTARTSWITHresume-", since: position))
+            let rest = Self.take(3, from: admin.liveUpdates(
+                table: "incident", query: "short_descriptionSTARTSWITHresume-", since: position, transport: kind.transport
+            ))
             let (later, _) = try await rest.value
             #expect(later.map(\.sysID) == Array(ids.dropFirst()))
         }
     }
 
-    @Test("a follower survives a restart of the instance and misses nothing written while it was down", .timeLimit(.minutes(2)))
-    func survivesRestart() async throws {
+    @Test(
+        "a follower survives a restart of the instance and misses nothing written while it was down",
+        .timeLimit(.minutes(2)), arguments: LiveTransportKind.allCases
+    )
+    func survivesRestart(_ kind: LiveTransportKind) async throws {
         let consumer = Mutex<Task<([RecordChange], Int?), any Error>?>(nil)
         let written = Mutex<[String]>([])
         let updatesSeen = Counter()
@@ -118,7 +139,7 @@ struct LiveUpdatesTests {
             let admin = try client(base, "admin", "admin")
             let updates = LiveUpdates(
                 session: admin.session, table: "incident", query: "short_descriptionSTARTSWITHrestart-", since: 0,
-                reconnect: .init(initialDelay: .milliseconds(100), maximumDelay: .seconds(1))
+                reconnect: .init(initialDelay: .milliseconds(100), maximumDelay: .seconds(1)), transport: kind.transport
             )
             consumer.withLock { $0 = Self.take(3, from: updates, counting: updatesSeen) }
             let id = try await admin.table.createRecord(with: ["short_description": "restart-before"], in: "incident").sysID
@@ -138,16 +159,41 @@ struct LiveUpdatesTests {
         }
     }
 
-    @Test("an unknown table is refused, not retried")
-    func refused() async throws {
+    @Test("an unknown table is refused, not retried", arguments: LiveTransportKind.allCases)
+    func refused(_ kind: LiveTransportKind) async throws {
         try await withLiveServer { base throws in
-            var iterator = try client(base).liveUpdates(table: "no_such_table").makeAsyncIterator()
+            var iterator = try client(base).liveUpdates(table: "no_such_table", transport: kind.transport).makeAsyncIterator()
             do {
                 _ = try await iterator.next()
                 Issue.record("an unknown table was followed")
             } catch let error as DocketError {
-                #expect(error.status == 400)
+                if kind == .serverSentEvents {
+                    #expect(error.status == 400)
+                } else {
+                    #expect(error.kind == .invalidRequest && error.message.contains("no_such_table"))
+                }
             }
+        }
+    }
+
+    @Test("a WebSocket follower whose session ends logs in again and misses nothing", .timeLimit(.minutes(1)))
+    func webSocketLogsInAgain() async throws {
+        try await withLiveServer(heartbeat: .milliseconds(200)) { base throws in
+            let admin = try client(base, "admin", "admin")
+            let updates = LiveUpdates(
+                session: admin.session, table: "incident", query: "short_descriptionSTARTSWITHrelogin-", since: 0,
+                reconnect: .init(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200)), transport: .webSocket
+            )
+            let seen = Counter()
+            let changes = Self.take(2, from: updates, counting: seen)
+            let first = try await admin.table.createRecord(with: ["short_description": "relogin-1"], in: "incident").sysID
+            while seen.value.withLock({ $0 }) < 1 { try await Task.sleep(for: .milliseconds(20)) }
+            // Every session of admin ends (a new password ends them; the same password keeps logins working).
+            let adminID = try await admin.table.records(in: "sys_user", query: .where("user_name", .equals, "admin")).records[0].sysID
+            _ = try await admin.table.updateRecord(adminID, in: "sys_user", with: ["user_password": "admin"])
+            let second = try await admin.table.createRecord(with: ["short_description": "relogin-2"], in: "incident").sysID
+            let (got, _) = try await changes.value
+            #expect(got.map(\.sysID) == [first, second])
         }
     }
 }

@@ -6,13 +6,16 @@ import ServiceLifecycle
 import Synchronization
 
 /// Runs a docketd with demo data on a free loopback port for the duration of `body`.
-public func withLiveServer<T: Sendable>(_ body: @Sendable (_ baseURL: String) async throws -> T) async throws -> T {
+public func withLiveServer<T: Sendable>(
+    heartbeat: Duration = .seconds(15), _ body: @Sendable (_ baseURL: String) async throws -> T
+) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-live-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
     let port = Mutex<Int?>(nil)
-    let configuration = Configuration(
+    var configuration = Configuration(
         host: "127.0.0.1", port: 0, dataDirectory: directory.path, demo: true, logLevel: .warning, bcryptCost: 4
     )
+    configuration.liveHeartbeat = heartbeat
     let app = try await buildApplication(configuration) { channel in
         port.withLock { $0 = channel.localAddress?.port }
     }

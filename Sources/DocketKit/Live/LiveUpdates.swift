@@ -59,15 +59,16 @@ public struct RecordChange: Sendable, Equatable {
     }
 }
 
-/// Live changes to records, as an `AsyncSequence` that does not end by itself: it follows docketd's event
-/// stream (Server-Sent Events at `/api/docket/events`), reconnects with back-off and jitter when the connection
-/// drops or the instance restarts, and resumes after the last sequence it delivered, so that nothing is missed
-/// and nothing is delivered twice. A stream whose session ended logs in again with the session's credentials.
+/// Live changes to records, as an `AsyncSequence` that does not end by itself: it follows docketd's event log
+/// over Server-Sent Events (`/api/docket/events`, the default) or a GraphQL WebSocket (Docket's subscriptions on
+/// `/api/now/graphql`), reconnects with back-off and jitter when the connection drops or the instance restarts,
+/// and resumes after the last sequence it delivered, so that nothing is missed and nothing is delivered twice. A
+/// stream whose session or token ended logs in again with the session's credentials.
 ///
 /// It throws a ``DocketError``: ``DocketError/Kind/resyncNeeded`` when the instance's event log no longer reaches
 /// back to where it would resume (read the current state again, then follow from now),
-/// ``DocketError/Kind/loginExpired`` when a saved login ended, and ``DocketError/Kind/http`` for a request the
-/// instance refuses (an unknown table, a bad query).
+/// ``DocketError/Kind/loginExpired`` when a saved login ended, and ``DocketError/Kind/http`` or
+/// ``DocketError/Kind/invalidRequest`` for a subscription the instance refuses (an unknown table, a bad query).
 ///
 /// ```swift
 /// for try await change in client.liveUpdates(table: "incident", query: "active=true") {
@@ -92,23 +93,46 @@ public struct LiveUpdates: AsyncSequence, Sendable {
         }
     }
 
+    /// How changes reach the client.
+    public struct Transport: Sendable {
+        enum Kind: Sendable {
+            case serverSentEvents
+            case webSocket(any WebSocketConnector)
+        }
+
+        let kind: Kind
+
+        /// Server-Sent Events from `/api/docket/events`: plain HTTP, through any proxy; any table or none.
+        public static let serverSentEvents = Transport(kind: .serverSentEvents)
+        /// A GraphQL WebSocket (`graphql-transport-ws`) to `/api/now/graphql`, with the platform's connector
+        /// (``WebSocketConnectors/platform``). Follows one table, whose fields it learns from the schema.
+        public static var webSocket: Transport { Transport(kind: .webSocket(WebSocketConnectors.platform)) }
+        /// A GraphQL WebSocket opened by `connector`.
+        public static func webSocket(using connector: any WebSocketConnector) -> Transport {
+            Transport(kind: .webSocket(connector))
+        }
+    }
+
     let session: DocketSession
     let table: String?
     let query: String?
     let since: Int?
     let policy: ReconnectPolicy
+    let transport: Transport
 
     /// Follows changes through `session`: to records of `table` (and tables extending it) matching `query` (an
-    /// encoded query), or to every record the user may read without a table. From after `since`, or from now.
+    /// encoded query), or (over Server-Sent Events) to every record the user may read without a table. From after
+    /// `since`, or from now.
     public init(
         session: DocketSession, table: String? = nil, query: String? = nil, since: Int? = nil,
-        reconnect policy: ReconnectPolicy = ReconnectPolicy()
+        reconnect policy: ReconnectPolicy = ReconnectPolicy(), transport: Transport = .serverSentEvents
     ) {
         self.session = session
         self.table = table
         self.query = query
         self.since = since
         self.policy = policy
+        self.transport = transport
     }
 
     public func makeAsyncIterator() -> Iterator { Iterator(updates: self, position: since) }
@@ -118,10 +142,11 @@ public struct LiveUpdates: AsyncSequence, Sendable {
         /// The sequence after which the stream continues: the last change delivered, or where the stream
         /// started when nothing was delivered yet.
         public private(set) var position: Int?
-        private var chunks: AsyncThrowingStream<Data, any Error>.AsyncIterator?
-        private var parser = ServerSentEventParser()
+        private var source: (any LiveSource)?
         private var queue: [RecordChange] = []
         private var failures = 0
+        /// The followed table's fields (WebSocket: learnt once from the schema).
+        private var fields: [String]?
 
         init(updates: LiveUpdates, position: Int?) {
             self.updates = updates
@@ -132,68 +157,73 @@ public struct LiveUpdates: AsyncSequence, Sendable {
             while true {
                 try Task.checkCancellation()
                 if !queue.isEmpty { return queue.removeFirst() }
-                if chunks == nil {
+                if source == nil {
                     if failures > 0 { try await Task.sleep(for: delay()) }
                     do {
-                        try await connect()
+                        source = try await connect()
                     } catch let error as DocketError where Self.isTransient(error) {
                         failures += 1
                         continue
                     }
                 }
                 do {
-                    guard let chunk = try await chunks?.next() else {
+                    guard let event = try await source?.next() else {
                         // The server ended the stream (a restart, a proxy): come back.
-                        chunks = nil
+                        await source?.close()
+                        source = nil
                         failures += 1
                         continue
                     }
-                    for event in parser.feed(chunk) { try await handle(event) }
+                    switch event {
+                    case .ready(let start):
+                        failures = 0
+                        if position == nil { position = start }
+                    case .change(let change):
+                        if let position, change.sequence <= position { continue }
+                        queue.append(change)
+                        position = change.sequence
+                    case .resync(let oldest):
+                        await source?.close()
+                        throw DocketError(
+                            kind: .resyncNeeded,
+                            message: "the instance's event log no longer reaches back to sequence \(position ?? 0): read the current state again",
+                            detail: oldest.map { "oldest available: \($0)" }
+                        )
+                    case .revoked:
+                        // The session or token behind the stream ended: log in again (or fail with loginExpired)
+                        // and resume.
+                        await source?.close()
+                        await updates.session.dropLogin()
+                        source = nil
+                        failures += 1
+                    }
                 } catch let error as DocketError {
                     throw error
                 } catch is CancellationError {
+                    await source?.close()
                     throw CancellationError()
                 } catch {
-                    chunks = nil
+                    await source?.close()
+                    source = nil
                     failures += 1
                 }
             }
         }
 
-        private mutating func connect() async throws {
-            var query: [(String, String)] = []
-            if let table = updates.table { query.append(("table", table)) }
-            if let text = updates.query, !text.isEmpty { query.append(("query", text)) }
-            var headers = ["Accept": "text/event-stream"]
-            if let position { headers["Last-Event-ID"] = String(position) }
-            let response = try await updates.session.stream("/api/docket/events", query: query, headers: headers)
-            chunks = response.chunks.makeAsyncIterator()
-            parser = ServerSentEventParser()
-        }
-
-        private mutating func handle(_ event: ServerSentEvent) async throws {
-            switch event.event {
-            case nil, "message":
-                let change = try RecordChange(json: try JSONValue.parse(Array(event.data.utf8)))
-                if let position, change.sequence <= position { return }
-                queue.append(change)
-                position = change.sequence
-            case "ready":
-                failures = 0
-                if position == nil, let start = event.id.flatMap({ Int($0) }) { position = start }
-            case "resync":
-                let detail = (try? JSONValue.parse(Array(event.data.utf8)))?["oldest_available"]?.intValue
-                throw DocketError(
-                    kind: .resyncNeeded,
-                    message: "the instance's event log no longer reaches back to sequence \(position ?? 0): read the current state again",
-                    detail: detail.map { "oldest available: \($0)" }
+        private mutating func connect() async throws -> any LiveSource {
+            switch updates.transport.kind {
+            case .serverSentEvents:
+                return try await EventStreamSource.open(updates, after: position)
+            case .webSocket(let connector):
+                guard let table = updates.table else {
+                    throw DocketError(kind: .invalidRequest, message: "live updates over a WebSocket follow one table: give a table")
+                }
+                if fields == nil { fields = try await GraphQLSocketSource.fields(of: table, session: updates.session) }
+                var start = position
+                if start == nil { start = try await EventStreamSource.latestSequence(updates) }
+                return try await GraphQLSocketSource.open(
+                    updates, table: table, fields: fields ?? [], after: start ?? 0, connector: connector
                 )
-            case "revoked":
-                // The session behind the stream ended: log in again (or fail with loginExpired) and resume.
-                await updates.session.dropLogin()
-                chunks = nil
-            default:
-                return
             }
         }
 
@@ -214,9 +244,84 @@ public struct LiveUpdates: AsyncSequence, Sendable {
     }
 }
 
+/// What a live source tells ``LiveUpdates``.
+enum LiveSourceEvent: Sendable {
+    /// Following started after this sequence.
+    case ready(Int)
+    case change(RecordChange)
+    /// The log no longer reaches back; the oldest sequence still available, when known.
+    case resync(Int?)
+    /// The credential ended.
+    case revoked
+}
+
+/// One connection of a live transport.
+protocol LiveSource: AnyObject {
+    /// The next event; nil when the server ended the stream.
+    func next() async throws -> LiveSourceEvent?
+    func close() async
+}
+
+/// Server-Sent Events from `/api/docket/events`.
+final class EventStreamSource: LiveSource {
+    private var chunks: AsyncThrowingStream<Data, any Error>.AsyncIterator
+    private var parser = ServerSentEventParser()
+    private var pending: [ServerSentEvent] = []
+
+    private init(chunks: AsyncThrowingStream<Data, any Error>.AsyncIterator) { self.chunks = chunks }
+
+    static func open(_ updates: LiveUpdates, after position: Int?) async throws -> EventStreamSource {
+        var query: [(String, String)] = []
+        if let table = updates.table { query.append(("table", table)) }
+        if let text = updates.query, !text.isEmpty { query.append(("query", text)) }
+        var headers = ["Accept": "text/event-stream"]
+        if let position { headers["Last-Event-ID"] = String(position) }
+        let response = try await updates.session.stream("/api/docket/events", query: query, headers: headers)
+        return EventStreamSource(chunks: response.chunks.makeAsyncIterator())
+    }
+
+    /// The newest sequence of the instance's event log (where following from now starts).
+    static func latestSequence(_ updates: LiveUpdates) async throws -> Int {
+        let response = try await updates.session.send("GET", "/api/docket/events", query: [("follow", "false")])
+        var parser = ServerSentEventParser()
+        guard let ready = parser.feed(response.body).first(where: { $0.event == "ready" }), let id = ready.id.flatMap({ Int($0) })
+        else {
+            throw DocketError(kind: .decoding, message: "the instance did not say where its event log stands")
+        }
+        return id
+    }
+
+    func next() async throws -> LiveSourceEvent? {
+        while true {
+            while !pending.isEmpty {
+                let event = pending.removeFirst()
+                switch event.event {
+                case nil, "message":
+                    return .change(try RecordChange(json: try JSONValue.parse(Array(event.data.utf8))))
+                case "ready":
+                    guard let start = event.id.flatMap({ Int($0) }) else { continue }
+                    return .ready(start)
+                case "resync":
+                    return .resync((try? JSONValue.parse(Array(event.data.utf8)))?["oldest_available"]?.intValue)
+                case "revoked":
+                    return .revoked
+                default:
+                    continue
+                }
+            }
+            guard let chunk = try await chunks.next() else { return nil }
+            pending = parser.feed(chunk)
+        }
+    }
+
+    func close() async {}
+}
+
 extension DocketClient {
     /// Live changes to records (see ``LiveUpdates``).
-    public func liveUpdates(table: String? = nil, query: String? = nil, since: Int? = nil) -> LiveUpdates {
-        LiveUpdates(session: session, table: table, query: query, since: since)
+    public func liveUpdates(
+        table: String? = nil, query: String? = nil, since: Int? = nil, transport: LiveUpdates.Transport = .serverSentEvents
+    ) -> LiveUpdates {
+        LiveUpdates(session: session, table: table, query: query, since: since, transport: transport)
     }
 }

@@ -188,6 +188,15 @@ public actor DocketSession {
         token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
     }
 
+    /// What a WebSocket presents: the `Authorization` value for `connection_init`'s payload (Basic credentials or
+    /// a bearer token), or the session cookies as upgrade headers.
+    func socketCredentials() async throws -> (authorization: String?, headers: [String: String]) {
+        var request = HTTPRequestData(method: "GET", url: instance.baseURL, headers: [:])
+        _ = try await authorize(&request, fresh: true)
+        if let authorization = request.headers["Authorization"] { return (authorization, [:]) }
+        return (nil, request.headers["Cookie"].map { ["Cookie": $0] } ?? [:])
+    }
+
     /// Adds credentials; returns whether only cookies were sent.
     private func authorize(_ request: inout HTTPRequestData, fresh: Bool) async throws -> Bool {
         request.headers["Authorization"] = nil

@@ -118,7 +118,8 @@ public func buildApplication(
 
     // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
     let sockets = GraphQLSocketServer(
-        store: store, credentials: credentials, streams: liveStreams, heartbeat: configuration.liveHeartbeat
+        store: store, credentials: credentials, streams: liveStreams, heartbeat: configuration.liveHeartbeat,
+        initTimeout: configuration.liveSocketInitTimeout
     )
     let socketRouter = Router(context: DocketSocketContext.self)
     let socketDialects: [(String, any GraphQLSocketDialect)] = [

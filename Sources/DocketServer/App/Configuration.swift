@@ -61,6 +61,8 @@ public struct Configuration: Sendable {
     public var liveHeartbeat: Duration = .seconds(15)
     /// Live streams one user may hold open at once (`--live-streams-per-user`).
     public var liveStreamsPerUser: Int = 16
+    /// How long a GraphQL WebSocket may stay open without `connection_init` (then it is closed with 4408).
+    public var liveSocketInitTimeout: Duration = .seconds(10)
 
     /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
     /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.

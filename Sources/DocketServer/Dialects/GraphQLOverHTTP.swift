@@ -141,6 +141,33 @@ enum GraphQLOverHTTP {
         return operations.count == 1 ? operations.first : nil
     }
 
+    /// The one root field of a subscription (fragments at the root looked into); nil when it selects none or
+    /// several, which GraphQL forbids (the library does not check it).
+    static func soleRootField(of operation: OperationDefinition, in document: Document) -> Field? {
+        var fragments: [String: FragmentDefinition] = [:]
+        for definition in document.definitions {
+            if let fragment = definition as? FragmentDefinition { fragments[fragment.name.value] = fragment }
+        }
+        var found: [Field] = []
+        func collect(_ set: SelectionSet, visiting: Set<String>) {
+            for selection in set.selections {
+                if let field = selection as? Field {
+                    found.append(field)
+                } else if let inline = selection as? InlineFragment {
+                    collect(inline.selectionSet, visiting: visiting)
+                } else if let spread = selection as? FragmentSpread, !visiting.contains(spread.name.value),
+                    let fragment = fragments[spread.name.value]
+                {
+                    collect(fragment.selectionSet, visiting: visiting.union([spread.name.value]))
+                }
+            }
+        }
+        collect(operation.selectionSet, visiting: [])
+        let names = Set(found.map { $0.alias?.value ?? $0.name.value })
+        guard names.count == 1, let field = found.first, !field.name.value.hasPrefix("__") else { return nil }
+        return field
+    }
+
     /// Why a document is refused before it runs (too deep, too many fields), or nil.
     static func complexity(of document: Document) -> String? {
         var fragments: [String: FragmentDefinition] = [:]

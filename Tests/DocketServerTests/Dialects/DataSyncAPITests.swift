@@ -171,7 +171,7 @@ struct DataSyncAPITests {
             #expect(try huge.json["data"]?["getTask"]?["version"]?.intValue == Int(Int32.max))
             // The subscription refusal says what to do instead.
             let subscription = try await Self.apollo(client, nil, "subscription add { taskAdded { id } }")
-            #expect(try subscription.json["errors"]?[0]?["message"]?.stringValue?.contains("query allTasks again") == true)
+            #expect(try subscription.json["errors"]?[0]?["message"]?.stringValue?.contains("open one to this URL") == true)
         }
     }
 

@@ -33,8 +33,8 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
         guard operation.operation == .subscription else {
             return .single(await controller.result(document, variables: variables, operationName: request.operationName, caller: caller))
         }
-        guard let root = operation.selectionSet.selections.first as? Field else {
-            return refused(["Select taskAdded, taskUpdated or taskDeleted at the root of the subscription"])
+        guard let root = GraphQLOverHTTP.soleRootField(of: operation, in: document) else {
+            return refused(["A subscription selects one field: taskAdded, taskUpdated or taskDeleted"])
         }
         let reports: @Sendable (RecordChange) -> Bool
         switch root.name.value {

@@ -64,12 +64,13 @@ struct SocketLogins: Sendable {
         }
     }
 
-    /// Whether the upgrade comes from a page of this server (or from a client that is not a browser).
+    /// Whether the upgrade comes from a page of this server's host (or from a client that is not a browser). Ports
+    /// are not compared: cookies are not bound to ports either.
     static func isSameOrigin(_ request: Request) -> Bool {
         guard let origin = request.headers[.origin] else { return true }
-        guard let host = request.head.authority, let url = URL(string: origin), let originHost = url.host
+        guard let authority = request.head.authority, let originHost = URL(string: origin)?.host?.lowercased(),
+            let host = URL(string: "http://" + authority)?.host?.lowercased()
         else { return false }
-        let port = url.port.map { ":\($0)" } ?? ""
-        return (originHost + port).lowercased() == host.lowercased() || originHost.lowercased() == host.lowercased()
+        return originHost == host
     }
 }

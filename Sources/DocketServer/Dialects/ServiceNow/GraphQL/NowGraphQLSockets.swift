@@ -34,7 +34,9 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
         if !prepared.problems.isEmpty {
             return .refused(NowGraphQLController.Refusal(bytes: NowGraphQLController.bytes(GraphQLResult(errors: prepared.problems))).errors)
         }
-        guard GraphQLOverHTTP.operation(in: prepared.document, named: request.operationName)?.operation == .subscription else {
+        guard let operation = GraphQLOverHTTP.operation(in: prepared.document, named: request.operationName),
+            operation.operation == .subscription
+        else {
             do {
                 return .single(try await controller.answer(
                     query: text, variables: request.variables, operationName: request.operationName, caller: caller
@@ -42,6 +44,11 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
             } catch {
                 return .refused([.object(["message": .string("The operation could not be run"), "errorType": .string("DataFetchingException")])])
             }
+        }
+        guard GraphQLOverHTTP.soleRootField(of: operation, in: prepared.document) != nil else {
+            return .refused([.object([
+                "message": .string("A subscription selects one field: the table to follow"), "errorType": .string("ValidationError"),
+            ])])
         }
         return await subscription(prepared, text: text, schema: schema, variables: variables, request: request, caller: caller)
     }
