@@ -32,6 +32,9 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(help: "Stop after this many changes.")
     var count: Int?
 
+    @Flag(help: "Follow over a GraphQL WebSocket (docketd's subscriptions; needs --table or --mine) instead of Server-Sent Events.")
+    var websocket = false
+
     @OptionGroup var output: OutputOptions
 
     static let mineQuery =
@@ -41,6 +44,7 @@ struct WatchCommand: AsyncParsableCommand {
         if query != nil, table == nil, !mine { throw ValidationError("--query needs --table (or --mine).") }
         if let count, count < 1 { throw ValidationError("--count must be at least 1.") }
         if let since, since < 0 { throw ValidationError("--since must be 0 or more.") }
+        if websocket, table == nil, !mine { throw ValidationError("--websocket follows one table: give --table (or --mine).") }
     }
 
     func run() async throws {
@@ -54,8 +58,9 @@ struct WatchCommand: AsyncParsableCommand {
             environment.err("Watching \(table.map { "\($0) records" } ?? "every record you may read")\(query.isEmpty ? "" : " matching \(query)"); Ctrl-C stops.\n")
         }
         while true {
-            var iterator = client.liveUpdates(table: table, query: query.isEmpty ? nil : query, since: since)
-                .makeAsyncIterator()
+            var iterator = client.liveUpdates(
+                table: table, query: query.isEmpty ? nil : query, since: since, transport: websocket ? .webSocket : .serverSentEvents
+            ).makeAsyncIterator()
             do {
                 while let change = try await iterator.next() {
                     environment.print(output.json ? Self.json(change) : Self.line(change))

@@ -261,6 +261,16 @@ struct CLITests {
             #expect(objects.map { $0["change"]?.stringValue } == ["entered", "changed"])
             #expect(objects.allSatisfy { $0["sys_id"]?.stringValue == created.sysID && $0["user"]?.stringValue == "admin" })
             #expect(objects[1]["record"]?["urgency"]?.stringValue == "1")
+            // The same over a GraphQL WebSocket.
+            let socket = await cli.run(
+                "watch", "--websocket", "--table", "incident", "--query", "short_descriptionSTARTSWITHcli-watch", "--count", "2",
+                "--json", "--since", "0"
+            )
+            #expect(socket.code == 0, "\(socket.err)")
+            let socketLines = try socket.out.split(separator: "\n").map { try JSONValue.parse(Array($0.utf8)) }
+            #expect(socketLines.map { $0["change"]?.stringValue } == ["entered", "changed"])
+            #expect(socketLines.map { $0["sequence"]?.intValue } == objects.map { $0["sequence"]?.intValue })
+            #expect(socketLines[1]["record"]?["urgency"]?.stringValue == "1")
             // Human lines: what happened, the number, the summary, who.
             let text = Task {
                 await cli.run("watch", "--mine", "--query", "short_descriptionSTARTSWITHcli-watch", "--count", "1", "--since", "0")
@@ -284,6 +294,9 @@ struct CLITests {
             let usage = await cli.run("watch", "--query", "active=true")
             #expect(usage.code == 2)
             #expect(usage.err.contains("--query needs --table"))
+            let socket = await cli.run("watch", "--websocket")
+            #expect(socket.code == 2)
+            #expect(socket.err.contains("--websocket follows one table"))
             let unknown = await cli.run("watch", "--table", "no_such_table")
             #expect(unknown.code == 1)
             #expect(unknown.err.contains("no_such_table") || unknown.err.contains("Invalid table"))

@@ -166,6 +166,8 @@ def build(r, creds):
             r.choice(["", "since=0", "since=-1", "since=99999999999999999999", "since=" + rnd_text(r, 5), "query=" + quote(rnd_text(r)),
                       "table=incident&query=active%3Dtrue"])
         if r.random() < 0.3: headers["Last-Event-ID"] = r.choice(["0", "-3", "x", "9" * 30, ""])
+    elif kind < 0.735:
+        return ws_upgrade(r, creds), True
     elif kind < 0.74:
         path = "/api/x_snc_my_work/v1/tracker/task" + r.choice(["", "/cdb04ffc53247d4908555def767adca7/comment", "/" + rnd_text(r, 10) + "/comment"])
         if "comment" in path:
@@ -189,6 +191,46 @@ def build(r, creds):
             lines.append(f"Content-Length: {len(body)}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogatepass")
     return head + body, truncated
+
+def ws_frame(r, payload, masked=True, opcode=0x81):
+    mask = bytes(r.randrange(256) for _ in range(4))
+    size = len(payload)
+    head = bytes([opcode]) + (bytes([(0x80 if masked else 0) | size]) if size < 126 else
+                              bytes([(0x80 if masked else 0) | 126]) + size.to_bytes(2, "big") if size < 65536 else
+                              bytes([(0x80 if masked else 0) | 127]) + size.to_bytes(8, "big"))
+    return head + (mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)) if masked else payload)
+
+def ws_upgrade(r, creds):
+    """A WebSocket upgrade of a GraphQL endpoint (odd keys, versions and subprotocols), then random GraphQL socket
+    messages and broken frames; the client then half-closes, so a socket that stays open ends."""
+    auth = base64.b64encode(r.choice(creds).encode()).decode()
+    lines = [f"GET {r.choice(['/graphql', '/api/now/graphql', '/api/now/table/incident', '/nope'])} HTTP/1.1", "Host: 127.0.0.1",
+             "Upgrade: " + r.choice(["websocket", "WebSocket", "h2c", ""]), "Connection: " + r.choice(["Upgrade", "upgrade, keep-alive", "close"]),
+             "Sec-WebSocket-Key: " + r.choice(["dGhlIHNhbXBsZSBub25jZQ==", "", "x" * 300, rnd_text(r, 10)]),
+             "Sec-WebSocket-Version: " + r.choice(["13", "8", "", "99999999999999999999"])]
+    if r.random() < 0.9:
+        lines.append("Sec-WebSocket-Protocol: " + r.choice(["graphql-transport-ws", "graphql-ws", "chat", "graphql-ws, graphql-transport-ws", rnd_text(r, 20)]))
+    if r.random() < 0.3: lines.append(f"Authorization: Basic {auth}")
+    if r.random() < 0.2: lines.append("Origin: " + r.choice(["https://elsewhere.example", "null", rnd_text(r, 12)]))
+    messages = [{"type": "connection_init", "payload": r.choice([{"Authorization": "Basic " + auth}, {"authorization": "Bearer x"}, None, "x", [1], {"headers": 5}])},
+                {"type": r.choice(["subscribe", "start"]), "id": r.choice(["1", "", None, 5, "x" * 300]),
+                 "payload": r.choice([{"query": r.choice(["subscription { taskAdded { id } }", "subscription { incident(since: -1) { sequence } }",
+                                                          "subscription { incident(queryConditions: \"" + rnd_text(r, 20) + "\") { sequence record { number { value } } } }",
+                                                          "{ allTasks { id } }", "{", "subscription { a: taskAdded { id } b: taskDeleted { id } }"]),
+                                      "variables": r.choice([None, {}, "x", {"since": 10**30}])}, None, "x"])},
+                {"type": r.choice(["complete", "stop", "ping", "pong", "connection_terminate", "ka", "next", ""]), "id": "1"}, {"id": "1"}]
+    frames = b""
+    for _ in range(r.randint(0, 6)):
+        choice = r.random()
+        if choice < 0.7:
+            frames += ws_frame(r, json.dumps(r.choice(messages)).encode())
+        elif choice < 0.8:
+            frames += ws_frame(r, rnd_text(r, 30).encode("utf-8", "surrogatepass"), masked=r.random() < 0.5, opcode=r.choice([0x81, 0x82, 0x89, 0x8A, 0x88, 0x03, 0x0F]))
+        elif choice < 0.9:
+            frames += ws_frame(r, b"{" * r.randint(1, 70000))
+        else:
+            frames += bytes(r.randrange(256) for _ in range(r.randint(1, 40)))
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogatepass") + frames
 
 def raw_malformed(r, creds):
     auth = "Authorization: Basic " + base64.b64encode(r.choice(creds).encode()).decode() + "\r\n"

@@ -90,6 +90,8 @@ struct GraphQLSocketServer: Sendable {
     var operationsPerConnection = 100
     /// The largest message a client may send.
     static let maxMessageSize = 256 * 1024
+    /// Keep-alives and credential checks of every socket.
+    let clock = SocketClock()
 
     /// Decides the upgrade: a GraphQL socket needs one of the two subprotocols; a client that offers neither
     /// is still upgraded, and then closed with 4406 (as the reference servers do), so that it learns why.
@@ -118,6 +120,65 @@ struct GraphQLSocketServer: Sendable {
     }
 }
 
+/// The one clock of every GraphQL socket (as ``LiveTickService`` is for event streams), rather than a timer per
+/// socket: every second it looks whether a logout, revocation or change to users or roles happened (two
+/// counters), and if so checks every acknowledged socket's credential at once; every heartbeat it checks them all
+/// (expiry) and sends the legacy protocol's keep-alive. It runs while sockets are open.
+final class SocketClock: Sendable {
+    private struct State {
+        var sockets: [ObjectIdentifier: GraphQLSocketConnection] = [:]
+        var running = false
+    }
+
+    private let state = Mutex(State())
+
+    func add(_ socket: GraphQLSocketConnection, server: GraphQLSocketServer) {
+        let start = state.withLock { state in
+            state.sockets[ObjectIdentifier(socket)] = socket
+            defer { state.running = true }
+            return !state.running
+        }
+        if start { Task { await self.run(server: server) } }
+    }
+
+    func remove(_ socket: GraphQLSocketConnection) {
+        _ = state.withLock { $0.sockets.removeValue(forKey: ObjectIdentifier(socket)) }
+    }
+
+    private func run(server: GraphQLSocketServer) async {
+        let heartbeat = max(.milliseconds(10), server.heartbeat)
+        let poll = min(heartbeat, .seconds(1))
+        let credentials = server.credentials
+        var checkedAt = (credentials.authenticator.credentialGeneration, credentials.oauth.revocationGeneration)
+        var sinceHeartbeat = Duration.zero
+        while true {
+            try? await Task.sleep(for: poll)
+            sinceHeartbeat += poll
+            let beat = sinceHeartbeat >= heartbeat
+            if beat { sinceHeartbeat = .zero }
+            let now = (credentials.authenticator.credentialGeneration, credentials.oauth.revocationGeneration)
+            let changed = now != checkedAt
+            checkedAt = now
+            let sockets = state.withLock { state -> [GraphQLSocketConnection]? in
+                if state.sockets.isEmpty {
+                    state.running = false
+                    return nil
+                }
+                return Array(state.sockets.values)
+            }
+            guard let sockets else { return }
+            guard beat || changed else { continue }
+            // A bounded number at once, so that one slow lookup holds up no one.
+            await withTaskGroup(of: Void.self) { group in
+                for (index, socket) in sockets.enumerated() {
+                    if index >= 64 { await group.next() }
+                    group.addTask { await socket.check(beat: beat) }
+                }
+            }
+        }
+    }
+}
+
 /// One GraphQL socket: its protocol state, its operations and its credential.
 final class GraphQLSocketConnection: Sendable {
     let server: GraphQLSocketServer
@@ -132,7 +193,7 @@ final class GraphQLSocketConnection: Sendable {
         var initReceived = false
         var login: (caller: Caller, credential: PresentedCredential)?
         var operations: [String: OperationHandle] = [:]
-        var keepAlive: Task<Void, Never>?
+        var initTimeout: Task<Void, Never>?
         var closed = false
     }
 
@@ -152,28 +213,28 @@ final class GraphQLSocketConnection: Sendable {
     }
 
     func run(inbound: WebSocketInboundStream) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.watch() }
-            do {
-                for try await message in inbound.messages(maxSize: GraphQLSocketServer.maxMessageSize) {
-                    guard case .text(let text) = message else {
-                        await close(GraphQLSocketProtocol.Close.badRequest, "Messages must be JSON text")
-                        break
-                    }
-                    guard await receive(text) else { break }
+        // Ended by connection_init (an idle socket then holds no timer but its keep-alive).
+        let initTimeout = Task { await self.watch() }
+        state.withLock { $0.initTimeout = initTimeout }
+        do {
+            for try await message in inbound.messages(maxSize: GraphQLSocketServer.maxMessageSize) {
+                guard case .text(let text) = message else {
+                    await close(GraphQLSocketProtocol.Close.badRequest, "Messages must be JSON text")
+                    break
                 }
-            } catch {
-                // A message too large, or a broken connection.
-                await close(GraphQLSocketProtocol.Close.badRequest, "Message too large or malformed")
+                guard await receive(text) else { break }
             }
-            group.cancelAll()
+        } catch {
+            // A message too large, or a broken connection.
+            await close(GraphQLSocketProtocol.Close.badRequest, "Message too large or malformed")
         }
-        let (operations, keepAlive) = state.withLock { state in
+        let operations = state.withLock { state in
             state.closed = true
-            defer { (state.operations, state.keepAlive) = ([:], nil) }
-            return (Array(state.operations.values), state.keepAlive)
+            defer { (state.operations, state.initTimeout) = ([:], nil) }
+            return Array(state.operations.values)
         }
-        keepAlive?.cancel()
+        server.clock.remove(self)
+        initTimeout.cancel()
         for operation in operations { operation.cancel() }
     }
 
@@ -235,10 +296,11 @@ final class GraphQLSocketConnection: Sendable {
     }
 
     private func initialize(payload: JSONValue?) async -> Bool {
-        let first = state.withLock { state in
-            defer { state.initReceived = true }
-            return !state.initReceived
+        let (first, timer) = state.withLock { state in
+            defer { (state.initReceived, state.initTimeout) = (true, nil) }
+            return (!state.initReceived, state.initTimeout)
         }
+        timer?.cancel()
         guard first else {
             await close(GraphQLSocketProtocol.Close.tooManyInits, "Too many initialisation requests")
             return false
@@ -252,13 +314,11 @@ final class GraphQLSocketConnection: Sendable {
             await refuseLogin(reason)
             return false
         case .accepted(let caller, let credential):
-            let keepAlive = Task { await self.keepAlive((caller, credential)) }
             let open = state.withLock { state in
                 state.login = (caller, credential)
-                state.keepAlive = keepAlive
                 return !state.closed
             }
-            if !open { keepAlive.cancel() }
+            if open { server.clock.add(self, server: server) }
             await send(Array(#"{"type":"connection_ack"}"#.utf8))
             if kind == .legacy { await send(Array(#"{"type":"ka"}"#.utf8)) }
             return true
@@ -440,29 +500,15 @@ final class GraphQLSocketConnection: Sendable {
         }
     }
 
-    /// Once acknowledged: every heartbeat, checks that the credential still holds and sends the legacy protocol's
-    /// keep-alive; every second, looks whether a logout, revocation or user change happened (two counters) and
-    /// then checks at once. A socket whose credential ended is closed.
-    private func keepAlive(_ login: (caller: Caller, credential: PresentedCredential)) async {
-        let heartbeat = max(.milliseconds(10), server.heartbeat)
-        let poll = min(heartbeat, .seconds(1))
-        var watch = server.credentials.watch()
-        var sinceHeartbeat = Duration.zero
-        while !Task.isCancelled {
-            do {
-                try await Task.sleep(for: poll)
-            } catch {
-                return
-            }
-            sinceHeartbeat += poll
-            let beat = sinceHeartbeat >= heartbeat
-            if beat { sinceHeartbeat = .zero }
-            if await watch.caller(login.caller, credential: login.credential, force: beat) == nil {
-                await revoke()
-                return
-            }
-            if beat, kind == .legacy { await send(Array(#"{"type":"ka"}"#.utf8)) }
+    /// Told by the ``SocketClock``: checks that the credential still holds (closing the socket when it does not)
+    /// and, on a heartbeat, sends the legacy protocol's keep-alive.
+    func check(beat: Bool) async {
+        guard let login = state.withLock({ $0.closed ? nil : $0.login }) else { return }
+        guard await server.credentials.caller(for: login.credential, as: login.caller) != nil else {
+            await revoke()
+            return
         }
+        if beat, kind == .legacy { await send(Array(#"{"type":"ka"}"#.utf8)) }
     }
 
     /// The credential ended: the socket is closed with 4403 (the legacy protocol is told why first).

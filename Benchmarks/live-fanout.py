@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Live-update fan-out of docketd's event stream (Server-Sent Events at /api/docket/events), against a release
-build on loopback.
+"""Live-update fan-out of docketd, against a release build on loopback: over Server-Sent Events
+(/api/docket/events) or GraphQL WebSockets (Docket's subscriptions on /api/now/graphql, graphql-transport-ws).
 
-    python3 Benchmarks/live-sse.py [--subscribers 1000] [--writes 50] [--idle 10000]
+    python3 Benchmarks/live-fanout.py [--transport ws|sse] [--subscribers 1000] [--writes 50] [--idle 10000]
 
-Starts a release docketd with demo data, opens SUBSCRIBERS streams (john.doe, following incidents), then
-creates WRITES incidents one after another through the Table API and records, for every subscriber, the time
-from sending the POST to receiving that incident's change: mutation-to-delivery latency, p50 and p99 over all
-deliveries. Then it holds IDLE streams open with nothing happening and reports docketd's resident memory.
-One thread, non-blocking sockets: the client costs little next to the server. Prints a Markdown table."""
+Starts a release docketd with demo data, opens SUBSCRIBERS streams or subscriptions (john.doe, following
+incidents that match a query), then creates WRITES incidents one after another through the Table API (from a
+second thread) and records, for every subscriber, the time from sending the POST to receiving that incident's
+change: mutation-to-delivery latency, p50 and p99 over all deliveries. Then it holds IDLE subscribers open with
+nothing happening and reports docketd's resident memory. One reading thread, non-blocking sockets, raw bytes (a
+change is recognised by its sys_id): the client costs little next to the server. Prints a Markdown table."""
 import argparse
 import base64
 import json
@@ -18,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -46,10 +48,39 @@ def rss_mib(pid):
     return 0.0
 
 
-def open_streams(port, count, auth, query):
+def sse_request(port, auth, query):
+    return (f"GET /api/docket/events?table=incident&query={query} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Basic {auth}\r\nAccept: text/event-stream\r\n\r\n").encode()
+
+
+def ws_frame(text):
+    """A masked client text frame."""
+    payload = text.encode()
+    mask = os.urandom(4)
+    head = bytes([0x81])
+    if len(payload) < 126:
+        head += bytes([0x80 | len(payload)])
+    else:
+        head += bytes([0x80 | 126]) + len(payload).to_bytes(2, "big")
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_request(port, auth, query):
+    document = ('subscription { incident(queryConditions: "%s") { sequence change sys_id record { number { value } '
+                'short_description { value } } } }' % query.replace("%3D", "="))
+    return (f"GET /api/now/graphql HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+            "Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n").encode() \
+        + ws_frame(json.dumps({"type": "connection_init", "payload": {"Authorization": "Basic " + auth}})) \
+        + ws_frame(json.dumps({"type": "subscribe", "id": "1", "payload": {"query": document}}))
+
+
+def open_streams(port, count, auth, query, transport):
     selector = selectors.DefaultSelector()
-    request = (f"GET /api/docket/events?table=incident&query={query} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-               f"Authorization: Basic {auth}\r\nAccept: text/event-stream\r\n\r\n").encode()
+    request = (ws_request if transport == "ws" else sse_request)(port, auth, query)
+    # SSE streams say they are ready; a socket's subscription is running once its acknowledgement came (the
+    # subscribe message right behind it is then handled before anything else on that socket).
+    ready_marker = b"connection_ack" if transport == "ws" else b"event: ready"
     sockets = []
     for _ in range(count):
         sock = socket.create_connection(("127.0.0.1", port))
@@ -64,7 +95,7 @@ def open_streams(port, count, auth, query):
         for key, _ in selector.select(timeout=1):
             chunk = key.fileobj.recv(65536)
             key.data["buffer"] += chunk
-            if not key.data["ready"] and b"event: ready" in key.data["buffer"]:
+            if not key.data["ready"] and ready_marker in key.data["buffer"]:
                 key.data["ready"] = True
                 key.data["buffer"] = b""
                 ready += 1
@@ -92,7 +123,9 @@ def main():
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument("--writes", type=int, default=50)
     parser.add_argument("--idle", type=int, default=10000)
+    parser.add_argument("--transport", choices=["ws", "sse"], default="ws")
     args = parser.parse_args()
+    kind = "WebSocket subscriptions" if args.transport == "ws" else "SSE streams"
     subprocess.run(["swift", "build", "-c", "release", "--product", "docketd"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
     binary = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
@@ -104,33 +137,40 @@ def main():
         server, port = start(binary, data, args.subscribers + args.idle)
         try:
             base_rss = rss_mib(server.pid)
-            selector, sockets = open_streams(port, args.subscribers, auth, "short_descriptionSTARTSWITHlive-bench")
+            selector, sockets = open_streams(port, args.subscribers, auth, "short_descriptionSTARTSWITHlive-bench",
+                                             args.transport)
+            time.sleep(1)
             latencies = []
-            for index in range(args.writes):
+            for index in range(-1, args.writes):
+                # The write goes out from another thread, so that reading starts at once; its text is the marker.
+                text = f"live-bench {index} {time.time()}"
                 sent = time.perf_counter()
-                sys_id = post(port, admin, f"live-bench {index}")
+                writer = threading.Thread(target=post, args=(port, admin, text))
+                writer.start()
                 pending = set(sockets)
                 deadline = time.time() + 30
-                marker = sys_id.encode()
+                marker = text.encode()
                 while pending and time.time() < deadline:
                     for key, _ in selector.select(timeout=1):
                         data_ = key.data
                         data_["buffer"] += key.fileobj.recv(1 << 20)
                         if marker in data_["buffer"] and key.fileobj in pending:
-                            latencies.append((time.perf_counter() - sent) * 1000)
+                            if index >= 0:  # the first write warms up
+                                latencies.append((time.perf_counter() - sent) * 1000)
                             pending.discard(key.fileobj)
                             data_["buffer"] = data_["buffer"][data_["buffer"].rfind(marker):]
+                writer.join()
                 if pending:
                     raise SystemExit(f"{len(pending)} subscribers missed write {index}")
-            rows.append((f"{args.subscribers} streams, {args.writes} writes: mutation to delivery",
+            rows.append((f"{args.subscribers} {kind}, {args.writes} writes: mutation to delivery",
                          f"p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms"))
             for sock in sockets:
                 sock.close()
             selector.close()
             time.sleep(1)
-            selector, sockets = open_streams(port, args.idle, auth, "active%3Dtrue")
+            selector, sockets = open_streams(port, args.idle, auth, "active%3Dtrue", args.transport)
             time.sleep(2)
-            rows.append((f"{args.idle} idle streams: docketd resident memory",
+            rows.append((f"{args.idle} idle {kind}: docketd resident memory",
                          f"{rss_mib(server.pid):.0f} MiB ({base_rss:.0f} MiB before any stream)"))
             for sock in sockets:
                 sock.close()
