@@ -144,7 +144,8 @@ public func buildApplication(
     }
     let server = try ServerChannels.builder(
         webSocketRouter: socketRouter, http1: http1,
-        webSocket: WebSocketServerConfiguration(maxFrameSize: GraphQLSocketServer.maxMessageSize, autoPing: .enabled(timePeriod: .seconds(30))),
+        // Keep-alive pings come from the sockets' shared clock (``SocketClock``), not from a task per socket.
+        webSocket: WebSocketServerConfiguration(maxFrameSize: GraphQLSocketServer.maxMessageSize, autoPing: .disabled),
         idleTimeout: configuration.idleTimeout, tls: tls
     )
 

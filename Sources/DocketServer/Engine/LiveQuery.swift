@@ -6,13 +6,18 @@ import Synchronization
 /// query, as a caller may read them; or, without a table, every record the caller may read.
 struct LiveQuery: Sendable {
     var table: SchemaCatalog.Table?
-    var query: EncodedQuery
+    var query: EncodedQuery {
+        didSet { queryText = query.description }
+    }
     var caller: Caller
+    /// The query as text, printed once (it keys shared judgements on every event).
+    private(set) var queryText: String
 
     init(table: SchemaCatalog.Table? = nil, query: EncodedQuery = EncodedQuery(), caller: Caller) {
         self.table = table
         self.query = query
         self.caller = caller
+        self.queryText = query.description
     }
 }
 
@@ -56,7 +61,7 @@ extension RecordStore {
         // Followers who see alike (same user, roles, table and query) share one judgement of each event.
         let key = LiveJudgementKey(
             sequence: event.sequence, user: live.caller.userID + "\u{0}" + live.caller.userName,
-            roles: live.caller.roles.sorted(), table: live.table?.name ?? "", query: live.query.description
+            roles: live.caller.roles.sorted(), table: live.table?.name ?? "", query: live.queryText
         )
         let (before, after) = try await judgements.value(key) {
             (try await self.matches(event.rowBefore, of: event, as: live), try await self.matches(event.rowAfter, of: event, as: live))

@@ -123,7 +123,8 @@ struct GraphQLSocketServer: Sendable {
 /// The one clock of every GraphQL socket (as ``LiveTickService`` is for event streams), rather than a timer per
 /// socket: every second it looks whether a logout, revocation or change to users or roles happened (two
 /// counters), and if so checks every acknowledged socket's credential at once; every heartbeat it checks them all
-/// (expiry) and sends the legacy protocol's keep-alive. It runs while sockets are open.
+/// (expiry) and sends a keep-alive (`ka` in the legacy protocol, a WebSocket ping in the current one). It runs
+/// while sockets are open.
 final class SocketClock: Sendable {
     private struct State {
         var sockets: [ObjectIdentifier: GraphQLSocketConnection] = [:]
@@ -508,7 +509,15 @@ final class GraphQLSocketConnection: Sendable {
             await revoke()
             return
         }
-        if beat, kind == .legacy { await send(Array(#"{"type":"ka"}"#.utf8)) }
+        guard beat else { return }
+        if kind == .legacy {
+            await send(Array(#"{"type":"ka"}"#.utf8))
+        } else {
+            // A WebSocket ping (the client's library answers it): keeps proxies from closing an idle socket, and a
+            // write to a peer that vanished fails.
+            guard !state.withLock({ $0.closed }) else { return }
+            try? await outbound.write(.custom(WebSocketFrame(fin: true, opcode: .ping, data: ByteBuffer(string: "docket"))))
+        }
     }
 
     /// The credential ended: the socket is closed with 4403 (the legacy protocol is told why first).
