@@ -85,6 +85,15 @@ let package = Package(
             dependencies: ["DocketKit", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(name: "docket", dependencies: ["DocketCLI"]),
+        // The reading side of Benchmarks/live-fanout.py for WebSockets.
+        .executableTarget(
+            name: "live-fanout-client",
+            dependencies: [
+                .product(name: "WSClient", package: "swift-websocket"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Benchmarks/LiveFanoutClient"
+        ),
         .testTarget(name: "DocketModelTests", dependencies: ["DocketModel"]),
         // Runs a live docketd for the SDK and CLI end-to-end tests.
         .target(

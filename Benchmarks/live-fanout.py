@@ -124,12 +124,19 @@ def main():
     parser.add_argument("--writes", type=int, default=50)
     parser.add_argument("--idle", type=int, default=10000)
     parser.add_argument("--transport", choices=["ws", "sse"], default="ws")
+    parser.add_argument("--client", choices=["swift", "python"], default="swift",
+                        help="the WebSocket reader: Benchmarks/LiveFanoutClient (default) or this script's own")
     args = parser.parse_args()
     kind = "WebSocket subscriptions" if args.transport == "ws" else "SSE streams"
     subprocess.run(["swift", "build", "-c", "release", "--product", "docketd"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
-    binary = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.strip() + "/docketd"
+    bin_path = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout.strip()
+    binary = bin_path + "/docketd"
+    swift_client = args.transport == "ws" and args.client == "swift"
+    if swift_client:
+        subprocess.run(["swift", "build", "-c", "release", "--product", "live-fanout-client"], cwd=ROOT, check=True,
+                       stdout=subprocess.DEVNULL)
     auth = base64.b64encode(b"john.doe:password").decode()
     admin = base64.b64encode(b"admin:admin").decode()
     rows = []
@@ -137,6 +144,14 @@ def main():
         server, port = start(binary, data, args.subscribers + args.idle)
         try:
             base_rss = rss_mib(server.pid)
+            if swift_client:
+                result = subprocess.run([bin_path + "/live-fanout-client", str(port), str(args.subscribers), str(args.writes)],
+                                        capture_output=True, text=True, timeout=900)
+                if result.returncode != 0:
+                    raise SystemExit(result.stderr)
+                p50, p99 = result.stdout.split()[1], result.stdout.split()[3]
+                rows.append((f"{args.subscribers} {kind}, {args.writes} writes: mutation to delivery (Swift reader)",
+                             f"p50 {p50} ms, p99 {p99} ms"))
             selector, sockets = open_streams(port, args.subscribers, auth, "short_descriptionSTARTSWITHlive-bench",
                                              args.transport)
             time.sleep(1)
