@@ -82,10 +82,15 @@ struct HeadTimedChannel: ServerChildChannel, HTTPChannelHandler {
     }
 }
 
-/// Closes a connection whose first request head has not arrived in time; removes itself once it has.
-final class FirstHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHandler {
+/// Guards a connection's first request head in the upgrade-capable pipeline, where Hummingbird's own handling
+/// only starts after it: closes the connection when the head has not arrived in time, and answers an unparsable
+/// head with a 400 (the upgrade handler would otherwise leave the client waiting). Removes itself once a head
+/// has passed.
+final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
+    typealias OutboundIn = HTTPServerResponsePart
+    typealias OutboundOut = HTTPServerResponsePart
 
     let timeout: TimeAmount
     private var scheduled: Scheduled<Void>?
@@ -102,7 +107,47 @@ final class FirstHeadTimeoutHandler: ChannelInboundHandler, RemovableChannelHand
         scheduled = nil
     }
 
+    private var draining = false
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if draining { return }
+        guard error is HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        scheduled?.cancel()
+        scheduled = nil
+        draining = true
+        var headers = HTTPHeaders()
+        headers.add(name: "Connection", value: "close")
+        headers.add(name: "Content-Length", value: "0")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: headers))), promise: nil)
+        // Then a lingering close, as LingeringCloseHandler does for answered requests: what the client still
+        // sends is read and dropped for a while, so that a client still writing gets to read the answer.
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(mode: .output, promise: nil) }
+        context.read()
+        context.eventLoop.scheduleTask(in: LingeringCloseHandler.linger) { channel.close(promise: nil) }
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if draining {
+            context.read()
+            return
+        }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if draining, let event = event as? ChannelEvent, event == .inputClosed {
+            context.close(promise: nil)
+            return
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if draining { return }
         if case .head = unwrapInboundIn(data) {
             scheduled?.cancel()
             scheduled = nil
