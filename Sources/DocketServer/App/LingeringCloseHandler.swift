@@ -19,40 +19,57 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The longest time the rest of an unread request is read and thrown away.
     static let linger: TimeAmount = .seconds(2)
 
-    private var draining = false
+    private var drain = LingeringDrain()
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if draining { return }
+        if drain.isActive { return }
         context.fireChannelRead(data)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if draining {
-            context.read()
-            return
-        }
+        if drain.readComplete(context) { return }
         context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if draining, let event = event as? ChannelEvent, event == .inputClosed {
-            context.close(promise: nil)
-            return
-        }
+        if drain.inboundEvent(event, context) { return }
         context.fireUserInboundEventTriggered(event)
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
         // Once the answer is complete and the output closed, nothing the client still sends will be answered.
-        guard mode == .output, !draining else {
+        guard mode == .output, !drain.isActive else {
             context.close(mode: mode, promise: promise)
             return
         }
-        draining = true
         context.close(mode: .output, promise: promise)
+        drain.start(context)
+    }
+}
+
+/// The reading side of a lingering close: once started, what arrives is dropped and the socket kept read until
+/// the client closes its side or ``LingeringCloseHandler/linger`` is over; then the connection is closed.
+struct LingeringDrain {
+    private(set) var isActive = false
+
+    mutating func start(_ context: ChannelHandlerContext) {
+        isActive = true
         context.read()
-        let loop = context.eventLoop
         let channel = context.channel
-        loop.scheduleTask(in: Self.linger) { channel.close(promise: nil) }
+        context.eventLoop.scheduleTask(in: LingeringCloseHandler.linger) { channel.close(promise: nil) }
+    }
+
+    /// Keeps reading while draining; true when the event was handled here.
+    func readComplete(_ context: ChannelHandlerContext) -> Bool {
+        guard isActive else { return false }
+        context.read()
+        return true
+    }
+
+    /// Closes when the client has closed its side while draining; true when the event was handled here.
+    func inboundEvent(_ event: Any, _ context: ChannelHandlerContext) -> Bool {
+        guard isActive, let event = event as? ChannelEvent, event == .inputClosed else { return false }
+        context.close(promise: nil)
+        return true
     }
 }

@@ -107,17 +107,16 @@ final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandl
         scheduled = nil
     }
 
-    private var draining = false
+    private var drain = LingeringDrain()
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if draining { return }
+        if drain.isActive { return }
         guard error is HTTPParserError else {
             context.fireErrorCaught(error)
             return
         }
         scheduled?.cancel()
         scheduled = nil
-        draining = true
         var headers = HTTPHeaders()
         headers.add(name: "Connection", value: "close")
         headers.add(name: "Content-Length", value: "0")
@@ -126,28 +125,21 @@ final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandl
         // sends is read and dropped for a while, so that a client still writing gets to read the answer.
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(mode: .output, promise: nil) }
-        context.read()
-        context.eventLoop.scheduleTask(in: LingeringCloseHandler.linger) { channel.close(promise: nil) }
+        drain.start(context)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if draining {
-            context.read()
-            return
-        }
+        if drain.readComplete(context) { return }
         context.fireChannelReadComplete()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if draining, let event = event as? ChannelEvent, event == .inputClosed {
-            context.close(promise: nil)
-            return
-        }
+        if drain.inboundEvent(event, context) { return }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if draining { return }
+        if drain.isActive { return }
         if case .head = unwrapInboundIn(data) {
             scheduled?.cancel()
             scheduled = nil

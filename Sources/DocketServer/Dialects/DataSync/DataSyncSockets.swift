@@ -13,10 +13,6 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
     let logins: SocketLogins
     let results = RenderedResults(capacity: 4_096)
 
-    func authenticate(payload: JSONValue?, request: Request, clientAddress: String) async -> SocketLogin {
-        await logins.authenticate(payload: payload, request: request, clientAddress: clientAddress)
-    }
-
     func operation(_ request: SocketOperationRequest, caller: Caller) async -> SocketOperation {
         func refused(_ messages: [String]) -> SocketOperation { .refused(messages.map { .object(["message": .string($0)]) }) }
         let document: Document

@@ -64,11 +64,18 @@ struct SocketSubscription: Sendable {
 
 /// What each dialect that offers GraphQL over WebSocket provides.
 protocol GraphQLSocketDialect: Sendable {
-    /// Who the connection is: from `connection_init`'s payload when it carries credentials, else from the
-    /// upgrade request's headers. nil when neither names anyone valid.
-    func authenticate(payload: JSONValue?, request: Request, clientAddress: String) async -> SocketLogin
+    /// How its sockets are authenticated (``SocketLogins``).
+    var logins: SocketLogins { get }
     /// Prepares one operation.
     func operation(_ request: SocketOperationRequest, caller: Caller) async -> SocketOperation
+}
+
+extension GraphQLSocketDialect {
+    /// Who the connection is: from `connection_init`'s payload when it carries credentials, else from the
+    /// upgrade request (see ``SocketLogins``).
+    func authenticate(payload: JSONValue?, request: Request, clientAddress: String) async -> SocketLogin {
+        await logins.authenticate(payload: payload, request: request, clientAddress: clientAddress)
+    }
 }
 
 /// The result of a connection's authentication.
