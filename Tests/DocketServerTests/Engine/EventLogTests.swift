@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import Synchronization
 import Testing
 
 @testable import DocketServer
@@ -13,13 +14,16 @@ struct EventLogTests {
             let start = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
             let (writers, perWriter) = (8, 15)
             let stream = store.subscribe(after: start, batchSize: 7)
+            // The follower stops at the last sequence once the writers are done (so that a missed event fails the
+            // expectations below, saying which, rather than leaving the follower waiting).
+            let last = Mutex<Int?>(nil)
             async let followed: [ChangeEvent] = {
                 var seen: [ChangeEvent] = []
-                var inserts = 0
-                for try await event in stream {
-                    seen.append(event)
-                    if event.operation == .insert { inserts += 1 }
-                    if inserts == writers * perWriter { break }
+                var iterator = stream.makeAsyncIterator()
+                while true {
+                    if let last = last.withLock({ $0 }), (seen.last?.sequence ?? start) >= last { break }
+                    guard let step = try await iterator.nextStep() else { break }
+                    if case .event(let event) = step { seen.append(event) }
                 }
                 return seen
             }()
@@ -40,6 +44,10 @@ struct EventLogTests {
                 for try await ids in group { all += ids }
                 return all
             }
+            let newest = try await store.latestSequence()
+            last.withLock { $0 = newest }
+            // A tick wakes a follower that already has everything.
+            store.broadcaster.tick()
             let seen = try await followed
             let sequences = seen.map(\.sequence)
             #expect(sequences == Array((start + 1)...(start + sequences.count)))
