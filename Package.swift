@@ -89,8 +89,7 @@ let package = Package(
         .executableTarget(
             name: "live-fanout-client",
             dependencies: [
-                .product(name: "WSClient", package: "swift-websocket"), .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"), .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             path: "Benchmarks/LiveFanoutClient"
         ),

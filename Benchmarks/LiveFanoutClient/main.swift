@@ -1,34 +1,36 @@
 // The reading side of Benchmarks/live-fanout.py for WebSockets: SUBSCRIBERS graphql-transport-ws sockets to a
 // running docketd, each subscribed to incidents matching a query; then WRITES incidents created one after another
 // (Basic admin:admin, through the Table API), each timed from sending its POST to its change arriving on every
-// socket. Prints "p50 <ms> p99 <ms>". Reading in Swift on one event-loop thread costs a few microseconds per
-// message, where a Python reader costs 15 to 40 µs: on a 2-core machine shared with the server that difference
-// is most of what is measured.
+// socket. Prints "p50 <ms> p99 <ms>".
 //
-//     live-fanout-client PORT SUBSCRIBERS WRITES
+// The reader is as cheap as it can be, because on a 2-core machine it shares the CPUs with the server it measures:
+// plain NIO channels on one event-loop thread, the upgrade and the client's two messages written by hand, and each
+// read only searched for the write's marker (the server's frames are unmasked, so the marker's bytes appear as they
+// are). A message costs about a microsecond here; through a WebSocket client library with a task per socket it
+// cost tens, which was most of what was measured.
+//
+//     live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS]
 import Foundation
-import HTTPTypes
-import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
-import WSClient
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
 let arguments = CommandLine.arguments
-guard arguments.count == 4, let port = Int(arguments[1]), let subscribers = Int(arguments[2]), let writes = Int(arguments[3])
+guard arguments.count >= 4, let port = Int(arguments[1]), let subscribers = Int(arguments[2]), let writes = Int(arguments[3])
 else {
-    FileHandle.standardError.write(Data("usage: live-fanout-client PORT SUBSCRIBERS WRITES\n".utf8))
+    FileHandle.standardError.write(Data("usage: live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS]\n".utf8))
     exit(2)
 }
+let readerThreads = arguments.count > 4 ? max(1, Int(arguments[4]) ?? 1) : 1
 
 /// What the sockets report to: the marker of the write in flight, when it was sent, who still waits for it.
 final class Round: Sendable {
     struct State {
-        var marker = ""
+        var marker: [UInt8] = []
         var sent = ContinuousClock.now
         var remaining = 0
         var latencies: [Double] = []
@@ -38,14 +40,13 @@ final class Round: Sendable {
 
     let state = Mutex(State())
 
-    func received(_ text: String) {
-        let now = ContinuousClock.now
+    var marker: [UInt8] { state.withLock { $0.marker } }
+
+    func acknowledged() { state.withLock { $0.ready += 1 } }
+
+    func arrived(at now: ContinuousClock.Instant) {
         state.withLock { state in
-            if text.contains("connection_ack") {
-                state.ready += 1
-                return
-            }
-            guard state.remaining > 0, !state.marker.isEmpty, text.contains(state.marker) else { return }
+            guard state.remaining > 0 else { return }
             state.remaining -= 1
             if state.measuring {
                 let elapsed = now - state.sent
@@ -55,31 +56,81 @@ final class Round: Sendable {
     }
 }
 
-let round = Round()
-let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-var logger = Logger(label: "live-fanout-client")
-logger.logLevel = .critical
+/// A client text frame (clients must mask).
+func frame(_ text: String) -> [UInt8] {
+    let payload = Array(text.utf8)
+    var bytes: [UInt8] = [0x81]
+    if payload.count < 126 {
+        bytes.append(0x80 | UInt8(payload.count))
+    } else {
+        bytes.append(0x80 | 126)
+        bytes += [UInt8(payload.count >> 8), UInt8(payload.count & 0xff)]
+    }
+    let mask: [UInt8] = [0x12, 0x34, 0x56, 0x78]
+    bytes += mask
+    for (index, byte) in payload.enumerated() { bytes.append(byte ^ mask[index % 4]) }
+    return bytes
+}
+
 let auth = "Basic " + Data("john.doe:password".utf8).base64EncodedString()
 let document = #"subscription { incident(queryConditions: \"short_descriptionSTARTSWITHlive-bench\") { sequence change sys_id record { number { value } short_description { value } } } }"#
-let messages = [
-    #"{"type":"connection_init","payload":{"Authorization":"\#(auth)"}}"#,
-    #"{"type":"subscribe","id":"1","payload":{"query":"\#(document)"}}"#,
-]
-var headers = HTTPFields()
-headers[HTTPField.Name("Sec-WebSocket-Protocol")!] = "graphql-transport-ws"
-let configuration = WebSocketClientConfiguration(maxFrameSize: 1 << 20, additionalHeaders: headers)
+let upgrade = Array(
+    ("GET /api/now/graphql HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        + "Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n").utf8
+)
+let opening =
+    frame(#"{"type":"connection_init","payload":{"Authorization":"\#(auth)"}}"#)
+    + frame(#"{"type":"subscribe","id":"1","payload":{"query":"\#(document)"}}"#)
+let acknowledgement = Array("connection_ack".utf8)
 
-for _ in 0..<subscribers {
-    Task {
-        _ = try? await WebSocketClient.connect(
-            url: "ws://127.0.0.1:\(port)/api/now/graphql", configuration: configuration, eventLoopGroup: group, logger: logger
-        ) { inbound, outbound, _ in
-            for message in messages { try await outbound.write(.text(message)) }
-            for try await frame in inbound.messages(maxSize: 1 << 20) {
-                if case .text(let text) = frame { round.received(text) }
-            }
-        }
+/// One subscriber: upgrades, subscribes, then looks for the marker of the write in flight in what arrives.
+final class Subscriber: ChannelInboundHandler, @unchecked Sendable {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let round: Round
+    var upgraded = false
+    var acknowledged = false
+    var seenMarker: [UInt8] = []
+    /// The last bytes of the previous read, in case a marker straddles two reads.
+    var tail: [UInt8] = []
+
+    init(round: Round) { self.round = round }
+
+    func channelActive(context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: upgrade)), promise: nil)
     }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let now = ContinuousClock.now
+        let buffer = unwrapInboundIn(data)
+        let bytes = tail + Array(buffer.readableBytesView)
+        if !upgraded {
+            guard bytes.firstRange(of: Array("\r\n\r\n".utf8)) != nil else {
+                tail = bytes
+                return
+            }
+            upgraded = true
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: opening)), promise: nil)
+        }
+        if !acknowledged, bytes.firstRange(of: acknowledgement) != nil {
+            acknowledged = true
+            round.acknowledged()
+        }
+        let marker = round.marker
+        if !marker.isEmpty, marker != seenMarker, bytes.firstRange(of: marker) != nil {
+            seenMarker = marker
+            round.arrived(at: now)
+        }
+        tail = Array(bytes.suffix(max(64, marker.count)))
+    }
+}
+
+let round = Round()
+let group = MultiThreadedEventLoopGroup(numberOfThreads: readerThreads)
+let bootstrap = ClientBootstrap(group: group).channelInitializer { channel in
+    channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(Subscriber(round: round)) }
 }
 
 @MainActor func waitUntil(_ deadline: Duration, _ done: () -> Bool) async throws {
@@ -101,13 +152,15 @@ func post(_ text: String) async throws {
 }
 
 do {
+    var channels: [any Channel] = []
+    for _ in 0..<subscribers { channels.append(try await bootstrap.connect(host: "127.0.0.1", port: port).get()) }
     try await waitUntil(.seconds(120)) { round.state.withLock { $0.ready } >= subscribers }
     // The subscribe message follows the acknowledgement on each socket; let the last ones start.
     try await Task.sleep(for: .seconds(1))
     for index in -1..<writes {
         let marker = "live-bench \(index) \(UUID().uuidString)"
         round.state.withLock { state in
-            state.marker = marker
+            state.marker = Array(marker.utf8)
             state.remaining = subscribers
             state.measuring = index >= 0  // the first write warms up
             state.sent = .now
@@ -118,9 +171,10 @@ do {
     let latencies = round.state.withLock { $0.latencies }.sorted()
     func percentile(_ fraction: Double) -> Double { latencies[min(latencies.count - 1, Int(fraction * Double(latencies.count)))] }
     print(String(format: "p50 %.1f p99 %.1f", percentile(0.5), percentile(0.99)))
+    for channel in channels { channel.close(promise: nil) }
     exit(0)
 } catch {
     let (ready, remaining) = round.state.withLock { ($0.ready, $0.remaining) }
-    FileHandle.standardError.write(Data("live-fanout-client: timed out (\(ready) sockets ready, \(remaining) deliveries missing)\n".utf8))
+    FileHandle.standardError.write(Data("live-fanout-client: failed (\(ready) sockets ready, \(remaining) deliveries missing): \(error)\n".utf8))
     exit(1)
 }

@@ -72,49 +72,29 @@ public func buildApplication(
     // Caches forget what a committed change touched: told by the event log's broadcaster before anyone follows.
     for observer: any ChangeObserver in [authenticator, oauth, rateLimiter] { store.broadcaster.add(observer: observer) }
 
-    // HEAD works wherever GET does (same status and headers, no body).
-    let router = Router(context: DocketRequestContext.self, options: .autoGenerateHeadEndpoints)
-    router.add(middleware: MalformedRequestMiddleware())
-    router.add(middleware: ServiceNowMiddleware())
-    router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
-    router.add(middleware: AuthMiddleware(authenticator: authenticator, oauth: oauth, secure: configuration.usesTLS))
-    router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
-    router.addRoutes(HealthController().endpoints, atPath: "/health")
-    OAuthController(oauth: oauth).add(to: router)
-    LogoutController(authenticator: authenticator).add(to: router)
-    for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
-        router.addRoutes(
-            TableController(store: store, configuration: configuration, version: version).endpoints, atPath: RouterPath(path)
-        )
-    }
-    for path in ["/api/now/attachment", "/api/now/v1/attachment"] {
-        router.addRoutes(AttachmentController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
-    }
-    for path in ["/api/now/stats", "/api/now/v1/stats"] {
-        router.addRoutes(StatsController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
-    }
-    let batchResponder = BatchController.ResponderBox()
-    for path in ["/api/now/batch", "/api/now/v1/batch"] {
-        router.addRoutes(BatchController(responder: batchResponder).endpoints, atPath: RouterPath(path))
-    }
-    router.addRoutes(
-        MyWorkController(store: store, configuration: configuration).endpoints,
-        atPath: "/api/x_snc_my_work/v1/tracker"
-    )
     let nowGraphQL = NowGraphQLController(store: store, configuration: configuration)
-    router.addRoutes(nowGraphQL.endpoints, atPath: "/api/now/graphql")
-    // Live streams: SSE here, GraphQL subscriptions over WebSocket below; one per-user bound for both.
+    // Live streams: SSE and GraphQL subscriptions over WebSocket share one per-user bound.
     let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
-    router.addRoutes(
-        EventStreamController(store: store, credentials: credentials, streams: liveStreams).endpoints, atPath: "/api/docket"
-    )
-    // The DataSync dialect: its own route group, authenticator and error shape, outside /api/.
     let dataSync = try DataSyncController(store: store, configuration: configuration)
-    router.group("graphql").add(middleware: DataSyncMiddleware(authenticator: authenticator, oauth: oauth))
-        .addRoutes(dataSync.endpoints)
-    let responder = router.buildResponder()
-    batchResponder.set(responder)
+    // Each dialect is a router of its own, with its own middlewares and not-found answer (``DialectMount``).
+    let mounts = [
+        ServiceNowAPI(
+            store: store, configuration: configuration, authenticator: authenticator, oauth: oauth, rateLimiter: rateLimiter,
+            graphQL: nowGraphQL, events: EventStreamController(store: store, credentials: credentials, streams: liveStreams)
+        ).mount(),
+        // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
+        DataSyncController.mount(dataSync, configuration: configuration, authenticator: authenticator, oauth: oauth),
+    ]
+    // The root: health, and ServiceNow's login endpoints at the top of an instance (OAuth answers its own errors).
+    // HEAD works wherever GET does (same status and headers, no body).
+    let root = Router(context: DocketRequestContext.self, options: .autoGenerateHeadEndpoints)
+    root.add(middleware: MalformedRequestMiddleware())
+    root.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
+    root.addRoutes(HealthController().endpoints, atPath: "/health")
+    OAuthController(oauth: oauth).add(to: root)
+    LogoutController(authenticator: authenticator).add(to: root)
+    let responder = DialectResponder(mounts: mounts, root: root.buildResponder())
 
     // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
     let sockets = GraphQLSocketServer(
@@ -150,7 +130,7 @@ public func buildApplication(
     )
 
     return Application(
-        responder: MethodOverrideResponder(inner: responder),
+        responder: responder,
         server: server,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
         services: [

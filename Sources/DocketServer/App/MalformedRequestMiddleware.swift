@@ -3,9 +3,9 @@ import NIOCore
 import NIOHTTP1
 
 /// Answers requests whose body turned out to be malformed HTTP (a bad chunk size, a truncated chunk) with 400,
-/// and bodies over the limit with 413, on every route. Reading a body is where these surface, long after the
-/// head was routed; unmapped they would be 500s. Dialects below `/api` word the same errors in their own
-/// envelope first; this covers the rest (`/oauth_token.do`, `/health`).
+/// and bodies over the limit with 413, on the root router's routes (`/oauth_token.do`, `/logout.do`, `/health`).
+/// Reading a body is where these surface, long after the head was routed; unmapped they would be 500s. Each
+/// dialect's router words the same errors in its own envelope.
 struct MalformedRequestMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
 

@@ -97,7 +97,7 @@ final class RateLimiter: Sendable, ChangeObserver {
     }
 }
 
-/// Applies ``RateLimiter`` to every authenticated `/api` request (a batch counts once).
+/// Applies ``RateLimiter`` to every authenticated ServiceNow API request (a batch counts once).
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
 
@@ -106,7 +106,7 @@ struct RateLimitMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard request.uri.path.hasPrefix("/api/"), !context.isSubRequest, let caller = context.caller,
+        guard !context.isSubRequest, let caller = context.caller,
             let decision = try await limiter.check(caller: caller, resource: RateLimiter.resource(of: request.uri.path))
         else { return try await next(request, context) }
         let headers: HTTPFields = [

@@ -1,7 +1,7 @@
 import Hummingbird
 import HummingbirdAuth
 
-/// Establishes the caller of every `/api` request: HTTP Basic credentials (which also start or refresh a
+/// Establishes the caller of every ServiceNow API request (``ServiceNowAPI``): HTTP Basic credentials (which also start or refresh a
 /// session, returned as the HttpOnly `JSESSIONID` cookie), an OAuth bearer token from `/oauth_token.do`, or
 /// the session cookie alone on later requests. Anything else is a 401 in ServiceNow's words. A request that
 /// already has a caller (a Batch API sub-request) keeps it. `X-UserToken` is accepted and ignored: sessions
@@ -18,7 +18,7 @@ struct AuthMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard request.uri.path.hasPrefix("/api/"), context.caller == nil else { return try await next(request, context) }
+        guard context.caller == nil else { return try await next(request, context) }
         var context = context
         let presented = request.cookies[Self.cookieName]?.value
         var issue: String? = nil

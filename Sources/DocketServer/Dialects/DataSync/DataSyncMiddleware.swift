@@ -62,6 +62,16 @@ struct DataSyncMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch let error as DataSyncHTTPError {
             throw error
+        } catch let error as HTTPError where error.status == .notFound {
+            // No route took it: a method other than GET and POST on the endpoint, or a path below it.
+            guard request.uri.path == "/graphql" else {
+                throw DataSyncHTTPError(status: .notFound, message: "Not found: the GraphQL endpoint is /graphql", code: "NOT_FOUND")
+            }
+            var refusal = DataSyncHTTPError(
+                status: .methodNotAllowed, message: "Send GraphQL requests with GET or POST", code: "METHOD_NOT_ALLOWED"
+            )
+            refusal.headers[.allow] = "GET, POST"
+            throw refusal
         } catch let error as HTTPError {
             throw DataSyncHTTPError(
                 status: error.status, message: error.body ?? error.status.reasonPhrase, code: "BAD_REQUEST"
@@ -112,5 +122,19 @@ struct DataSyncMiddleware: RouterMiddleware {
                 throw error
             }
         }
+    }
+}
+
+extension DataSyncController {
+    /// The DataSync dialect's router, mounted at `/graphql`: every request there, including methods and paths
+    /// no route takes, passes its authenticator and is answered in GraphQL's error shape.
+    static func mount(
+        _ controller: DataSyncController, configuration: Configuration, authenticator: Authenticator, oauth: OAuthService
+    ) -> DialectMount {
+        let router = Router(context: Context.self)
+        router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
+        router.add(middleware: DataSyncMiddleware(authenticator: authenticator, oauth: oauth))
+        router.addRoutes(controller.endpoints, atPath: "/graphql")
+        return DialectMount(name: "DataSync", prefix: "/graphql", responder: router.buildResponder())
     }
 }

@@ -5,7 +5,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Wraps every `/api` request: checks content negotiation, adds ServiceNow's common headers, and turns every
+/// Wraps every ServiceNow API request (``ServiceNowAPI``, everything below `/api`): checks content negotiation, adds ServiceNow's common headers, and turns every
 /// error (engine, routing, anything unexpected) into the ServiceNow envelope, so no raw 500 page or stack
 /// trace ever reaches a client.
 struct ServiceNowMiddleware: RouterMiddleware {
@@ -14,9 +14,6 @@ struct ServiceNowMiddleware: RouterMiddleware {
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
-        guard request.uri.path.hasPrefix("/api/") || request.uri.path == "/api" else {
-            return try await next(request, context)
-        }
         var response: Response
         do {
             try Self.checkNegotiation(request)

@@ -1,0 +1,48 @@
+import Hummingbird
+
+/// One dialect's share of the server: the paths it claims and the responder that answers them — the dialect's
+/// own router, with its own error middleware, authenticators and not-found answer.
+///
+/// A route group of one shared router is not enough for that: Hummingbird sends a request whose path or method
+/// matches no route to the router's not-found responder, which runs only the router's global middlewares. A
+/// dialect with a router of its own answers its unknown paths and methods itself (ServiceNow: 401 before
+/// anything else, then "Requested URI does not represent any resource"; DataSync: GraphQL's error shape).
+struct DialectMount: Sendable {
+    typealias Context = DocketRequestContext
+
+    /// A name for logs and tests.
+    let name: String
+    /// Whether a request path belongs to this dialect.
+    let claims: @Sendable (String) -> Bool
+    let responder: any HTTPResponder<Context>
+
+    /// A dialect that owns `prefix` itself and every path below it.
+    init(name: String, prefix: String, responder: any HTTPResponder<Context>) {
+        self.name = name
+        self.claims = { path in path == prefix || (path.hasPrefix(prefix) && path.utf8.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/")) }
+        self.responder = responder
+    }
+
+    init(name: String, claims: @escaping @Sendable (String) -> Bool, responder: any HTTPResponder<Context>) {
+        self.name = name
+        self.claims = claims
+        self.responder = responder
+    }
+}
+
+/// The server's responder: hands each request to the first dialect that claims its path, and everything else
+/// (health, the login endpoints at the root, unknown paths) to the root router.
+struct DialectResponder: HTTPResponder {
+    typealias Context = DocketRequestContext
+
+    let mounts: [DialectMount]
+    let root: any HTTPResponder<Context>
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let path = request.uri.path
+        for mount in mounts where mount.claims(path) {
+            return try await mount.responder.respond(to: request, context: context)
+        }
+        return try await root.respond(to: request, context: context)
+    }
+}

@@ -1,0 +1,52 @@
+import Hummingbird
+
+/// The ServiceNow dialect's REST APIs: everything below `/api/` (Table, Attachment, Stats, Batch, My Work,
+/// GraphQL, and Docket's own event stream, which shares their authentication and envelope).
+///
+/// It is a router of its own, mounted at `/api`: its middlewares (content negotiation and the error envelope,
+/// authentication, rate limits) run for every request below `/api/`, including paths and methods no route
+/// matches, which therefore answer 401 to a stranger and "Requested URI does not represent any resource" to a
+/// caller, as an instance does. `X-HTTP-Method-Override` applies here only.
+struct ServiceNowAPI {
+    typealias Context = DocketRequestContext
+
+    let store: RecordStore
+    let configuration: Configuration
+    let authenticator: Authenticator
+    let oauth: OAuthService
+    let rateLimiter: RateLimiter
+    let graphQL: NowGraphQLController
+    let events: EventStreamController
+
+    func mount() -> DialectMount {
+        let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
+        router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
+        router.add(middleware: ServiceNowMiddleware())
+        router.add(middleware: AuthMiddleware(authenticator: authenticator, oauth: oauth, secure: configuration.usesTLS))
+        router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
+        for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
+            router.addRoutes(
+                TableController(store: store, configuration: configuration, version: version).endpoints, atPath: RouterPath(path)
+            )
+        }
+        for path in ["/api/now/attachment", "/api/now/v1/attachment"] {
+            router.addRoutes(AttachmentController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
+        }
+        for path in ["/api/now/stats", "/api/now/v1/stats"] {
+            router.addRoutes(StatsController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
+        }
+        let batchResponder = BatchController.ResponderBox()
+        for path in ["/api/now/batch", "/api/now/v1/batch"] {
+            router.addRoutes(BatchController(responder: batchResponder).endpoints, atPath: RouterPath(path))
+        }
+        router.addRoutes(
+            MyWorkController(store: store, configuration: configuration).endpoints, atPath: "/api/x_snc_my_work/v1/tracker"
+        )
+        router.addRoutes(graphQL.endpoints, atPath: "/api/now/graphql")
+        router.addRoutes(events.endpoints, atPath: "/api/docket")
+        let responder = router.buildResponder()
+        // A batch's sub-requests run through this router (they are all ServiceNow API calls), as its caller.
+        batchResponder.set(responder)
+        return DialectMount(name: "ServiceNow", prefix: "/api", responder: MethodOverrideResponder(inner: responder))
+    }
+}
