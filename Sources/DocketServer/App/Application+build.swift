@@ -99,7 +99,7 @@ public func buildApplication(
     // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
     let sockets = GraphQLSocketServer(
         store: store, credentials: credentials, streams: liveStreams, heartbeat: configuration.liveHeartbeat,
-        initTimeout: configuration.liveSocketInitTimeout
+        initTimeout: configuration.liveSocketInitTimeout, logger: logger
     )
     let socketRouter = Router(context: DocketSocketContext.self)
     let socketDialects: [(String, any GraphQLSocketDialect)] = [

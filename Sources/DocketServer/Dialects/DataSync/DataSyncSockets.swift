@@ -45,7 +45,7 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
         let key = RenderedResultKey.document(text: request.query ?? "", variables: request.variables, operationName: request.operationName)
         let (controller, results, operationName) = (controller, results, request.operationName)
         let prepared = NowGraphQLController.PreparedDocument(document: document, problems: [])
-        return .stream(SocketSubscription(live: LiveQuery(table: table, query: EncodedQuery(), caller: caller), after: after) {
+        var stream = SocketSubscription(live: LiveQuery(table: table, query: EncodedQuery(), caller: caller), after: after) {
             change, caller in
             guard reports(change) else { return nil }
             // A task's fields do not depend on who reads it: every subscriber of the document shares one result.
@@ -56,6 +56,9 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
                     prepared.document, variables: variables, operationName: operationName, caller: caller, root: task
                 )
             }
-        })
+        }
+        // Every subscription starts at the head of the log: subscribers of one document ride one group.
+        stream.shareable = "datasync\u{0}" + key
+        return .stream(stream)
     }
 }

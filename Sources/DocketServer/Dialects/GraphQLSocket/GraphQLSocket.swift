@@ -60,6 +60,21 @@ struct SocketSubscription: Sendable {
     /// The result for one change (`{"data", "errors"}`), or nil when the subscription does not report it. It is
     /// called with the caller as it is now (roles may have changed since the subscription started).
     let render: @Sendable (RecordChange, Caller) async throws -> [UInt8]?
+    /// What the results look like (the dialect, the document, its variables), for a subscription that starts at the
+    /// head of the log: subscriptions alike in this, their table, query and viewer ride one ``LiveGroups`` group.
+    /// Nil for one that resumes from a sequence (it follows on its own).
+    var shareable: String? = nil
+
+    /// The group key: the results' identity, what is followed, and who sees it.
+    var groupKey: String? {
+        shareable.map { shareable in
+            let caller = live.caller
+            return [
+                shareable, live.table?.name ?? "", live.queryText, caller.userID, caller.userName, caller.roles.sorted().joined(separator: ","),
+                caller.timeZoneName,
+            ].joined(separator: "\u{0}")
+        }
+    }
 }
 
 /// What each dialect that offers GraphQL over WebSocket provides.
@@ -92,13 +107,27 @@ struct GraphQLSocketServer: Sendable {
     /// Keep-alive period (`ka` of the legacy protocol) and how often credentials are checked again.
     let heartbeat: Duration
     /// How long a connection may stay without `connection_init`.
-    var initTimeout: Duration = .seconds(10)
+    var initTimeout: Duration
     /// Operations one connection may run at once.
     var operationsPerConnection = 100
     /// The largest message a client may send.
     static let maxMessageSize = 256 * 1024
     /// Keep-alives and credential checks of every socket.
     let clock = SocketClock()
+    /// Subscriptions that follow the head of the log alike, served together.
+    let groups: LiveGroups
+
+    init(
+        store: RecordStore, credentials: CredentialCheck, streams: LiveStreamLimit, heartbeat: Duration, initTimeout: Duration,
+        logger: Logger
+    ) {
+        self.store = store
+        self.credentials = credentials
+        self.streams = streams
+        self.heartbeat = heartbeat
+        self.initTimeout = initTimeout
+        self.groups = LiveGroups(store: store, credentials: credentials, logger: logger)
+    }
 
     /// Decides the upgrade: a GraphQL socket needs one of the two subprotocols; a client that offers neither
     /// is still upgraded, and then closed with 4406 (as the reference servers do), so that it learns why.
@@ -120,8 +149,8 @@ struct GraphQLSocketServer: Sendable {
             return
         }
         let connection = GraphQLSocketConnection(
-            server: self, dialect: dialect, kind: kind, outbound: outbound, request: request,
-            clientAddress: context.requestContext.clientAddress, logger: context.logger
+            server: self, dialect: dialect, kind: kind, outbound: outbound, channel: context.requestContext.channel,
+            request: request, clientAddress: context.requestContext.clientAddress, logger: context.logger
         )
         await connection.run(inbound: inbound)
     }
@@ -132,10 +161,13 @@ struct DocketSocketContext: RequestContext, WebSocketRequestContext {
     var coreContext: CoreRequestContextStorage
     let webSocket: WebSocketHandlerReference<DocketSocketContext>
     let clientAddress: String
+    /// The connection's channel: results shared by a group of subscriptions are written straight to it.
+    let channel: any Channel
 
     init(source: Source) {
         self.coreContext = .init(source: source)
         self.webSocket = .init()
         self.clientAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
+        self.channel = source.channel
     }
 }

@@ -14,6 +14,7 @@ final class GraphQLSocketConnection: Sendable {
     let dialect: any GraphQLSocketDialect
     let kind: GraphQLSocketProtocol
     let outbound: WebSocketOutboundWriter
+    let channel: any Channel
     let request: Request
     let clientAddress: String
     let logger: Logger
@@ -30,12 +31,13 @@ final class GraphQLSocketConnection: Sendable {
 
     init(
         server: GraphQLSocketServer, dialect: any GraphQLSocketDialect, kind: GraphQLSocketProtocol,
-        outbound: WebSocketOutboundWriter, request: Request, clientAddress: String, logger: Logger
+        outbound: WebSocketOutboundWriter, channel: any Channel, request: Request, clientAddress: String, logger: Logger
     ) {
         self.server = server
         self.dialect = dialect
         self.kind = kind
         self.outbound = outbound
+        self.channel = channel
         self.request = request
         self.clientAddress = clientAddress
         self.logger = logger
@@ -274,13 +276,35 @@ final class GraphQLSocketConnection: Sendable {
             return
         }
         defer { server.streams.release(for: userID) }
-        var iterator = server.store.subscribe(subscription.live, after: subscription.after).makeAsyncIterator()
+        var after = subscription.after
+        // Left a group because the caller changed: look at the credential again before the first change.
+        var checkFirst = false
         var watch = server.credentials.watch()
+        if let key = subscription.groupKey {
+            let rider = LiveGroups.Rider(
+                caller: subscription.live.caller, credential: credential, after: after, checkedAt: watch.checkedAt,
+                eventLoop: channel.eventLoop
+            ) { [self] result in self.deliver(result, id: id) }
+            switch await server.groups.ride(key: key, subscription: subscription, rider: rider) {
+            case .alone(let position):
+                (after, checkFirst) = (position, true)
+            case .revoked:
+                await revoke()
+                return
+            case .ended:
+                if !Task.isCancelled { await close(.goingAway, "Server shutting down") }
+                return
+            case .cancelled:
+                return
+            }
+        }
+        var iterator = server.store.subscribe(subscription.live, after: after).makeAsyncIterator()
         do {
             while let update = try await iterator.nextUpdate() {
                 if Task.isCancelled { return }
                 let judgedAs = iterator.live.caller
-                var isTick = false
+                var isTick = checkFirst
+                checkFirst = false
                 if case .tick = update { isTick = true }
                 guard let caller = await watch.caller(judgedAs, credential: credential, force: isTick) else {
                     await revoke()
@@ -372,6 +396,18 @@ final class GraphQLSocketConnection: Sendable {
         }
         bytes.append(UInt8(ascii: "}"))
         return bytes
+    }
+
+    /// Writes a result a group of subscriptions shares straight to the channel, on its event loop (see ``LiveGroups``).
+    private func deliver(_ result: LiveGroups.Result, id: String) -> LiveGroups.Delivery {
+        if state.withLock({ $0.closed }) { return .closed }
+        guard channel.isWritable else { return .congested }
+        let type = kind == .legacy ? "data" : "next"
+        let message = result.message(type + "\u{0}" + id) { [channel] payload in
+            channel.allocator.buffer(bytes: Self.message(type, id: id, payload: payload))
+        }
+        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: message), promise: nil)
+        return .written
     }
 
     private func send(_ bytes: [UInt8]) async {

@@ -92,7 +92,8 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
         }
         let after: Int
         let since = args["since"]
-        if since.isNull || since.isUndefined {
+        let fromNow = since.isNull || since.isUndefined
+        if fromNow {
             after = (try? await store.latestSequence()) ?? 0
         } else if let number = since.int, number >= 0 {
             after = number
@@ -102,7 +103,7 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
         let key = RenderedResultKey.document(text: text, variables: request.variables, operationName: request.operationName)
         let results = results
         let maxPageSize = controller.configuration.maxPageSize
-        return .stream(SocketSubscription(live: LiveQuery(table: table, query: query, caller: caller), after: after) { change, caller in
+        var stream = SocketSubscription(live: LiveQuery(table: table, query: query, caller: caller), after: after) { change, caller in
             // Followers who see alike (same document, user and roles) share one rendering of each change.
             let shared = RenderedResultKey(
                 sequence: change.event.sequence, kind: change.kind.rawValue, document: key,
@@ -119,7 +120,9 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
                 )
                 return NowGraphQLController.bytes(result)
             }
-        })
+        }
+        if fromNow { stream.shareable = "now\u{0}" + key }
+        return .stream(stream)
     }
 }
 

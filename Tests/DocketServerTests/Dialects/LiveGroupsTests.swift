@@ -1,0 +1,180 @@
+import DocketModel
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+
+@testable import DocketServer
+
+/// Subscriptions that follow the head of the log alike ride one group: every member gets each change once, in
+/// order; one that cannot keep up, whose caller changed or whose credential ended leaves at exactly the right place.
+@Suite("Live groups")
+struct LiveGroupsTests {
+    /// A member that records what reaches it and can be told to refuse (a full socket, a closed one).
+    final class FakeSocket: Sendable {
+        let received = Mutex<[Int]>([])
+        let answer = Mutex(LiveGroups.Delivery.written)
+
+        func rider(_ caller: Caller, credential: PresentedCredential, after: Int, fixture: Fixture) -> LiveGroups.Rider {
+            let loop = fixture.loop
+            return LiveGroups.Rider(
+                caller: caller, credential: credential, after: after, checkedAt: fixture.credentials.watch().checkedAt, eventLoop: loop
+            ) { result in
+                precondition(loop.inEventLoop)
+                let answer = self.answer.withLock { $0 }
+                if answer == .written {
+                    self.received.withLock { $0.append(Int(String(decoding: result.payload, as: UTF8.self)) ?? -1) }
+                }
+                return answer
+            }
+        }
+
+        var count: Int { received.withLock { $0.count } }
+    }
+
+    final class Fixture: Sendable {
+        let store: RecordStore
+        let authenticator: Authenticator
+        let groups: LiveGroups
+        let loop: any EventLoop
+        var credentials: CredentialCheck { groups.credentials }
+
+        let rides = Mutex<[Task<LiveGroups.Exit, Never>]>([])
+
+        init(store: RecordStore, authenticator: Authenticator, groups: LiveGroups, loop: any EventLoop) {
+            (self.store, self.authenticator, self.groups, self.loop) = (store, authenticator, groups, loop)
+        }
+
+        /// Rides a group in a task of its own (stopped when the test ends, however it ends).
+        func ride(_ subscription: SocketSubscription, _ rider: LiveGroups.Rider) throws -> Task<LiveGroups.Exit, Never> {
+            let key = try #require(subscription.groupKey)
+            let ride = Task { await groups.ride(key: key, subscription: subscription, rider: rider) }
+            rides.withLock { $0.append(ride) }
+            return ride
+        }
+
+        /// A subscription to every incident, rendered as the event's sequence.
+        func subscription(_ caller: Caller, after: Int) throws -> SocketSubscription {
+            var subscription = SocketSubscription(
+                live: LiveQuery(table: try store.table("incident"), caller: caller), after: after
+            ) { change, _ in Array(String(change.event.sequence).utf8) }
+            subscription.shareable = "test"
+            return subscription
+        }
+
+        func create(_ text: String) async throws -> Int {
+            let id = try await store.insert(into: "incident", values: ["short_description": text], caller: Callers.admin)
+            return try await store.events(after: 0, limit: 100_000).last { $0.sysID == id }?.sequence ?? -1
+        }
+    }
+
+    static func withFixture(_ test: @Sendable (Fixture) async throws -> Void) async throws {
+        let threads = MultiThreadedEventLoopGroup(numberOfThreads: 2)
+        try await TestApp.withStore { store in
+            let hasher = PasswordHasher(cost: 4)
+            let authenticator = Authenticator(
+                users: UserDirectory(store: store), hasher: hasher, credentialTTL: .seconds(60), sessionTimeout: .seconds(600)
+            )
+            store.broadcaster.add(observer: authenticator)
+            let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
+            let groups = LiveGroups(
+                store: store, credentials: CredentialCheck(authenticator: authenticator, oauth: oauth), logger: Logger(label: "test")
+            )
+            let fixture = Fixture(store: store, authenticator: authenticator, groups: groups, loop: threads.next())
+            defer {
+                for ride in fixture.rides.withLock({ $0 }) { ride.cancel() }
+            }
+            try await test(fixture)
+            for ride in fixture.rides.withLock({ $0 }) {
+                ride.cancel()
+                _ = await ride.value
+            }
+            await hasher.shutdown()
+        }
+        try await threads.shutdownGracefully()
+    }
+
+    /// How a ride ended, or `.cancelled` when it had not ended after ten seconds (the test then fails, not hangs).
+    static func exit(of ride: Task<LiveGroups.Exit, Never>) async -> LiveGroups.Exit {
+        let timer = Task {
+            try? await Task.sleep(for: .seconds(10))
+            ride.cancel()
+        }
+        defer { timer.cancel() }
+        return await ride.value
+    }
+
+    static func eventually(_ condition: @Sendable () -> Bool) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(condition())
+    }
+
+    @Test("members get each change once, in order; a congested one goes on alone from where it stopped", .timeLimit(.minutes(1)))
+    func congestion() async throws {
+        try await Self.withFixture { fixture in
+            let (caller, token) = try await fixture.authenticator.login(userName: "admin", password: "admin", address: "t")
+            let start = try await fixture.store.latestSequence()
+            let subscription = try fixture.subscription(caller, after: start)
+            let (steady, slow) = (FakeSocket(), FakeSocket())
+            let rides = try [steady, slow].map { socket in
+                try fixture.ride(subscription, socket.rider(caller, credential: .session(token), after: start, fixture: fixture))
+            }
+            try await Self.eventually { fixture.groups.members == 2 }
+            #expect(fixture.groups.count == 1)
+            var sequences: [Int] = []
+            for index in 0..<3 { sequences.append(try await fixture.create("first \(index)")) }
+            try await Self.eventually { steady.count == 3 && slow.count == 3 }
+            #expect(steady.received.withLock { $0 } == sequences)
+            #expect(slow.received.withLock { $0 } == sequences)
+
+            slow.answer.withLock { $0 = .congested }
+            let fourth = try await fixture.create("fourth")
+            guard case .alone(let after) = await Self.exit(of: rides[1]) else {
+                Issue.record("the congested member should go on alone")
+                return
+            }
+            // Everything up to the third change reached it; the fourth is read again from the log.
+            #expect(after >= sequences[2] && after < fourth)
+            try await Self.eventually { steady.count == 4 }
+            #expect(steady.received.withLock { $0.last } == fourth)
+
+            rides[0].cancel()
+            #expect(await Self.exit(of: rides[0]) == .cancelled)
+            try await Self.eventually { fixture.groups.count == 0 }
+        }
+    }
+
+    @Test("a member whose caller changed goes on alone; one whose session ended is revoked", .timeLimit(.minutes(1)))
+    func credentials() async throws {
+        try await Self.withFixture { fixture in
+            let (caller, token) = try await fixture.authenticator.login(userName: "john.doe", password: "password", address: "t")
+            let start = try await fixture.store.latestSequence()
+            let subscription = try fixture.subscription(caller, after: start)
+            let socket = FakeSocket()
+            let ride = try fixture.ride(subscription, socket.rider(caller, credential: .session(token), after: start, fixture: fixture))
+            try await Self.eventually { fixture.groups.members == 1 }
+            // A new time zone changes how the caller sees dates: the group no longer renders for them.
+            _ = try await fixture.store.update(
+                caller.userID, in: "sys_user", values: ["time_zone": "Europe/Paris"], caller: Callers.admin
+            )
+            let created = try await fixture.create("after the change")
+            guard case .alone(let after) = await Self.exit(of: ride) else {
+                Issue.record("a member whose caller changed should go on alone")
+                return
+            }
+            #expect(after < created)
+            #expect(socket.count == 0)
+
+            let (again, session) = try await fixture.authenticator.login(userName: "john.doe", password: "password", address: "t")
+            let later = try fixture.subscription(again, after: try await fixture.store.latestSequence())
+            let second = try fixture.ride(later, socket.rider(again, credential: .session(session), after: later.after, fixture: fixture))
+            try await Self.eventually { fixture.groups.members == 1 }
+            await fixture.authenticator.endSession(session)
+            _ = try await fixture.create("after the logout")
+            #expect(await Self.exit(of: second) == .revoked)
+            #expect(socket.count == 0)
+        }
+    }
+}
