@@ -88,9 +88,6 @@ let package = Package(
         // The reading side of Benchmarks/live-fanout.py for WebSockets.
         .executableTarget(
             name: "live-fanout-client",
-            dependencies: [
-                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
-            ],
             path: "Benchmarks/LiveFanoutClient"
         ),
         .testTarget(name: "DocketModelTests", dependencies: ["DocketModel"]),

@@ -177,7 +177,7 @@ def main():
                 writer.join()
                 if pending:
                     raise SystemExit(f"{len(pending)} subscribers missed write {index}")
-            rows.append((f"{args.subscribers} {kind}, {args.writes} writes: mutation to delivery",
+            rows.append((f"{args.subscribers} {kind}, {args.writes} writes: mutation to delivery (Python reader)",
                          f"p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms"))
             for sock in sockets:
                 sock.close()
