@@ -225,6 +225,9 @@ struct Serve: AsyncParsableCommand {
             }
         } catch let failure as TLSSetup.Failure {
             throw ValidationError(failure.description)
+        } catch let refusal as Migrations.Refusal {
+            FileHandle.standardError.write(Data("Error: \(refusal.description)\n".utf8))
+            throw ExitCode.failure
         }
         try await app.runService()
     }

@@ -5,21 +5,29 @@ import SQLKit
 /// Creates and migrates the physical tables, and loads the catalog from `sys_db_object`, `sys_dictionary`,
 /// `sys_choice` and `sys_number`.
 enum SchemaStore {
-    static let schemaVersion = 1
+    /// The layout this docketd writes: 1 before migrations were recorded, 2 since (see ``Migrations``).
+    static let schemaVersion = 2
 
-    /// Prepares a database: on a new one, creates the system tables and writes the base schema; on every
-    /// start, adds any column the catalog has and the physical table lacks. Returns whether it was new.
+    /// Every step that brings an existing database up to date, in order: named migrations, each run once and
+    /// recorded; and reconciliations with this binary's base schema, run on every start. Append only: a step is
+    /// never renamed, reordered or removed once released.
+    static let steps: [Migrations.Step] = [
+        .once("2026-11-21-order-indexes") { db, _ in try await ensureOrderIndexes(db) },
+        .once("2026-11-22-event-log-values") { db, _ in try await upgradeEventLog(db) },
+        .once("2026-11-22-attachment-data") { db, _ in try await createSideTables(db) },
+        .everyStart("base-tables") { db, now in try await addMissingBaseTables(db, now: now) },
+        .once("2026-11-22-user-password-and-references") { db, now in try await upgradeUserFields(db, now: now) },
+        .once("2026-11-22-attachment-creator-index") { db, _ in try await ensureAttachmentCreatorIndex(db) },
+        .everyStart("metadata-files") { db, _ in try await syncMetadataFiles(db) },
+    ]
+
+    /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
+    /// one, refuses a database a newer docketd wrote and applies ``steps``. Returns whether it was new.
     static func prepare(_ storage: any Storage, now: Date = Date()) async throws -> Bool {
         try await storage.write { db in
             let exists = try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty == false
             if exists {
-                try await ensureOrderIndexes(db)
-                try await upgradeEventLog(db)
-                try await createSideTables(db)
-                try await addMissingBaseTables(db, now: GlideDateTime.format(now))
-                try await upgradeUserFields(db, now: GlideDateTime.format(now))
-                try await ensureAttachmentCreatorIndex(db)
-                try await syncMetadataFiles(db)
+                try await Migrations.upgrade(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
                 return false
             }
             try await createSystemTables(db)
@@ -29,9 +37,7 @@ enum SchemaStore {
             try await writeMetadata(BaseSchema.tables, choices: BaseSchema.choices, db: db, now: GlideDateTime.format(now))
             try await syncMetadataFiles(db)
             try await ensureAttachmentCreatorIndex(db)
-            try await db.run(
-                "INSERT INTO docket_meta (key, value) VALUES ('schema_version', " + .bind(String(schemaVersion)) + ")"
-            )
+            try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
     }
