@@ -343,19 +343,21 @@ extension RecordStore {
             .first(where: { $0.definition.numberPrefix != nil }), let prefix = owner.definition.numberPrefix
         else { return nil }
         let key = SQLFragment.bind(owner.name)
-        var next = try await db.rows("SELECT next_value FROM docket_number_counter WHERE table_name = " + key)
-            .first.map { try $0.value(at: "next_value", kind: .integer).intValue ?? 1 }
-        if next == nil {
-            next = owner.definition.numberStart
+        // One statement takes the number and moves the counter on, so two writers can never take the same one
+        // (on any storage, whatever its isolation); a counter missing for a table is created first.
+        let take: SQLFragment =
+            "UPDATE docket_number_counter SET next_value = next_value + 1 WHERE table_name = " + key
+            + " RETURNING next_value - 1 AS taken"
+        var taken = try await db.rows(take).first.map { try $0.value(at: "taken", kind: .integer).intValue }
+        if taken == nil {
             try await db.run(
                 "INSERT INTO docket_number_counter (table_name, next_value) VALUES (" + key + ", "
-                    + .bind(owner.definition.numberStart) + ")"
+                    + .bind(owner.definition.numberStart) + ") ON CONFLICT (table_name) DO NOTHING"
             )
+            taken = try await db.rows(take).first.map { try $0.value(at: "taken", kind: .integer).intValue }
         }
-        let value = next ?? 1
-        try await db.run(
-            "UPDATE docket_number_counter SET next_value = " + .bind(value + 1) + " WHERE table_name = " + key
-        )
+        // Unreachable: the insert leaves a counter for the update to take from.
+        guard let value = taken ?? nil else { throw NumberCounterMissing(table: owner.name) }
         let digits = String(value)
         return prefix + String(repeating: "0", count: max(0, 7 - digits.count)) + digits
     }
@@ -385,4 +387,9 @@ final class CommittedRow: Sendable {
     private let row = Mutex<(columns: [ResultColumn], record: Record)?>(nil)
     func set(_ value: (columns: [ResultColumn], record: Record)?) { row.withLock { $0 = value } }
     var value: (columns: [ResultColumn], record: Record)? { row.withLock { $0 } }
+}
+
+/// A number counter that could not be read back right after it was created (a storage fault).
+struct NumberCounterMissing: Error {
+    let table: String
 }

@@ -45,6 +45,29 @@ struct RecordStoreTests {
         }
     }
 
+    @Test("concurrent inserts take consecutive numbers, each once; a missing counter starts at the table's first number")
+    func numberingUnderConcurrency() async throws {
+        try await TestApp.withStore { store in
+            let ids = try await withThrowingTaskGroup(of: String.self) { group in
+                for index in 0..<40 {
+                    group.addTask {
+                        try await store.insert(into: "problem", values: ["short_description": "p\(index)"], caller: Callers.john)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            var numbers: [Int] = []
+            for id in ids {
+                let number = try await store.get(id, in: "problem", caller: Callers.john).record["number"]
+                numbers.append(try #require(Int(number.dropFirst(3))))
+            }
+            #expect(numbers.sorted() == Array(40009..<40049))
+            try await store.storage.write { db in try await db.run("DELETE FROM docket_number_counter WHERE table_name = 'problem'") }
+            let restarted = try await store.insert(into: "problem", values: ["short_description": "again"], caller: Callers.john)
+            #expect(try await store.get(restarted, in: "problem", caller: Callers.john).record["number"] == "PRB0040001")
+        }
+    }
+
     @Test("an update changes only given fields, bumps sys_mod_count and applies business rules")
     func update() async throws {
         try await TestApp.withStore { store in
