@@ -29,6 +29,12 @@ struct DurabilityTests {
         }
     }
 
+    /// As a database from before migrations were recorded: schema version 1, no record of any migration.
+    static func forgetMigrations(_ db: SQLExecutor) async throws {
+        try await db.run("DROP TABLE docket_migration")
+        try await db.run("UPDATE docket_meta SET value = '1' WHERE key = 'schema_version'")
+    }
+
     @Test("an older database's password, department and location fields are upgraded on start")
     func upgradeUserFields() async throws {
         let directory = TemporaryDirectory()
@@ -37,6 +43,7 @@ struct DurabilityTests {
         // Make sys_user look as an older docketd left it: the hash in `password`, departments and locations as text.
         let storage = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
         try await storage.write { db in
+            try await Self.forgetMigrations(db)
             try await db.run("ALTER TABLE sys_user ADD COLUMN password TEXT")
             try await db.run("UPDATE sys_user SET password = user_password, user_password = NULL")
             try await db.run(
@@ -88,6 +95,7 @@ struct DurabilityTests {
         // Make the database look as an older docketd left it: no sys_attachment and no attachment content.
         let storage = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
         try await storage.write { db in
+            try await Self.forgetMigrations(db)
             try await db.run("DROP TABLE sys_attachment")
             try await db.run("DROP TABLE docket_attachment_data")
             try await db.run("DELETE FROM sys_dictionary WHERE name = 'sys_attachment'")
