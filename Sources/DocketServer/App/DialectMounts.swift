@@ -10,23 +10,12 @@ import Hummingbird
 struct DialectMount: Sendable {
     typealias Context = DocketRequestContext
 
-    /// A name for logs and tests.
-    let name: String
-    /// Whether a request path belongs to this dialect.
-    let claims: @Sendable (String) -> Bool
+    /// The path the dialect owns, with every path below it (whole segments: `/apix` is not below `/api`).
+    let prefix: String
     let responder: any HTTPResponder<Context>
 
-    /// A dialect that owns `prefix` itself and every path below it.
-    init(name: String, prefix: String, responder: any HTTPResponder<Context>) {
-        self.name = name
-        self.claims = { path in path == prefix || (path.hasPrefix(prefix) && path.utf8.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/")) }
-        self.responder = responder
-    }
-
-    init(name: String, claims: @escaping @Sendable (String) -> Bool, responder: any HTTPResponder<Context>) {
-        self.name = name
-        self.claims = claims
-        self.responder = responder
+    func claims(_ path: String) -> Bool {
+        path == prefix || (path.hasPrefix(prefix) && path.utf8.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/"))
     }
 }
 

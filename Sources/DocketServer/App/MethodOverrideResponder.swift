@@ -2,7 +2,8 @@ import HTTPTypes
 import Hummingbird
 
 /// `X-HTTP-Method-Override` (ServiceNow's REST APIs honour it for clients that can only send GET and POST):
-/// a POST to one of them (``ServiceNowAPI`` mounts this) carrying `PUT`, `PATCH` or `DELETE` in that header is routed as that method.
+/// a POST to one of them (``ServiceNowAPI`` mounts this) carrying `PUT`, `PATCH` or `DELETE` in that header is
+/// routed as that method.
 struct MethodOverrideResponder<Inner: HTTPResponder>: HTTPResponder where Inner.Context == DocketRequestContext {
     typealias Context = DocketRequestContext
 

@@ -1,8 +1,8 @@
 import Hummingbird
 import HummingbirdAuth
 
-/// Establishes the caller of every ServiceNow API request (``ServiceNowAPI``): HTTP Basic credentials (which also start or refresh a
-/// session, returned as the HttpOnly `JSESSIONID` cookie), an OAuth bearer token from `/oauth_token.do`, or
+/// Establishes the caller of every ServiceNow API request (``ServiceNowAPI``): HTTP Basic credentials (which
+/// also start or refresh a session, returned as the HttpOnly `JSESSIONID` cookie), an OAuth bearer token from `/oauth_token.do`, or
 /// the session cookie alone on later requests. Anything else is a 401 in ServiceNow's words. A request that
 /// already has a caller (a Batch API sub-request) keeps it. `X-UserToken` is accepted and ignored: sessions
 /// here come from Basic logins, never from a browser form, so there is no CSRF token to check.

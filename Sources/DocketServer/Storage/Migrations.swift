@@ -35,9 +35,9 @@ public enum Migrations {
         return text.flatMap { Int($0) } ?? 0
     }
 
-    /// The migrations a database records as applied.
+    /// The migrations a database records as applied (none before they were recorded).
     static func applied(_ db: SQLExecutor) async throws -> Set<String> {
-        try await createTable(db)
+        guard try await !db.rows(db.dialect.tableExists("docket_migration")).isEmpty else { return [] }
         return Set(try await db.rows("SELECT name FROM docket_migration").compactMap { try $0.value(at: "name", kind: .text).text })
     }
 
@@ -54,6 +54,7 @@ public enum Migrations {
                     + "\(version)). Run the newer docketd, or point --data-dir at another folder. Nothing was changed."
             )
         }
+        try await createTable(db)
         for step in steps where !step.once || !done.contains(step.name) {
             try await step.apply(db, now)
             if step.once { try await record(step.name, db: db, now: now) }

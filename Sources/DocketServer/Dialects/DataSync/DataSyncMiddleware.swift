@@ -135,6 +135,6 @@ extension DataSyncController {
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
         router.add(middleware: DataSyncMiddleware(authenticator: authenticator, oauth: oauth))
         router.addRoutes(controller.endpoints, atPath: "/graphql")
-        return DialectMount(name: "DataSync", prefix: "/graphql", responder: router.buildResponder())
+        return DialectMount(prefix: "/graphql", responder: router.buildResponder())
     }
 }

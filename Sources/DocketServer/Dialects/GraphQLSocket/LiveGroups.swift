@@ -174,20 +174,26 @@ final class LiveGroups: Sendable {
         let caller = subscription.live.caller
         /// When each member's credential was last looked at.
         var checkedAt: [ObjectIdentifier: (Int, Int)] = [:]
+        // A member leaves on its socket's event loop, after the deliveries already handed to that loop: what the
+        // group gave it before is written, nothing after is (those deliveries see it gone), and it goes on alone
+        // from `after` with no gap and no repeat. One that joined later than where the group is resumes after its
+        // own start.
         func release(_ seat: Seat, _ exit: Exit) {
-            // A member that joined later than where the group is resumes after its own start.
-            if case .alone(let after) = exit {
-                seat.leave(.alone(after: max(after, seat.rider.after)))
-            } else {
-                seat.leave(exit)
+            seat.rider.eventLoop.execute {
+                if case .alone(let after) = exit {
+                    seat.leave(.alone(after: max(after, seat.rider.after)))
+                } else {
+                    seat.leave(exit)
+                }
+                self.remove(seat, from: key)
             }
-            remove(seat, from: key)
         }
         var position = iterator.position
         do {
             while let update = try await iterator.nextUpdate() {
                 let riders = seats(of: key, id: id)
-                if riders.isEmpty || Task.isCancelled { return }
+                if riders.isEmpty { return }
+                try Task.checkCancellation()
                 // A logout, revocation or change to users and roles since a member's last look: it is checked again.
                 let now = generations
                 for seat in riders where (checkedAt[ObjectIdentifier(seat)] ?? seat.rider.checkedAt) != now {

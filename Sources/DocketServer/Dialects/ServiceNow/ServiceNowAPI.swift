@@ -47,6 +47,6 @@ struct ServiceNowAPI {
         let responder = router.buildResponder()
         // A batch's sub-requests run through this router (they are all ServiceNow API calls), as its caller.
         batchResponder.set(responder)
-        return DialectMount(name: "ServiceNow", prefix: "/api", responder: MethodOverrideResponder(inner: responder))
+        return DialectMount(prefix: "/api", responder: MethodOverrideResponder(inner: responder))
     }
 }

@@ -5,7 +5,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 
-/// Wraps every ServiceNow API request (``ServiceNowAPI``, everything below `/api`): checks content negotiation, adds ServiceNow's common headers, and turns every
+/// Wraps every ServiceNow API request (``ServiceNowAPI``, everything below `/api`): checks content negotiation,
+/// adds ServiceNow's common headers, and turns every
 /// error (engine, routing, anything unexpected) into the ServiceNow envelope, so no raw 500 page or stack
 /// trace ever reaches a client.
 struct ServiceNowMiddleware: RouterMiddleware {
