@@ -28,7 +28,8 @@ struct Serve: AsyncParsableCommand {
             (/oauth_token.do) authentication. Each option can also be set with the environment variable shown; an \
             option on the command line wins.
 
-            Data lives in one SQLite file inside the data folder. With --demo, a new data folder is seeded with demo \
+            Data lives in one SQLite file inside the data folder, or in a PostgreSQL database given with --database \
+            (several docketd may share one). With --demo, a new database is seeded with demo \
             users (admin/admin, john.doe/password, beth.anglin/password, abel.tuter/password), records, and an \
             OAuth client (client_id docket-demo, secret docket-demo-secret). More OAuth clients are records of the \
             oauth_entity table.
@@ -54,7 +55,10 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
     var dataDirectory: String?
 
-    @Flag(help: "Seed demo data when the data folder is new (env DOCKET_DEMO=1).")
+    @Option(help: "The database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE[?schema=S&sslmode=M] (env DOCKET_DATABASE_URL; default the SQLite file docket.sqlite in the data folder).")
+    var database: String?
+
+    @Flag(help: "Seed demo data when the database is new (env DOCKET_DEMO=1).")
     var demo = false
 
     @Option(help: "trace, debug, info, notice, warning, error or critical (env DOCKET_LOG_LEVEL; default info).")
@@ -209,10 +213,17 @@ struct Serve: AsyncParsableCommand {
             }
             configuration.initialAdmin = (user, password)
         }
+        if let text = database ?? environment["DOCKET_DATABASE_URL"], !text.isEmpty {
+            do {
+                configuration.database = try StorageLocation(parsing: text)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
         // The port is checked before the data folder is touched: a failed start writes nothing.
         // A StartupFailure is a sentence to act on: printed as it is, without the usage text.
         try await ListenAddress.check(host: configuration.host, port: configuration.port)
-        try DataFolder.prepare(configuration.dataDirectory)
+        try configuration.prepareStorage()
         let host = configuration.host
         let configuredPort = configuration.port
         let scheme = configuration.usesTLS ? "https" : "http"
@@ -227,6 +238,9 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(failure.description)
         } catch let refusal as Migrations.Refusal {
             FileHandle.standardError.write(Data("Error: \(refusal.description)\n".utf8))
+            throw ExitCode.failure
+        } catch let failure as PostgresStorageError {
+            FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
             throw ExitCode.failure
         }
         try await app.runService()
@@ -262,6 +276,9 @@ struct CreateUser: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
     var dataDirectory: String?
 
+    @Option(help: "The database, as for docketd serve (env DOCKET_DATABASE_URL; default the SQLite file in the data folder).")
+    var database: String?
+
     @Option(help: "First name.") var firstName: String = ""
     @Option(help: "Last name.") var lastName: String = ""
     @Option(help: "Email address.") var email: String = ""
@@ -282,13 +299,20 @@ struct CreateUser: AsyncParsableCommand {
             guard Self.prompt("Repeat it: ") == first else { throw ValidationError("The passwords differ.") }
             password = first
         }
-        let configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
+        var configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
+        if let text = database ?? environment["DOCKET_DATABASE_URL"], !text.isEmpty {
+            do {
+                configuration.database = try StorageLocation(parsing: text)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
         try await UserAdministration.createUser(
             in: configuration, userName: userName, password: password, roles: (admin ? ["admin"] : []) + roles,
             firstName: firstName, lastName: lastName, email: email
         )
         let roleText = ((admin ? ["admin"] : []) + roles).joined(separator: ", ")
-        print("Created user \(userName)\(roleText.isEmpty ? "" : " with roles: \(roleText)") in \(configuration.databasePath).")
+        print("Created user \(userName)\(roleText.isEmpty ? "" : " with roles: \(roleText)") in \(configuration.storageLocation.redacted).")
     }
 
     /// Reads a line from the terminal without echoing it.

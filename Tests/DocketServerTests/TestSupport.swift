@@ -5,6 +5,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOCore
+import PostgresNIO
 import Testing
 
 @testable import DocketServer
@@ -20,10 +21,119 @@ struct TemporaryDirectory: ~Copyable {
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
+/// The storage tests run on: SQLite in the test's folder, or, when `DOCKET_TEST_POSTGRES_URL` names a
+/// PostgreSQL database, a new schema of it for each test (the storage conformance run of `.ci/run`).
+enum TestDatabase {
+    static let postgres: PostgresLocation? = {
+        guard let url = ProcessInfo.processInfo.environment["DOCKET_TEST_POSTGRES_URL"], !url.isEmpty else { return nil }
+        guard case .postgres(let location) = try? StorageLocation(parsing: url) else {
+            fatalError("DOCKET_TEST_POSTGRES_URL must be a postgres:// URL that docketd reads")
+        }
+        return location
+    }()
+
+    /// A fresh PostgreSQL location (its own schema), or nil when tests run on SQLite.
+    static func freshPostgres() -> StorageLocation? {
+        guard var location = postgres else { return nil }
+        location.schema = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        return .postgres(location)
+    }
+
+    /// Opens the test storage: SQLite at `sqlitePath`, or a fresh PostgreSQL schema.
+    static func open(sqlitePath: String, readers: Int = 2) async throws -> any Storage {
+        if let location = freshPostgres() { return try await location.open(logger: Logger(label: "test")) }
+        return try await SQLiteStorage.open(path: sqlitePath, readers: readers, logger: Logger(label: "test"))
+    }
+
+    /// A new PostgreSQL database that already holds the demo data: a copy of one seeded template, made by
+    /// `CREATE DATABASE … TEMPLATE …`, which costs a fraction of creating and seeding the schema again.
+    static func demoPostgres() async throws -> StorageLocation? {
+        guard var location = postgres else { return nil }
+        let template = try await DemoTemplate.shared.name()
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        try await DemoTemplate.maintenance(location) { runner in
+            // A template may be copied only while nobody is connected to it; its builder's connections may
+            // take a moment to go.
+            for attempt in 1...50 {
+                do {
+                    try await runner.run("CREATE DATABASE " + .identifier(name) + " TEMPLATE " + .identifier(template))
+                    return
+                } catch where attempt < 50 && String(describing: error).contains("being accessed by other users") {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+        }
+        location.database = name
+        location.schema = nil
+        return .postgres(location)
+    }
+
+    /// Builds the demo template once per test process.
+    actor DemoTemplate {
+        static let shared = DemoTemplate()
+        private var built: Task<String, any Error>?
+
+        func name() async throws -> String {
+            if let built { return try await built.value }
+            let task = Task { try await Self.build() }
+            built = task
+            return try await task.value
+        }
+
+        private static func build() async throws -> String {
+            guard var location = TestDatabase.postgres else { throw StorageLocationError("no PostgreSQL for tests") }
+            let name = "docket_template_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+            try await maintenance(location) { runner in try await runner.run("CREATE DATABASE " + .identifier(name)) }
+            location.database = name
+            location.schema = nil
+            let storage = try await PostgresStorage.open(location, connections: 2, logger: Logger(label: "test"))
+            let hasher = PasswordHasher(cost: 4)
+            let (store, _) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
+            try await DemoData.seed(store)
+            await hasher.shutdown()
+            try await storage.close()
+            return name
+        }
+
+        /// Runs `body` on a connection to the database the test URL names.
+        static func maintenance(_ location: PostgresLocation, _ body: (PostgresRunner) async throws -> Void) async throws {
+            let connection = try await PostgresConnection.connect(
+                configuration: try location.connectionConfiguration(searchPath: false), id: 1, logger: Logger(label: "test")
+            )
+            do {
+                try await body(PostgresRunner(connection: connection, logger: Logger(label: "test")))
+                try await connection.close()
+            } catch {
+                try? await connection.close()
+                throw error
+            }
+        }
+    }
+
+    /// Opens the storage of a test configuration again (as a second process would).
+    static func open(_ configuration: Configuration, readers: Int = 1) async throws -> any Storage {
+        if case .sqlite(let path) = configuration.storageLocation {
+            return try await SQLiteStorage.open(path: path, readers: readers, logger: Logger(label: "test"))
+        }
+        return try await configuration.storageLocation.open(logger: Logger(label: "test"))
+    }
+}
+
 enum TestApp {
     /// A configuration for tests: its own data folder, a cheap bcrypt cost, demo data.
     static func configuration(dataDirectory: String, demo: Bool = true) -> Configuration {
-        Configuration(host: "127.0.0.1", port: 0, dataDirectory: dataDirectory, demo: demo, logLevel: .warning, bcryptCost: 4)
+        var configuration = Configuration(
+            host: "127.0.0.1", port: 0, dataDirectory: dataDirectory, demo: demo, logLevel: .warning, bcryptCost: 4
+        )
+        configuration.database = TestDatabase.freshPostgres()
+        return configuration
+    }
+
+    /// ``configuration(dataDirectory:demo:)`` with demo data, on PostgreSQL a copy of the seeded template.
+    static func demoConfiguration(dataDirectory: String) async throws -> Configuration {
+        var configuration = configuration(dataDirectory: dataDirectory)
+        if let copy = try await TestDatabase.demoPostgres() { configuration.database = copy }
+        return configuration
     }
 
     /// Runs `test` against a freshly built demo app in-process.
@@ -33,7 +143,8 @@ enum TestApp {
         _ test: @Sendable (any TestClientProtocol) async throws -> T
     ) async throws -> T {
         let directory = TemporaryDirectory()
-        var configuration = configuration(dataDirectory: directory.path, demo: demo)
+        var configuration =
+            demo ? try await demoConfiguration(dataDirectory: directory.path) : configuration(dataDirectory: directory.path, demo: false)
         configure(&configuration)
         let app = try await buildApplication(configuration)
         return try await app.test(.router, test)
@@ -44,13 +155,17 @@ enum TestApp {
     static func withStore<T: Sendable>(_ test: @Sendable (RecordStore) async throws -> T) async throws -> T {
         let directory = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
-        let storage = try await SQLiteStorage.open(
-            path: directory.path + "/test.sqlite", readers: 2, logger: Logger(label: "test")
-        )
+        let copy = try await TestDatabase.demoPostgres()
+        let storage: any Storage
+        if let copy {
+            storage = try await copy.open(logger: Logger(label: "test"))
+        } else {
+            storage = try await SQLiteStorage.open(path: directory.path + "/test.sqlite", readers: 2, logger: Logger(label: "test"))
+        }
         do {
             let hasher = PasswordHasher(cost: 4)
-            let (store, _) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
-            try await DemoData.seed(store)
+            let (store, isNew) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
+            if isNew { try await DemoData.seed(store) }
             let result = try await test(store)
             try await storage.close()
             return result

@@ -26,8 +26,8 @@ public func buildApplication(
     )
     var logger = Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
-    try DataFolder.prepare(configuration.dataDirectory)
-    let storage = try await SQLiteStorage.open(path: configuration.databasePath, logger: logger)
+    try configuration.prepareStorage()
+    let storage = try await configuration.storageLocation.open(logger: logger)
     let hasher = PasswordHasher(
         cost: configuration.bcryptCost, threads: configuration.passwordHashThreads,
         queueLimit: configuration.passwordHashQueue

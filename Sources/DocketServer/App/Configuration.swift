@@ -9,6 +9,8 @@ public struct Configuration: Sendable {
     public var port: Int
     /// Folder holding the database (`--data-dir`, `DOCKET_DATA_DIR`); created when missing.
     public var dataDirectory: String
+    /// The database (`--database`, `DOCKET_DATABASE_URL`): nil means the SQLite file in the data folder.
+    public var database: StorageLocation?
     /// Seed demo users and records when the data folder is new (`--demo`, `DOCKET_DEMO`).
     public var demo: Bool
     /// Log level (`--log-level`, `DOCKET_LOG_LEVEL`).
@@ -102,5 +104,19 @@ public struct Configuration: Sendable {
     /// The database file inside the data folder.
     public var databasePath: String {
         URL(fileURLWithPath: dataDirectory).appendingPathComponent("docket.sqlite").path
+    }
+
+    /// Where the data lives: `database`, or the SQLite file in the data folder.
+    public var storageLocation: StorageLocation { database ?? .sqlite(path: databasePath) }
+
+    /// Makes sure an SQLite database can be created where it is to be: the data folder (checked by
+    /// ``DataFolder``), or the folder of an explicit `sqlite:PATH`. PostgreSQL needs no folder.
+    public func prepareStorage() throws {
+        switch database {
+        case nil: try DataFolder.prepare(dataDirectory)
+        case .sqlite(let path)?:
+            try DataFolder.prepare(URL(fileURLWithPath: path).deletingLastPathComponent().path, databaseName: URL(fileURLWithPath: path).lastPathComponent)
+        case .postgres?: break
+        }
     }
 }

@@ -11,7 +11,7 @@ public struct StartupFailure: Error, CustomStringConvertible, Sendable {
 /// Checks on the data folder, made before anything is written into it.
 public enum DataFolder {
     /// Creates the folder when missing; throws a sentence saying why it cannot be used otherwise.
-    public static func prepare(_ path: String) throws {
+    public static func prepare(_ path: String, databaseName: String = "docket.sqlite") throws {
         var isDirectory: ObjCBool = false
         if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else {
@@ -29,7 +29,7 @@ public enum DataFolder {
         guard FileManager.default.isWritableFile(atPath: path) else {
             throw StartupFailure("The data folder \(path) is not writable by this user. Fix its permissions or choose another --data-dir.")
         }
-        let database = URL(fileURLWithPath: path).appendingPathComponent("docket.sqlite").path
+        let database = URL(fileURLWithPath: path).appendingPathComponent(databaseName).path
         if FileManager.default.fileExists(atPath: database), !FileManager.default.isWritableFile(atPath: database) {
             throw StartupFailure("The database \(database) is not writable by this user. Fix its permissions.")
         }

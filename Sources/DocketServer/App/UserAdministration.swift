@@ -25,8 +25,8 @@ public enum UserAdministration {
         in configuration: Configuration, userName: String, password: String, roles: [String],
         firstName: String = "", lastName: String = "", email: String = ""
     ) async throws -> String {
-        try DataFolder.prepare(configuration.dataDirectory)
-        let storage = try await SQLiteStorage.open(path: configuration.databasePath, logger: Logger(label: "docketd.users"))
+        try configuration.prepareStorage()
+        let storage = try await configuration.storageLocation.open(logger: Logger(label: "docketd.users"))
         let hasher = PasswordHasher(cost: configuration.bcryptCost, threads: 1, queueLimit: 4)
         do {
             let (store, _) = try await RecordStore.open(

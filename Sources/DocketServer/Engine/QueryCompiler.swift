@@ -287,10 +287,10 @@ struct QueryCompiler {
                 descending = resolved != nil
             }
             guard let (column, _) = resolved else { continue }
-            parts.append(column + (descending ? " DESC" : " ASC"))
+            parts.append(column + SQLFragment(dialect.direction(descending: descending)))
         }
-        if parts.isEmpty { parts.append(column("sys_created_on") + " ASC") }
-        parts.append(column("sys_id") + " ASC")
+        if parts.isEmpty { parts.append(column("sys_created_on") + SQLFragment(dialect.direction(descending: false))) }
+        parts.append(column("sys_id") + SQLFragment(dialect.direction(descending: false)))
         return "ORDER BY " + parts.joined(", ")
     }
 

@@ -96,7 +96,7 @@ extension RecordStore {
             }
             var order: [SQLFragment] = []
             for term in request.orderBy {
-                let direction: SQLFragment = term.descending ? " DESC" : " ASC"
+                let direction = SQLFragment(db.dialect.direction(descending: term.descending))
                 if let function = term.function {
                     guard let (expression, _) = try aggregateExpression(function, term.field) else { continue }
                     order.append(expression + direction)
@@ -104,7 +104,7 @@ extension RecordStore {
                     order.append(groupColumns[index] + direction)
                 }
             }
-            if order.isEmpty { order = groupColumns.map { $0 + " ASC" } }
+            if order.isEmpty { order = groupColumns.map { $0 + SQLFragment(db.dialect.direction(descending: false)) } }
             var sql: SQLFragment = "SELECT " + expressions.joined(", ") + " FROM " + compiler.from
             if !conditions.isEmpty { sql = sql + " WHERE " + conditions.joined(" AND ") }
             if !groupColumns.isEmpty { sql = sql + " GROUP BY " + groupColumns.joined(", ") }

@@ -290,7 +290,7 @@ enum SchemaStore {
         switch field.columnKind {
         case .integer: return dialect.integerType
         case .real: return dialect.realType
-        case .text: return "TEXT"
+        case .text: return dialect.textType
         }
     }
 

@@ -1,7 +1,4 @@
-import NIOCore
 import SQLKit
-import SQLiteKit
-import Synchronization
 
 /// Runs SQL for the engine. Reads may run concurrently; writes run one at a time, each in a transaction.
 protocol Storage: Sendable {
@@ -43,141 +40,30 @@ enum ColumnKind: Sendable {
     case real
 }
 
-/// A result row, read by column name.
-enum ResultRow: Sendable {
-    case sqlite(SQLiteRow)
-    case generic(any SQLRow)
+/// A row as a driver hands it over, read by column name. Each storage converts its driver's values to
+/// ``SQLValue`` itself, with no Decoder round trip.
+protocol StorageRow: Sendable {
+    /// The first column's value (for single-value queries).
+    var firstValue: SQLValue { get }
+    /// One column as a driver-neutral value; `kind` is the column's declared kind, a hint for drivers that
+    /// need one.
+    func value(at column: String, kind: ColumnKind) throws -> SQLValue
+    /// One column as raw bytes (blobs; text as its UTF-8); nil for NULL.
+    func bytes(at column: String) throws -> [UInt8]?
+}
+
+/// A result row of any storage, read by column name.
+struct ResultRow: Sendable {
+    let row: any StorageRow
+
+    init(_ row: any StorageRow) { self.row = row }
 
     /// The first column's value (for single-value queries).
-    var first: SQLValue {
-        switch self {
-        case .sqlite(let row): return row.columns.first.map { Self.value($0.data) } ?? .null
-        case .generic(let row): return (try? value(at: row.allColumns[0], kind: .integer)) ?? .null
-        }
-    }
+    var first: SQLValue { row.firstValue }
 
     /// One column as a driver-neutral value.
-    func value(at column: String, kind: ColumnKind) throws -> SQLValue {
-        switch self {
-        case .sqlite(let row):
-            return row.column(column).map(Self.value) ?? .null
-        case .generic(let row):
-            if try row.decodeNil(column: column) { return .null }
-            switch kind {
-            case .text: return .text(try row.decode(column: column, as: String.self))
-            case .integer: return .integer(try row.decode(column: column, as: Int.self))
-            case .real: return .real(try row.decode(column: column, as: Double.self))
-            }
-        }
-    }
+    func value(at column: String, kind: ColumnKind) throws -> SQLValue { try row.value(at: column, kind: kind) }
 
     /// One column as raw bytes (blobs; text as its UTF-8); nil for NULL.
-    func bytes(at column: String) throws -> [UInt8]? {
-        switch self {
-        case .sqlite(let row):
-            switch row.column(column) {
-            case .blob(let buffer): return Array(buffer.readableBytesView)
-            case .text(let text): return Array(text.utf8)
-            case .null, nil: return nil
-            default: return nil
-            }
-        case .generic(let row):
-            if try row.decodeNil(column: column) { return nil }
-            return try row.decode(column: column, as: [UInt8].self)
-        }
-    }
-
-    private static func value(_ data: SQLiteData) -> SQLValue {
-        switch data {
-        case .integer(let value): return .integer(value)
-        case .float(let value): return .real(value)
-        case .text(let value): return .text(value)
-        case .blob(let buffer): return .text(String(buffer: buffer))
-        case .null: return .null
-        }
-    }
-}
-
-/// Runs statements directly on an SQLiteNIO connection: SQLKit still serialises them (SQLite's dialect), but
-/// rows come back as SQLite's own typed values with no Decoder round trip.
-struct SQLiteRunner: SQLRunner {
-    let connection: SQLiteConnection
-
-    func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
-        let (text, binds) = connection.sql().serialize(sql)
-        let data = try binds.map { bind -> SQLiteData in
-            switch bind {
-            case let value as String: return .text(value)
-            case let value as Int: return .integer(value)
-            case let value as Double: return .float(value)
-            case let value as SQLBlob: return .blob(ByteBuffer(bytes: value.bytes))
-            default: return try SQLiteDataEncoder().encode(bind)
-            }
-        }
-        let collected = Mutex<[ResultRow]>([])
-        try await connection.query(text, data) { row in collected.withLock { $0.append(.sqlite(row)) } }
-        return collected.withLock { $0 }
-    }
-}
-
-/// SQLite storage: one file in WAL mode, one writer connection behind an async lock, and a few reader
-/// connections, each lent to one read at a time (WAL lets readers run while a write is in progress).
-final class SQLiteStorage: Storage {
-    let dialect = StorageDialect.sqlite
-    private let writer: SQLiteConnection
-    private let readers: ConnectionPool<SQLiteConnection>
-    private let writeLock = AsyncLock()
-
-    private init(writer: SQLiteConnection, readers: [SQLiteConnection]) {
-        self.writer = writer
-        self.readers = ConnectionPool(readers)
-    }
-
-    /// Opens (creating if needed) the database file at `path`.
-    static func open(path: String, readers readerCount: Int = 4, logger: Logger) async throws -> SQLiteStorage {
-        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        do {
-            let runner = SQLiteRunner(connection: writer)
-            _ = try await runner.rows("PRAGMA journal_mode=WAL")
-            _ = try await runner.rows("PRAGMA synchronous=NORMAL")
-            var readers: [SQLiteConnection] = []
-            for _ in 0..<max(1, readerCount) {
-                let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-                _ = try await SQLiteRunner(connection: reader).rows("PRAGMA query_only=ON")
-                readers.append(reader)
-            }
-            return SQLiteStorage(writer: writer, readers: readers)
-        } catch {
-            try? await writer.close()
-            throw error
-        }
-    }
-
-    func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        try await readers.withConnection { connection in
-            try await body(SQLExecutor(runner: SQLiteRunner(connection: connection), dialect: dialect))
-        }
-    }
-
-    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        let executor = SQLExecutor(runner: SQLiteRunner(connection: writer), dialect: dialect)
-        return try await writeLock.withLock {
-            try await executor.run(SQLFragment(self.dialect.beginTransaction))
-            do {
-                let result = try await body(executor)
-                try await executor.run("COMMIT")
-                return result
-            } catch {
-                try? await executor.run("ROLLBACK")
-                throw error
-            }
-        }
-    }
-
-    func close() async throws {
-        try await writeLock.withLock {
-            for reader in self.readers.all { try await reader.close() }
-            try await self.writer.close()
-        }
-    }
+    func bytes(at column: String) throws -> [UInt8]? { try row.bytes(at: column) }
 }

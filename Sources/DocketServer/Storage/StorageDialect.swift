@@ -35,6 +35,24 @@ enum StorageDialect: Sendable {
         }
     }
 
+    /// The column type for text of records. PostgreSQL compares by the "C" collation, byte by byte as SQLite
+    /// does, whatever locale the database was created with, so that sorting and paging agree on both.
+    var textType: String {
+        switch self {
+        case .sqlite: return "TEXT"
+        case .postgres: return "TEXT COLLATE \"C\""
+        }
+    }
+
+    /// Sort direction keywords. Empty values (NULL) come first in ascending order and last in descending
+    /// order, SQLite's rule, on both.
+    func direction(descending: Bool) -> String {
+        switch self {
+        case .sqlite: return descending ? " DESC" : " ASC"
+        case .postgres: return descending ? " DESC NULLS LAST" : " ASC NULLS FIRST"
+        }
+    }
+
     /// The column type for binary content.
     var blobType: String {
         switch self {
@@ -48,7 +66,8 @@ enum StorageDialect: Sendable {
         switch self {
         case .sqlite: return "SELECT name FROM pragma_table_info(" + .bind(table) + ")"
         case .postgres:
-            return "SELECT column_name AS name FROM information_schema.columns WHERE table_name = " + .bind(table)
+            return "SELECT column_name AS name FROM information_schema.columns WHERE table_schema = current_schema()"
+                + " AND table_name = " + .bind(table)
         }
     }
 
@@ -71,7 +90,17 @@ enum StorageDialect: Sendable {
     func tableExists(_ name: String) -> SQLFragment {
         switch self {
         case .sqlite: return "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = " + .bind(name)
-        case .postgres: return "SELECT 1 FROM information_schema.tables WHERE table_name = " + .bind(name)
+        case .postgres:
+            return "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = "
+                + .bind(name)
+        }
+    }
+
+    /// A query returning one row when an index exists.
+    func indexExists(_ name: String) -> SQLFragment {
+        switch self {
+        case .sqlite: return "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = " + .bind(name)
+        case .postgres: return "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = " + .bind(name)
         }
     }
 }

@@ -39,7 +39,7 @@ struct ConcurrencyTests {
     func mixedLoad() async throws {
         let directory = TemporaryDirectory()
         let port = PortBox()
-        var configuration = TestApp.configuration(dataDirectory: directory.path)
+        var configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
         configuration.logLevel = .error
         let app = try await buildApplication(configuration) { channel in port.set(channel.localAddress?.port) }
         try await app.test(.live) { _ in

@@ -51,7 +51,7 @@ struct ConnectionGuardTests {
 
     static func withServer(_ test: @Sendable (Int) async throws -> Void) async throws {
         let directory = TemporaryDirectory()
-        var configuration = TestApp.configuration(dataDirectory: directory.path)
+        var configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
         configuration.idleTimeout = .seconds(1)
         let app = try await buildApplication(configuration)
         try await app.test(.live) { client in try await test(try #require(client.port)) }

@@ -41,7 +41,7 @@ struct DurabilityTests {
         let configuration = TestApp.configuration(dataDirectory: directory.path)
         try await buildApplication(configuration).test(.router) { _ in }
         // Make sys_user look as an older docketd left it: the hash in `password`, departments and locations as text.
-        let storage = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
+        let storage = try await TestDatabase.open(configuration)
         try await storage.write { db in
             try await Self.forgetMigrations(db)
             try await db.run("ALTER TABLE sys_user ADD COLUMN password TEXT")
@@ -81,7 +81,7 @@ struct DurabilityTests {
             #expect(dictionary.map { $0.string("element") } == ["department", "location", "user_password"])
             #expect(dictionary.map { $0.string("internal_type") } == ["reference", "reference", "password2"])
         }
-        let check = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
+        let check = try await TestDatabase.open(configuration)
         let leftovers = try await check.read { db in try await db.rows("SELECT sys_id FROM sys_user WHERE password IS NOT NULL").count }
         try await check.close()
         #expect(leftovers == 0)
@@ -93,7 +93,7 @@ struct DurabilityTests {
         let configuration = TestApp.configuration(dataDirectory: directory.path)
         try await buildApplication(configuration).test(.router) { _ in }
         // Make the database look as an older docketd left it: no sys_attachment and no attachment content.
-        let storage = try await SQLiteStorage.open(path: configuration.databasePath, readers: 1, logger: .init(label: "test"))
+        let storage = try await TestDatabase.open(configuration)
         try await storage.write { db in
             try await Self.forgetMigrations(db)
             try await db.run("DROP TABLE sys_attachment")

@@ -55,14 +55,13 @@ struct LoginProtectionTests {
     func storageFailure() async throws {
         let directory = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
-        let storage = try await SQLiteStorage.open(path: directory.path + "/t.sqlite", readers: 1, logger: Logger(label: "t"))
+        let storage = try await TestDatabase.open(sqlitePath: directory.path + "/t.sqlite", readers: 1)
         let hasher = PasswordHasher(cost: 4)
         let (store, _) = try await RecordStore.open(storage: storage, logger: Logger(label: "t"), hashPassword: hasher.hash)
         try await DemoData.seed(store)
         let authenticator = Authenticator(
             users: UserDirectory(store: store), hasher: hasher, credentialTTL: .seconds(60), sessionTimeout: .seconds(60)
         )
-        try await storage.read { db in try await db.run("PRAGMA query_only=OFF") }
         try await storage.write { db in try await db.run("DROP TABLE sys_user") }
         await #expect(throws: LoginFailure.unavailable) {
             try await authenticator.authenticate(userName: "john.doe", password: "password", address: "t")

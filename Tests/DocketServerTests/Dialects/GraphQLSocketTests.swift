@@ -71,7 +71,7 @@ struct GraphQLSocketTests {
         configure: (inout Configuration) -> Void = { _ in }, _ test: @Sendable (any TestClientProtocol, Int) async throws -> T
     ) async throws -> T {
         let directory = TemporaryDirectory()
-        var configuration = TestApp.configuration(dataDirectory: directory.path)
+        var configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
         configure(&configuration)
         let app = try await buildApplication(configuration)
         return try await app.test(.live) { client in

@@ -9,11 +9,11 @@ import Testing
 @Suite("Schema migrations")
 struct MigrationTests {
     /// Runs `test` with a storage in a fresh folder (closed afterwards).
-    static func withStorage(_ test: @Sendable (SQLiteStorage, String) async throws -> Void) async throws {
+    static func withStorage(_ test: @Sendable (any Storage, String) async throws -> Void) async throws {
         let directory = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
         let path = directory.path + "/m.sqlite"
-        let storage = try await SQLiteStorage.open(path: path, readers: 1, logger: Logger(label: "m"))
+        let storage = try await TestDatabase.open(sqlitePath: path, readers: 1)
         do {
             try await test(storage, path)
             try await storage.close()
@@ -23,7 +23,7 @@ struct MigrationTests {
         }
     }
 
-    static func state(_ storage: SQLiteStorage) async throws -> (version: Int, applied: Set<String>) {
+    static func state(_ storage: any Storage) async throws -> (version: Int, applied: Set<String>) {
         try await storage.write { db in (try await Migrations.version(db), try await Migrations.applied(db)) }
     }
 
@@ -56,7 +56,7 @@ struct MigrationTests {
             #expect(version == SchemaStore.schemaVersion)
             #expect(applied == Self.named)
             let index = try await storage.read { db in
-                try await db.rows("SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'ix_sys_attachment_creator'")
+                try await db.rows(db.dialect.indexExists("ix_sys_attachment_creator"))
             }
             #expect(index.count == 1)
             let tables = try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM sys_db_object") }

@@ -137,7 +137,7 @@ struct OAuthTests {
     @Test("tokens are stored hashed and survive a restart")
     func durable() async throws {
         let directory = TemporaryDirectory()
-        let configuration = TestApp.configuration(dataDirectory: directory.path)
+        let configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
         let access = try await buildApplication(configuration).test(.router) { client throws in
             let access = try await client.passwordGrant().string("access_token")
             let stored = try await client.get("/api/now/table/oauth_credential?sysparm_fields=token", .admin).text

@@ -11,7 +11,7 @@ struct SchemaAdministrationTests {
     @Test("a table extending task and its fields are usable at once through every API, and after a restart")
     func customTaskTable() async throws {
         let directory = TemporaryDirectory()
-        let configuration = TestApp.configuration(dataDirectory: directory.path)
+        let configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
         let id = try await buildApplication(configuration).test(.router) { client throws in
             let table = try await client.send(
                 .post, "/api/now/table/sys_db_object", json: #"{"name":"u_widget","label":"Widget","super_class":"task"}"#,

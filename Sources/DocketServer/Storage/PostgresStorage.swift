@@ -1,0 +1,271 @@
+import Foundation
+import Logging
+import NIOCore
+import PostgresKit
+import PostgresNIO
+import SQLKit
+
+/// PostgreSQL storage: a pool of connections (postgres-nio's `PostgresClient`), statements serialised by
+/// SQLKit's PostgreSQL dialect.
+///
+/// Writes are serialised across every docketd sharing the database: each write transaction first takes one
+/// transaction-scoped advisory lock (`pg_advisory_xact_lock`), as SQLite's `BEGIN IMMEDIATE` takes its write
+/// lock. That keeps the engine's read-then-write steps (numbering, version checks, quotas) exact without
+/// retry loops, and makes the event log's sequence numbers commit in the order they were drawn, so a follower
+/// never passes a number that a slower transaction commits later. Reads run concurrently on the other
+/// connections, each statement seeing every transaction committed before it started.
+final class PostgresStorage: Storage {
+    let dialect = StorageDialect.postgres
+    let location: PostgresLocation
+    private let client: PostgresClient
+    private let runTask: Task<Void, Never>
+    private let logger: Logger
+    /// Writers of this process queue here, so that they wait without holding a pooled connection.
+    private let writeLock = AsyncLock()
+
+    /// The advisory lock key every write transaction holds ("docket" in ASCII).
+    static let writeLockKey: Int64 = 0x646f_636b_6574
+
+    private init(location: PostgresLocation, client: PostgresClient, runTask: Task<Void, Never>, logger: Logger) {
+        self.location = location
+        self.client = client
+        self.runTask = runTask
+        self.logger = logger
+    }
+
+    /// Connects, creating the location's schema when it names one that does not exist yet. Fails with a clear
+    /// error when the server cannot be reached or refuses the credentials.
+    static func open(_ location: PostgresLocation, connections: Int = 8, logger: Logger) async throws -> PostgresStorage {
+        // One direct connection first: it fails fast with the server's own words, where a pool would retry.
+        let probe: PostgresConnection
+        do {
+            probe = try await PostgresConnection.connect(
+                configuration: try location.connectionConfiguration(searchPath: false), id: 0, logger: logger
+            )
+        } catch {
+            throw PostgresStorageError.unreachable(location.redacted, reason: Self.describe(error))
+        }
+        do {
+            if let schema = location.schema {
+                try await PostgresRunner(connection: probe, logger: logger)
+                    .run("CREATE SCHEMA IF NOT EXISTS " + .identifier(schema))
+            }
+            try await probe.close()
+        } catch {
+            try? await probe.close()
+            throw PostgresStorageError.unreachable(location.redacted, reason: Self.describe(error))
+        }
+        var configuration = location.clientConfiguration
+        configuration.options.maximumConnections = max(2, connections)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let runTask = Task { await client.run() }
+        return PostgresStorage(location: location, client: client, runTask: runTask, logger: logger)
+    }
+
+    func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: logger), dialect: dialect))
+        }
+    }
+
+    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try await writeLock.withLock {
+            try await self.client.withConnection { connection in
+                let executor = SQLExecutor(
+                    runner: PostgresRunner(connection: connection, logger: self.logger), dialect: self.dialect
+                )
+                try await executor.run(SQLFragment(self.dialect.beginTransaction))
+                do {
+                    try await executor.run("SELECT pg_advisory_xact_lock(" + .bind(Int(Self.writeLockKey)) + ")")
+                    let result = try await body(executor)
+                    try await executor.run("COMMIT")
+                    return result
+                } catch {
+                    try? await executor.run("ROLLBACK")
+                    throw error
+                }
+            }
+        }
+    }
+
+    func close() async throws {
+        runTask.cancel()
+        await runTask.value
+    }
+
+    /// The server's own message where there is one (postgres-nio hides it from `description`).
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return message }
+            if let underlying = error.underlying { return String(describing: underlying) }
+            return "\(error.code)"
+        }
+        return String(describing: error)
+    }
+}
+
+/// Why a PostgreSQL database could not be used.
+public enum PostgresStorageError: Error, CustomStringConvertible {
+    case unreachable(String, reason: String)
+    case unsupportedBind(String)
+    case unsupportedColumn(String, type: String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let location, let reason): return "Cannot open the PostgreSQL database \(location): \(reason)"
+        case .unsupportedBind(let type): return "A value of type \(type) cannot be bound for PostgreSQL"
+        case .unsupportedColumn(let column, let type): return "Column \(column) has type \(type), which docketd does not read"
+        }
+    }
+}
+
+/// A statement failed on the server; carries the server's message and SQLSTATE so that callers (and
+/// ``StorageDialect/isIntegerOverflow(_:)``) can tell what went wrong.
+struct PostgresStatementError: Error, CustomStringConvertible {
+    let message: String
+    let sqlState: String?
+
+    var description: String { sqlState.map { "\(message) (SQLSTATE \($0))" } ?? message }
+}
+
+/// Runs statements on one PostgreSQL connection. Text and integers are bound as text of no declared type, so that
+/// the server infers each one's type from where it stands, as SQLite's affinity does: an integer column compared
+/// with a bound "42" works on both. Doubles are bound as `float8`, blobs as `bytea`.
+struct PostgresRunner: SQLRunner {
+    let connection: PostgresConnection
+    let logger: Logger
+
+    func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        let (text, binds) = connection.sql().serialize(sql)
+        var bindings = PostgresBindings(capacity: binds.count)
+        for bind in binds {
+            switch bind {
+            case let value as String: bindings.append(UntypedText(value))
+            case let value as Int: bindings.append(UntypedText(String(value)))
+            // Typed, so that an integer expression compared with it is widened rather than the number narrowed.
+            case let value as Double: bindings.append(value)
+            case let value as Bool: bindings.append(UntypedText(value ? "1" : "0"))
+            case let value as SQLBlob: bindings.append(ByteBuffer(bytes: value.bytes))
+            default: throw PostgresStorageError.unsupportedBind(String(describing: type(of: bind)))
+            }
+        }
+        do {
+            let sequence = try await connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
+            var result: [ResultRow] = []
+            var columns: PostgresColumns?
+            for try await row in sequence {
+                let names = columns ?? PostgresColumns(row)
+                columns = names
+                result.append(ResultRow(try PostgresResultRow(row, columns: names)))
+            }
+            return result
+        } catch let error as PSQLError {
+            if let message = error.serverInfo?[.message] {
+                throw PostgresStatementError(message: message, sqlState: error.serverInfo?[.sqlState])
+            }
+            throw error
+        }
+    }
+
+    func run(_ sql: SQLFragment) async throws { _ = try await rows(sql) }
+}
+
+/// Text whose type the server infers (type OID 0, text format).
+private struct UntypedText: PostgresDynamicTypeEncodable {
+    let text: String
+    init(_ text: String) { self.text = text }
+
+    var psqlType: PostgresDataType { .null }
+    var psqlFormat: PostgresFormat { .text }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
+        buffer.writeString(text)
+    }
+}
+
+/// Column names of one result, shared by its rows.
+final class PostgresColumns: Sendable {
+    let index: [String: Int]
+    let first: String?
+
+    init(_ row: PostgresRow) {
+        var index: [String: Int] = [:]
+        var first: String?
+        for (position, cell) in row.enumerated() {
+            if first == nil { first = cell.columnName }
+            if index[cell.columnName] == nil { index[cell.columnName] = position }
+        }
+        self.index = index
+        self.first = first
+    }
+}
+
+/// A PostgreSQL row converted to driver-neutral values as it arrives, so that a value out of range fails the
+/// statement (where callers handle it) rather than a later read.
+struct PostgresResultRow: StorageRow {
+    enum Cell: Sendable {
+        case value(SQLValue)
+        case bytes([UInt8])
+    }
+
+    let columns: PostgresColumns
+    let cells: [Cell]
+
+    init(_ row: PostgresRow, columns: PostgresColumns) throws {
+        self.columns = columns
+        var cells: [Cell] = []
+        for cell in row { cells.append(try Self.cell(cell)) }
+        self.cells = cells
+    }
+
+    var firstValue: SQLValue {
+        guard let cell = cells.first else { return .null }
+        return Self.value(cell)
+    }
+
+    func value(at column: String, kind: ColumnKind) throws -> SQLValue {
+        guard let position = columns.index[column], position < cells.count else { return .null }
+        return Self.value(cells[position])
+    }
+
+    func bytes(at column: String) throws -> [UInt8]? {
+        guard let position = columns.index[column], position < cells.count else { return nil }
+        switch cells[position] {
+        case .bytes(let bytes): return bytes
+        case .value(let value): return value.text.map { Array($0.utf8) }
+        }
+    }
+
+    private static func value(_ cell: Cell) -> SQLValue {
+        switch cell {
+        case .value(let value): return value
+        case .bytes(let bytes): return .text(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    private static func cell(_ cell: PostgresCell) throws -> Cell {
+        guard cell.bytes != nil else { return .value(.null) }
+        switch cell.dataType {
+        case .int2, .int4, .int8, .oid: return .value(.integer(try cell.decode(Int.self)))
+        case .float4, .float8: return .value(.real(try cell.decode(Double.self)))
+        case .bool: return .value(.integer(try cell.decode(Bool.self) ? 1 : 0))
+        case .bytea:
+            guard cell.format == .binary, let buffer = cell.bytes else { return .value(.null) }
+            return .bytes(Array(buffer.readableBytesView))
+        case .numeric:
+            // SUM and AVG of integers are numeric: integral ones must fit 64 bits, as SQLite's do.
+            let text = "\(try cell.decode(Decimal.self))"
+            if let integer = Int(text) { return .value(.integer(integer)) }
+            if !text.contains("."), !text.contains("e"), !text.contains("E") {
+                throw PostgresStatementError(message: "bigint out of range", sqlState: "22003")
+            }
+            return .value(.real(Double(text) ?? .nan))
+        case .void: return .value(.null)
+        case .text, .varchar, .bpchar, .name, .json, .jsonb, .uuid:
+            return .value(.text(try cell.decode(String.self)))
+        default:
+            if cell.format == .text, let bytes = cell.bytes { return .value(.text(String(buffer: bytes))) }
+            throw PostgresStorageError.unsupportedColumn(cell.columnName, type: "\(cell.dataType)")
+        }
+    }
+}

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# A throw-away PostgreSQL cluster for tests and benchmarks.
+#
+#   scripts/postgres-cluster.sh start [PORT]   installs PostgreSQL from Debian when missing, creates a cluster in
+#                                              a new temporary folder and starts it on 127.0.0.1:PORT (default
+#                                              55432); prints the URL to use as DOCKET_TEST_POSTGRES_URL
+#   scripts/postgres-cluster.sh stop           stops it and removes its folder
+#
+# initdb refuses to run as root, so the cluster belongs to the `postgres` user. It trusts local connections:
+# it is for tests only, listens on loopback only, and is removed by `stop`.
+set -euo pipefail
+
+state=/tmp/docket-postgres-cluster
+port="${2:-55432}"
+
+bindir() {
+    if command -v pg_config >/dev/null && [ -x "$(pg_config --bindir)/initdb" ]; then pg_config --bindir; return; fi
+    local dir
+    dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+    [ -n "$dir" ] && echo "$dir"
+}
+
+case "${1:-}" in
+start)
+    if [ -z "$(bindir)" ]; then
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    fi
+    bin=$(bindir)
+    if [ -f "$state/port" ]; then "$0" stop; fi
+    data=$(mktemp -d /tmp/docket-pg.XXXXXX)
+    mkdir -p "$state"
+    chown postgres "$data"
+    run() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$*"; else sh -c "$*"; fi; }
+    run "'$bin/initdb' -D '$data/db' -U postgres -A trust -E UTF8 --locale=C.UTF-8 >'$data/initdb.log' 2>&1"
+    run "'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off\" start >/dev/null"
+    echo "$data" >"$state/data"
+    echo "$bin" >"$state/bin"
+    echo "$port" >"$state/port"
+    echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+    ;;
+stop)
+    [ -f "$state/data" ] || exit 0
+    data=$(cat "$state/data")
+    bin=$(cat "$state/bin")
+    if [ "$(id -u)" = 0 ]; then
+        su postgres -s /bin/sh -c "'$bin/pg_ctl' -D '$data/db' -m fast -w stop" >/dev/null 2>&1 || true
+    else
+        "$bin/pg_ctl" -D "$data/db" -m fast -w stop >/dev/null 2>&1 || true
+    fi
+    rm -rf "$data" "$state"
+    ;;
+*)
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac
