@@ -94,7 +94,8 @@ public func buildApplication(
     root.addRoutes(HealthController().endpoints, atPath: "/health")
     OAuthController(oauth: oauth).add(to: root)
     LogoutController(authenticator: authenticator).add(to: root)
-    let responder = DialectResponder(mounts: mounts, root: root.buildResponder())
+    // On a database other docketd write too, each request first takes in what they committed.
+    let responder = SharedChangesResponder(store: store, next: DialectResponder(mounts: mounts, root: root.buildResponder()))
 
     // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
     let sockets = GraphQLSocketServer(
@@ -140,7 +141,7 @@ public func buildApplication(
                 store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,
                 logger: logger
             ),
-        ],
+        ] + (storage.logSignals().map { [SharedChangesService(store: store, signals: $0, logger: logger)] } ?? []),
         onServerRunning: onServerRunning,
         logger: logger
     )

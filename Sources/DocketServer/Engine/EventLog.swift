@@ -63,6 +63,8 @@ extension RecordStore {
                 + .bind(caller.userName) + ", " + .bind(now) + ", " + .bind(Self.json(event.values)) + ", "
                 + .bind(Self.json(event.previous)) + ") RETURNING seq"
         )
+        // Other processes sharing the database learn of it at commit (see ``RecordStore/catchUp()``).
+        if let signal = db.dialect.eventAppendedSignal { try await db.run(signal) }
         return event
     }
 

@@ -15,6 +15,8 @@ final class RecordStore: Sendable {
     let cache = RecordCache()
     /// Where committed changes go after commit, for followers of the event log (``subscribe(after:batchSize:)``).
     let broadcaster = EventBroadcaster()
+    /// How far other processes' changes have been published here (``SharedChanges``).
+    let shared = SharedChanges()
     /// Judgements of events shared by live followers who see alike (``LiveJudgements``).
     let judgements = LiveJudgements(capacity: 20_000)
 
@@ -46,6 +48,7 @@ final class RecordStore: Sendable {
         let store = RecordStore(
             storage: storage, catalog: catalog, policy: policy, logger: logger, hashPassword: hashPassword
         )
+        if storage.isShared { store.shared.start(at: try await store.latestSequence()) }
         return (store, isNew)
     }
 
@@ -61,6 +64,7 @@ final class RecordStore: Sendable {
     /// Called after every commit: publishes the event to the cache observers and followers of the log.
     func notify(_ event: ChangeEvent) {
         broadcaster.publish(event)
+        shared.published(event.sequence)
     }
 
     func hash(_ password: String) async -> String { await hashPassword(password) }

@@ -93,6 +93,48 @@ final class PostgresStorage: Storage {
         await runTask.value
     }
 
+    /// Notification channels are `docket_` and the schema's name, so that deployments in different schemas of
+    /// one database do not wake each other.
+    static let channelPrefix = "docket_"
+
+    /// Listens on a connection of its own; when it breaks, connects again (waiting up to 5 s between tries)
+    /// and signals once after each connection, since notifications sent meanwhile were lost.
+    func logSignals() -> AsyncStream<Void>? {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let (location, logger) = (self.location, self.logger)
+        let task = Task {
+            var delay = Duration.milliseconds(100)
+            while !Task.isCancelled {
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: try location.connectionConfiguration(searchPath: true), id: 2, logger: logger
+                    )
+                    do {
+                        let schema = try await PostgresRunner(connection: connection, logger: logger)
+                            .rows("SELECT current_schema() AS name").first?.value(at: "name", kind: .text).text ?? "public"
+                        try await connection.listen(on: Self.channelPrefix + schema) { notifications in
+                            continuation.yield()
+                            delay = .milliseconds(100)
+                            for try await _ in notifications { continuation.yield() }
+                        }
+                    } catch {
+                        if !Task.isCancelled {
+                            logger.warning("Lost the event log's notifications; listening again", metadata: ["error": "\(Self.describe(error))"])
+                        }
+                    }
+                    try? await connection.close()
+                } catch {
+                    logger.warning("Cannot listen for the event log's notifications", metadata: ["error": "\(Self.describe(error))"])
+                }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
     /// The server's own message where there is one (postgres-nio hides it from `description`).
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {

@@ -107,6 +107,9 @@ final class SQLiteStorage: Storage {
         }
     }
 
+    /// Only this process writes an SQLite file: it learns of every change as it commits.
+    func logSignals() -> AsyncStream<Void>? { nil }
+
     func close() async throws {
         try await writeLock.withLock {
             for reader in self.readers.all { try await reader.close() }

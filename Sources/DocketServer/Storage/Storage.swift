@@ -9,6 +9,15 @@ protocol Storage: Sendable {
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
     /// Closes every connection; no call may follow.
     func close() async throws
+    /// Wake-ups whenever some process appended to the event log, for databases that several processes may
+    /// share (PostgreSQL); nil where only this process writes (SQLite). A wake-up also follows every
+    /// (re)connection of the listener, since changes may have been missed meanwhile.
+    func logSignals() -> AsyncStream<Void>?
+}
+
+extension Storage {
+    /// Whether other processes may write the same database.
+    var isShared: Bool { dialect == .postgres }
 }
 
 /// Executes serialised statements on one connection of some driver.

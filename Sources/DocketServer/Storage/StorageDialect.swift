@@ -13,6 +13,15 @@ enum StorageDialect: Sendable {
         }
     }
 
+    /// A statement that, run in a transaction that appends to the event log, wakes every other process
+    /// following the same database when the transaction commits; nil where only one process writes.
+    var eventAppendedSignal: SQLFragment? {
+        switch self {
+        case .sqlite: return nil
+        case .postgres: return "SELECT pg_notify(" + .bind(PostgresStorage.channelPrefix) + " || current_schema(), '')"
+        }
+    }
+
     /// The column type for an auto-incrementing 64-bit primary key.
     var sequencePrimaryKey: String {
         switch self {

@@ -1,0 +1,104 @@
+import Hummingbird
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// How far this process has published the event log's events to its broadcaster, when other processes write
+/// the same database (PostgreSQL shared by several docketd).
+///
+/// Every event up to `applied` has been published here: by the writing request itself for this process's
+/// commits, by ``RecordStore/catchUp()`` for everyone else's. Writes are serialised across processes (see
+/// ``PostgresStorage``), so sequences commit in order and reading the log after `applied` never passes an
+/// event that commits later with a smaller number.
+final class SharedChanges: Sendable {
+    private let applied = Mutex<Int?>(nil)
+    private let reading = AsyncLock()
+
+    /// Starts following at `sequence` (the log's head when the engine opened).
+    func start(at sequence: Int) { applied.withLock { $0 = sequence } }
+
+    var isFollowing: Bool { applied.withLock { $0 != nil } }
+
+    /// Records that this process published its own event `sequence` (advances only when nothing is missing
+    /// before it; otherwise ``RecordStore/catchUp()`` reads the gap).
+    func published(_ sequence: Int) {
+        applied.withLock { value in
+            if let current = value, sequence == current + 1 { value = sequence }
+        }
+    }
+
+    fileprivate var current: Int { applied.withLock { $0 ?? 0 } }
+
+    fileprivate func advance(to sequence: Int) {
+        applied.withLock { value in value = max(value ?? 0, sequence) }
+    }
+
+    fileprivate func exclusively<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        try await reading.withLock(body)
+    }
+}
+
+extension RecordStore {
+    /// Publishes what other processes committed since this one last looked: every event of the log after
+    /// ``SharedChanges``'s mark, in order, to the caches and followers here, reloading the catalog first when a
+    /// change touched the schema. Called before each request is answered (so a cache is never staler than the
+    /// last answered write, wherever it was written) and on each notification (so live followers hear of changes
+    /// at once). Returns at once where only this process writes.
+    func catchUp() async throws {
+        guard shared.isFollowing else { return }
+        let head = try await latestSequence()
+        guard head > shared.current else { return }
+        try await shared.exclusively {
+            while self.shared.current < head {
+                let events = try await self.events(after: self.shared.current, limit: 1_000)
+                guard let last = events.last else { break }
+                if events.contains(where: { SchemaAdministration.tables.contains($0.table) }) {
+                    try await self.reloadCatalog()
+                }
+                // Events this process wrote itself may come again: observers forget idempotently and followers
+                // skip sequences they passed.
+                for event in events { self.broadcaster.publish(event) }
+                self.shared.advance(to: last.sequence)
+            }
+            self.shared.advance(to: head)
+        }
+    }
+}
+
+/// Follows the database's notifications: each one makes the engine catch up, so that live streams here carry
+/// changes written through other docketd at once. Not run where only this process writes.
+struct SharedChangesService: Service {
+    let store: RecordStore
+    let signals: AsyncStream<Void>
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            for await _ in signals {
+                do {
+                    try await store.catchUp()
+                } catch {
+                    logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+}
+
+/// Brings the engine up to date with other instances' commits before a request is answered (see
+/// ``RecordStore/catchUp()``): one indexed `MAX(seq)` read per request on a shared database, nothing otherwise.
+struct SharedChangesResponder: HTTPResponder {
+    typealias Context = DocketRequestContext
+    let store: RecordStore
+    let next: DialectResponder
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        do {
+            try await store.catchUp()
+        } catch {
+            // The request itself will meet the same storage and answer for it; a failed catch-up is only logged.
+            store.logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
+        }
+        return try await next.respond(to: request, context: context)
+    }
+}

@@ -1,0 +1,149 @@
+import DocketModel
+import Foundation
+import Logging
+import Testing
+
+@testable import DocketServer
+
+/// Two engines on one PostgreSQL database, as two docketd instances behind a load balancer: what one writes,
+/// the other serves at once (caches, catalog) and carries to its live followers, in order, once. Runs when
+/// `DOCKET_TEST_POSTGRES_URL` names a server (as in `.ci/run`).
+@Suite("Shared database (several instances)", .enabled(if: TestDatabase.postgres != nil))
+struct SharedDatabaseTests {
+    /// Two engines on a new copy of the demo database, each with its own storage (connections, caches,
+    /// broadcaster), the second following the first's notifications as ``SharedChangesService`` does.
+    static func withTwoInstances(_ test: @Sendable (RecordStore, RecordStore) async throws -> Void) async throws {
+        let location = try #require(try await TestDatabase.demoPostgres())
+        let hasher = PasswordHasher(cost: 4)
+        let storageA = try await location.open(logger: Logger(label: "a"))
+        let storageB = try await location.open(logger: Logger(label: "b"))
+        let (a, _) = try await RecordStore.open(storage: storageA, logger: Logger(label: "a"), hashPassword: hasher.hash)
+        let (b, _) = try await RecordStore.open(storage: storageB, logger: Logger(label: "b"), hashPassword: hasher.hash)
+        let signals = try #require(storageB.logSignals())
+        let follower = Task {
+            for await _ in signals { try? await b.catchUp() }
+        }
+        do {
+            try await test(a, b)
+        } catch {
+            follower.cancel()
+            try? await storageA.close()
+            try? await storageB.close()
+            await hasher.shutdown()
+            throw error
+        }
+        follower.cancel()
+        try await storageA.close()
+        try await storageB.close()
+        await hasher.shutdown()
+    }
+
+    @Test("a record cached by one instance is fresh there once another instance's write has answered")
+    func cacheFollowsOtherInstances() async throws {
+        try await Self.withTwoInstances { a, b in
+            let id = DemoData.id("incident", 5)
+            _ = try await b.get(id, in: "incident", caller: Callers.john)
+            #expect(b.cache.entry(table: "task", sysID: id) != nil)
+            try await a.update(id, in: "incident", values: ["short_description": "Changed on A"], caller: Callers.john)
+            // What each request does first on a shared database (``SharedChangesResponder``).
+            try await b.catchUp()
+            #expect(try await b.get(id, in: "incident", caller: Callers.john).record["short_description"] == "Changed on A")
+        }
+    }
+
+    @Test("a table an admin adds through one instance is known to the other")
+    func catalogFollowsOtherInstances() async throws {
+        try await Self.withTwoInstances { a, b in
+            _ = try await a.insert(
+                into: "sys_db_object", values: ["name": "u_shared", "label": "Shared"], caller: Callers.admin
+            )
+            #expect(b.catalog.table("u_shared") == nil)
+            try await b.catchUp()
+            #expect(b.catalog.table("u_shared") != nil)
+            let id = try await a.insert(into: "u_shared", values: [:], caller: Callers.admin)
+            try await b.catchUp()
+            #expect(try await b.get(id, in: "u_shared", caller: Callers.admin).record["sys_id"] == id)
+        }
+    }
+
+    @Test("a follower on one instance receives every change written through both, in order, once", .timeLimit(.minutes(1)))
+    func liveAcrossInstances() async throws {
+        try await Self.withTwoInstances { a, b in
+            let start = try await b.latestSequence()
+            let perInstance = 20
+            let stream = b.subscribe(after: start)
+            let reader = Task {
+                var events: [ChangeEvent] = []
+                for try await event in stream {
+                    events.append(event)
+                    if events.count == 2 * perInstance { break }
+                }
+                return events
+            }
+            // Both instances write at once; sequences are drawn under the shared write lock.
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (store, name) in [(a, "A"), (b, "B")] {
+                    group.addTask {
+                        for index in 0..<perInstance {
+                            _ = try await store.insert(
+                                into: "incident", values: ["short_description": "\(name) \(index)"], caller: Callers.admin
+                            )
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let events = try await reader.value
+            #expect(events.map(\.sequence) == Array(start + 1...start + 2 * perInstance))
+            let descriptions = events.compactMap { $0.values["short_description"] }
+            #expect(descriptions.filter { $0.hasPrefix("A ") } == (0..<perInstance).map { "A \($0)" })
+            #expect(descriptions.filter { $0.hasPrefix("B ") } == (0..<perInstance).map { "B \($0)" })
+        }
+    }
+
+    @Test("a follower on one instance hears of another's writes by notification alone", .timeLimit(.minutes(1)))
+    func notified() async throws {
+        try await Self.withTwoInstances { a, b in
+            let start = try await b.latestSequence()
+            let stream = b.subscribe(after: start)
+            let reader = Task {
+                var events: [ChangeEvent] = []
+                for try await event in stream {
+                    events.append(event)
+                    if events.count == 3 { break }
+                }
+                return events
+            }
+            let id = try await a.insert(into: "incident", values: ["short_description": "from A"], caller: Callers.admin)
+            try await a.update(id, in: "incident", values: ["short_description": "from A, changed"], caller: Callers.admin)
+            try await a.delete(id, from: "incident", caller: Callers.admin)
+            let events = try await reader.value
+            #expect(events.map(\.operation) == [.insert, .update, .delete])
+            #expect(events.map(\.sequence) == [start + 1, start + 2, start + 3])
+        }
+    }
+
+    @Test("numbers stay unique when both instances create at once")
+    func numbering() async throws {
+        try await Self.withTwoInstances { a, b in
+            let ids = try await withThrowingTaskGroup(of: [String].self) { group in
+                for store in [a, b, a, b] {
+                    group.addTask {
+                        var ids: [String] = []
+                        for _ in 0..<10 {
+                            ids.append(try await store.insert(into: "incident", values: [:], caller: Callers.admin))
+                        }
+                        return ids
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            var numbers: [String] = []
+            for id in ids {
+                numbers.append(try await a.get(id, in: "incident", caller: Callers.admin).record["number"])
+            }
+            #expect(Set(numbers).count == 40)
+            #expect(numbers.allSatisfy { $0.hasPrefix("INC") })
+        }
+    }
+}
