@@ -32,7 +32,7 @@ start)
     chown postgres "$data"
     run() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$*"; else sh -c "$*"; fi; }
     run "'$bin/initdb' -D '$data/db' -U postgres -A trust -E UTF8 --locale=C.UTF-8 >'$data/initdb.log' 2>&1"
-    run "'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off\" start >/dev/null"
+    run "'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=off\" start >/dev/null"
     echo "$data" >"$state/data"
     echo "$bin" >"$state/bin"
     echo "$port" >"$state/port"

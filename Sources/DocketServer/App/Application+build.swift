@@ -159,7 +159,8 @@ struct StorageService: Service {
     }
 }
 
-/// Applies the event log's retention at start and then every hour, until the application shuts down.
+/// Applies the event log's retention, and removes ended sessions, at start and then every hour, until the
+/// application shuts down.
 struct EventLogRetentionService: Service {
     let store: RecordStore
     let retention: Duration
@@ -176,6 +177,13 @@ struct EventLogRetentionService: Service {
                     if removed > 0 { logger.info("Pruned the event log", metadata: ["events": "\(removed)"]) }
                 } catch {
                     logger.warning("Could not prune the event log", metadata: ["error": "\(error)"])
+                }
+                do {
+                    let hour = Int(Date().timeIntervalSince1970) / 3600 * 3600
+                    try await RateLimiter.pruneSharedCounts(before: hour, storage: store.storage)
+                    try await SessionStore(storage: store.storage).prune()
+                } catch {
+                    logger.warning("Could not remove ended sessions", metadata: ["error": "\(error)"])
                 }
                 try await Task.sleep(for: .seconds(3600))
             }

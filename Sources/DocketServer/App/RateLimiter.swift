@@ -7,6 +7,8 @@ import Synchronization
 /// REST rate limits from `sys_rate_limit_rules`, as ServiceNow applies them: requests per hour, per user,
 /// in fixed hourly windows. A rule for the single user beats role rules, which beat rules for all users;
 /// among several candidates the lowest limit wins. Rules apply to one API (`resource`) or, when empty, all.
+/// Counts are kept in memory, or in the database where several docketd share it (each request is then counted
+/// once, whichever instance it reached).
 final class RateLimiter: Sendable, ChangeObserver {
     struct Rule: Sendable {
         var sysID: String
@@ -68,6 +70,10 @@ final class RateLimiter: Sendable, ChangeObserver {
         let window = seconds - seconds % 3600
         let reset = window + 3600
         let key = rule.sysID + "|" + caller.userID
+        if store.storage.isShared {
+            let count = try await Self.sharedCount(key, window: window, limit: rule.limit, storage: store.storage)
+            return Decision(rule: rule, allowed: count < rule.limit, reset: reset, retryAfter: max(1, reset - seconds))
+        }
         let count = state.withLock { state -> Int in
             if state.window != window {
                 state.window = window
@@ -78,6 +84,27 @@ final class RateLimiter: Sendable, ChangeObserver {
             return current
         }
         return Decision(rule: rule, allowed: count < rule.limit, reset: reset, retryAfter: max(1, reset - seconds))
+    }
+
+    /// Counts a request in the database, where every docketd sharing it counts (one atomic upsert, outside the
+    /// write lock); returns the count before this request, which is not counted once the limit is reached.
+    static func sharedCount(_ key: String, window: Int, limit: Int, storage: any Storage) async throws -> Int {
+        try await storage.writeUnordered { db in
+            let rows = try await db.rows(
+                "INSERT INTO docket_rate_count (counter, window_start, count) VALUES (" + .bind(key) + ", " + .bind(window)
+                    + ", 1) ON CONFLICT (counter, window_start) DO UPDATE SET count = docket_rate_count.count + 1"
+                    + " WHERE docket_rate_count.count < " + .bind(limit) + " RETURNING count"
+            )
+            guard let count = rows.first?.first.intValue else { return limit }
+            return count - 1
+        }
+    }
+
+    /// Removes counters of windows that ended.
+    static func pruneSharedCounts(before window: Int, storage: any Storage) async throws {
+        try await storage.writeUnordered { db in
+            try await db.run("DELETE FROM docket_rate_count WHERE window_start < " + .bind(window))
+        }
     }
 
     private func loadRules() async throws -> [Rule] {

@@ -27,7 +27,10 @@ enum LoginFailure: Error, Sendable, Equatable {
 ///
 /// A bcrypt verification costs tens of milliseconds by design, so a successful Basic login is remembered for
 /// a short time as an HMAC of the password under a per-process key (the password itself is never kept).
-/// Sessions are random tokens carried in the `JSESSIONID` cookie, sliding for `sessionTimeout`.
+/// Sessions are random tokens carried in the `JSESSIONID` cookie, sliding for `sessionTimeout`. They live in the
+/// database (``SessionStore``), so they survive a restart and work on every docketd sharing it; memory holds
+/// them for speed. Where other processes share the database it decides each cookie, since one of them may
+/// have ended the session.
 actor Authenticator: ChangeObserver {
     private struct CachedCredential {
         var digest: Data
@@ -38,6 +41,8 @@ actor Authenticator: ChangeObserver {
     private struct Session {
         var userID: String
         var expires: ContinuousClock.Instant
+        /// The expiry last written to the database (wall-clock seconds); written again at most once a minute.
+        var storedExpires: Int
     }
 
     private let users: UserDirectory
@@ -61,6 +66,7 @@ actor Authenticator: ChangeObserver {
     /// Verifications under way, by credential digest: concurrent requests with the same credentials wait for
     /// one bcrypt check instead of each running their own.
     private var verifying: [Data: Task<Result<String, LoginFailure>, Never>] = [:]
+    private let sessionStore: SessionStore
 
     init(
         users: UserDirectory, hasher: PasswordHasher, throttle: LoginThrottle = LoginThrottle(),
@@ -72,6 +78,7 @@ actor Authenticator: ChangeObserver {
         self.throttledAnswerDelay = throttle.policy.throttledAnswerDelay
         self.credentialTTL = credentialTTL
         self.sessionTimeout = sessionTimeout
+        self.sessionStore = SessionStore(storage: users.store.storage)
     }
 
     /// The caller for a user name and password from a client address.
@@ -141,7 +148,7 @@ actor Authenticator: ChangeObserver {
         -> (caller: Caller, sessionToken: String)
     {
         let caller = try await authenticate(userName: userName, password: password, address: address)
-        return (caller, sessionToken(for: caller))
+        return (caller, try await sessionToken(for: caller))
     }
 
     /// The caller for a bearer token's user with the session to carry in the cookie (nil when the presented
@@ -153,22 +160,30 @@ actor Authenticator: ChangeObserver {
         if let presentedSession, let session = sessions[presentedSession], session.userID == userID,
             session.expires > clock.now
         {
-            sessions[presentedSession]?.expires = clock.now + sessionTimeout
+            try await extend(presentedSession)
             return (caller, nil)
         }
-        return (caller, sessionToken(for: caller))
+        return (caller, try await sessionToken(for: caller))
     }
 
     /// The session token for a caller: one live session per user, so clients that never keep cookies do
     /// not pile up sessions.
-    func sessionToken(for caller: Caller) -> String {
+    func sessionToken(for caller: Caller) async throws(LoginFailure) -> String {
         let now = clock.now
-        if let token = sessionByUser[caller.userID], let session = sessions[token], session.expires > now {
-            sessions[token]?.expires = now + sessionTimeout
+        if let token = sessionByUser[caller.userID], let session = sessions[token], session.expires > now,
+            try await stillStored(token)
+        {
+            try await extend(token)
             return token
         }
         let token = SysID.generate().uppercased()
-        sessions[token] = Session(userID: caller.userID, expires: now + sessionTimeout)
+        let storedExpires = SessionStore.now() + timeoutSeconds
+        do {
+            try await sessionStore.save(token, userID: caller.userID, expires: storedExpires)
+        } catch {
+            throw .unavailable
+        }
+        sessions[token] = Session(userID: caller.userID, expires: clock.now + sessionTimeout, storedExpires: storedExpires)
         sessionByUser[caller.userID] = token
         if sessions.count > 10_000 { sessions = sessions.filter { $0.value.expires > now } }
         return token
@@ -177,14 +192,58 @@ actor Authenticator: ChangeObserver {
     /// The caller of a live session, extending it; nil for unknown or expired tokens.
     func caller(sessionToken token: String) async throws(LoginFailure) -> Caller? {
         dropStaleCaches()
+        if sessionStore.isShared || sessions[token] == nil {
+            // The database decides: another docketd (or this one before a restart) may have started or ended it.
+            let stored: SessionStore.Stored?
+            do {
+                stored = try await sessionStore.load(token)
+            } catch {
+                throw .unavailable
+            }
+            dropStaleCaches()
+            guard let stored, stored.expires > SessionStore.now() else {
+                sessions[token] = nil
+                return nil
+            }
+            if sessions[token] == nil {
+                let remaining = Duration.seconds(stored.expires - SessionStore.now())
+                sessions[token] = Session(userID: stored.userID, expires: clock.now + remaining, storedExpires: stored.expires)
+            }
+        }
         let now = clock.now
         guard let session = sessions[token] else { return nil }
         guard session.expires > now else {
             sessions[token] = nil
             return nil
         }
-        sessions[token]?.expires = now + sessionTimeout
+        try await extend(token)
         return try await knownCaller(userID: session.userID)
+    }
+
+    private var timeoutSeconds: Int { Int(sessionTimeout.components.seconds) }
+
+    /// Whether a session this process holds still exists in the database (another docketd may have ended it).
+    private func stillStored(_ token: String) async throws(LoginFailure) -> Bool {
+        guard sessionStore.isShared else { return true }
+        do {
+            return try await sessionStore.load(token) != nil
+        } catch {
+            throw .unavailable
+        }
+    }
+
+    /// Slides a session's expiry; writes it to the database when it moved by a minute or more.
+    private func extend(_ token: String) async throws(LoginFailure) {
+        guard let session = sessions[token] else { return }
+        sessions[token]?.expires = clock.now + sessionTimeout
+        let storedExpires = SessionStore.now() + timeoutSeconds
+        guard storedExpires - session.storedExpires >= 60 else { return }
+        sessions[token]?.storedExpires = storedExpires
+        do {
+            try await sessionStore.extend(token, to: storedExpires)
+        } catch {
+            throw .unavailable
+        }
     }
 
     /// Counts every change that can end a credential (a logout, a changed user or role): long-lived answers
@@ -192,8 +251,9 @@ actor Authenticator: ChangeObserver {
     nonisolated var credentialGeneration: Int { changes.load(ordering: .relaxed) + logouts.load(ordering: .relaxed) }
 
     /// Ends a session (logout); unknown tokens are ignored.
-    func endSession(_ token: String) {
+    func endSession(_ token: String) async {
         logouts.add(1, ordering: .relaxed)
+        try? await sessionStore.delete(token)
         guard let session = sessions.removeValue(forKey: token) else { return }
         if sessionByUser[session.userID] == token { sessionByUser[session.userID] = nil }
     }

@@ -53,7 +53,7 @@ final class LoginThrottle: Sendable {
                 if entry.failures > free {
                     // 1 s, 2 s, 4 s … doubling per failure past the allowance, up to the lock.
                     let exponent = min(entry.failures - free - 1, 30)
-                    entry.blockedUntil = now + min(.seconds(1 << exponent), policy.maximumDelay)
+                    entry.blockedUntil = now + min(policy.firstDelay * (1 << exponent), policy.maximumDelay)
                 }
                 entries[key] = entry
             }
@@ -88,6 +88,8 @@ public struct LoginThrottlePolicy: Sendable {
     public var addressFailures: Int
     /// The longest delay, which acts as a temporary lock (`--login-max-delay`).
     public var maximumDelay: Duration
+    /// The wait after the first failure past the allowance; each further failure doubles it.
+    public var firstDelay: Duration = .seconds(1)
     /// Counts are forgotten this long after the last failure.
     public var memory: Duration
     /// How long a refused (throttled) attempt waits before its 429 is sent, at most its `Retry-After`. A client

@@ -31,7 +31,8 @@ actor OAuthService: ChangeObserver {
     /// Client secrets verified recently (keyed digest of id + secret), so token requests do not each pay bcrypt.
     /// A mutex rather than actor state, so that a change to `oauth_entity` clears it synchronously.
     private let verifiedClients = Mutex<[Data: (client: OAuthDirectory.Client, expires: Date)]>([:])
-    /// Access tokens seen valid, in memory only: token → (user, expiry).
+    /// Access tokens seen valid, in memory only: token → (user, expiry). Not consulted where other docketd share
+    /// the database (a revocation there appends no event this process could follow).
     private var accessTokens: [String: (userID: String, expires: Date)] = [:]
     /// Users whose remembered tokens must go (see ``forgetTokens(ofUser:)``).
     private let endedUsers = Mutex<Set<String>>([])
@@ -112,7 +113,8 @@ actor OAuthService: ChangeObserver {
         }
         if !ended.isEmpty { accessTokens = accessTokens.filter { !ended.contains($0.value.userID) } }
         let now = Date()
-        if let known = accessTokens[accessToken] {
+        // Where other docketd share the database, one of them may have revoked the token: the database decides.
+        if let known = accessTokens[accessToken], !directory.store.storage.isShared {
             guard known.expires > now else {
                 accessTokens[accessToken] = nil
                 return nil

@@ -113,14 +113,14 @@ extension RecordStore {
 /// Something kept in memory that a committed change can make stale (cached records, users and sessions,
 /// rate-limit rules, OAuth clients): it forgets what the change touched. Observers are told of every event the
 /// broadcaster publishes, synchronously and before any follower, so that the writing request's answer never
-/// races a stale cache; events of other server instances will reach them the same way.
+/// races a stale cache; events of other server instances reach them the same way (``RecordStore/catchUp()``).
 protocol ChangeObserver: Sendable {
     func observe(_ event: ChangeEvent)
 }
 
 /// Fans committed changes out to followers of the event log. Fed once per commit, after it (by
-/// ``RecordStore/notify(_:)``); with several server instances it will be fed from the database's
-/// notifications as well, so followers never need to know where an event came from.
+/// ``RecordStore/notify(_:)``), and, where several server instances share the database, with their commits read
+/// from the log (``RecordStore/catchUp()``), so followers never need to know where an event came from.
 final class EventBroadcaster: Sendable {
     /// What followers receive: committed events, and ticks (a shared clock for heartbeats and credential checks,
     /// so that idle followers cost no timer each).
@@ -240,9 +240,10 @@ extension RecordStore {
 /// skipped by its sequence). A live event whose sequence is not the next one expected (events published out of
 /// order by concurrent commits, or dropped from a follower's bounded buffer while it was slow) first has the
 /// missing ones read from the log. On SQLite one connection writes, so sequences commit in order and everything
-/// below a committed sequence is already readable. On PostgreSQL sequences can commit out of order; there the
-/// follower will read only up to the oldest transaction still in flight (`pg_snapshot_xmin`) before it trusts a
-/// gap to be final.
+/// below a committed sequence is already readable. PostgreSQL sequences could commit out of order between
+/// concurrent transactions; docketd's write transactions there all hold one advisory lock (see
+/// ``PostgresStorage``), drawn before the sequence and released at commit, so they commit in order too, across
+/// every instance sharing the database, and a gap in the numbers is a rolled-back transaction, never a pending one.
 ///
 /// Iteration is pulled: the log is read a batch at a time as the consumer asks, and the live buffer is bounded
 /// (the newest events are kept; older ones are read back from the log), so a slow consumer costs memory for

@@ -164,8 +164,10 @@ extension RecordStore {
             try await self.appendJournals(prepared.journals, to: sysID, table: concrete, caller: caller, now: now, db: db)
             try await within?(db, sysID)
             if concrete.name == "sys_user", !changed.isDisjoint(with: UserDirectory.credentialFields) {
-                // A new password, a lock or a deactivation ends every OAuth token of the user in the same commit.
+                // A new password, a lock or a deactivation ends every OAuth token and session of the user in the
+                // same commit.
                 try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
+                try await db.run("DELETE FROM docket_session WHERE user_id = " + .bind(sysID))
             }
             var after = values
             for entry in prepared.journals { after[entry.field] = entry.text }
@@ -204,6 +206,7 @@ extension RecordStore {
             try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
             if concrete.name == "sys_user" {
                 try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
+                try await db.run("DELETE FROM docket_session WHERE user_id = " + .bind(sysID))
             }
             // Attachment content goes with its metadata, and a record's attachments go with the record.
             if concrete.name == "sys_attachment" {

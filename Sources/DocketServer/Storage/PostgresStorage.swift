@@ -88,6 +88,12 @@ final class PostgresStorage: Storage {
         }
     }
 
+    func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: logger), dialect: dialect))
+        }
+    }
+
     func close() async throws {
         runTask.cancel()
         await runTask.value

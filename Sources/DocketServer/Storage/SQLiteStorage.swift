@@ -107,6 +107,10 @@ final class SQLiteStorage: Storage {
         }
     }
 
+    func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try await write(body)
+    }
+
     /// Only this process writes an SQLite file: it learns of every change as it commits.
     func logSignals() -> AsyncStream<Void>? { nil }
 

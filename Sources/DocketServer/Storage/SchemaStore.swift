@@ -19,6 +19,8 @@ enum SchemaStore {
         .once("2026-11-22-user-password-and-references") { db, now in try await upgradeUserFields(db, now: now) },
         .once("2026-11-22-attachment-creator-index") { db, _ in try await ensureAttachmentCreatorIndex(db) },
         .everyStart("metadata-files") { db, _ in try await syncMetadataFiles(db) },
+        .once("2026-11-22-sessions") { db, _ in try await createSessionTable(db) },
+        .once("2026-11-22-rate-counts") { db, _ in try await createRateCountTable(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -37,6 +39,8 @@ enum SchemaStore {
             try await writeMetadata(BaseSchema.tables, choices: BaseSchema.choices, db: db, now: GlideDateTime.format(now))
             try await syncMetadataFiles(db)
             try await ensureAttachmentCreatorIndex(db)
+            try await createSessionTable(db)
+            try await createRateCountTable(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
@@ -157,6 +161,24 @@ enum SchemaStore {
     /// The per-user attachment quota sums a user's attachments on every upload: index them by author.
     private static func ensureAttachmentCreatorIndex(_ db: SQLExecutor) async throws {
         try await db.run("CREATE INDEX IF NOT EXISTS ix_sys_attachment_creator ON sys_attachment (sys_created_by)")
+    }
+
+    /// Session cookies, shared by every docketd on the database (see ``SessionStore``).
+    private static func createSessionTable(_ db: SQLExecutor) async throws {
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_session (token_hash TEXT PRIMARY KEY NOT NULL, user_id TEXT NOT NULL,"
+                + " expires_at " + SQLFragment(db.dialect.integerType) + " NOT NULL)"
+        )
+        try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_session_user ON docket_session (user_id)")
+    }
+
+    /// Rate-limit counters per window, shared by every docketd on the database (see ``RateLimiter``).
+    private static func createRateCountTable(_ db: SQLExecutor) async throws {
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_rate_count (counter TEXT NOT NULL, window_start "
+                + SQLFragment(db.dialect.integerType) + " NOT NULL, count " + SQLFragment(db.dialect.integerType)
+                + " NOT NULL, PRIMARY KEY (counter, window_start))"
+        )
     }
 
     private static func createSideTables(_ db: SQLExecutor) async throws {

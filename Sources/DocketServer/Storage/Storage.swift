@@ -7,6 +7,10 @@ protocol Storage: Sendable {
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
     /// Runs `body` in a write transaction: committed when it returns, rolled back when it throws.
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
+    /// Runs one self-contained statement that writes outside the ordered write path: no event, nothing read
+    /// first (an atomic upsert of a counter). PostgreSQL runs it at once, without the write lock; SQLite queues it
+    /// with the other writes.
+    func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
     /// Closes every connection; no call may follow.
     func close() async throws
     /// Wake-ups whenever some process appended to the event log, for databases that several processes may

@@ -83,7 +83,7 @@ struct GraphQLSocketTests {
 
     @Test("protocol violations close the socket with the spec's codes", .timeLimit(.minutes(1)))
     func protocolViolations() async throws {
-        try await Self.withServer(configure: { $0.liveSocketInitTimeout = .milliseconds(300) }) { _, port in
+        try await Self.withServer(configure: { $0.liveSocketInitTimeout = .seconds(2) }) { _, port in
             // Not JSON, or no type.
             for text in ["not json", #"{"id":"1"}"#, #"{"type":"launch"}"#] {
                 let socket = try await TestSocket.open(port)

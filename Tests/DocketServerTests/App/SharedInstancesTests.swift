@@ -1,0 +1,110 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+@testable import DocketServer
+
+/// Two docketd applications on one PostgreSQL database, as behind a load balancer: a client may send each
+/// request to either and sees one service. Runs when `DOCKET_TEST_POSTGRES_URL` names a server.
+@Suite("Several instances, one service", .enabled(if: TestDatabase.postgres != nil))
+struct SharedInstancesTests {
+    static func withTwoApps(
+        _ test: @Sendable (any TestClientProtocol, any TestClientProtocol) async throws -> Void
+    ) async throws {
+        let directoryA = TemporaryDirectory()
+        let directoryB = TemporaryDirectory()
+        let configuration = try await TestApp.demoConfiguration(dataDirectory: directoryA.path)
+        var other = configuration
+        other.dataDirectory = directoryB.path
+        let a = try await buildApplication(configuration)
+        let b = try await buildApplication(other)
+        try await a.test(.router) { clientA in
+            try await b.test(.router) { clientB in try await test(clientA, clientB) }
+        }
+    }
+
+    static func cookie(_ response: TestResponse) throws -> String {
+        try #require(response.headers[.setCookie]?.split(separator: ";").first.map(String.init))
+    }
+
+    @Test("a session started on one instance works on the other, and a logout on either ends it on both")
+    func sessions() async throws {
+        try await Self.withTwoApps { a, b in
+            let cookie = try Self.cookie(try await a.get("/api/now/table/incident?sysparm_limit=1", .john))
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .ok)
+            #expect(try await a.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .ok)
+            _ = try await b.execute(uri: "/logout.do", method: .post, headers: [.cookie: cookie], body: nil)
+            #expect(try await a.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .unauthorized)
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .unauthorized)
+        }
+    }
+
+    @Test("a password changed through one instance ends the old password, sessions and tokens on the other at once")
+    func passwordChange() async throws {
+        try await Self.withTwoApps { a, b in
+            // B verified (and remembers) john's password, and holds a session and a token of his.
+            let cookie = try Self.cookie(try await b.get("/api/now/table/incident?sysparm_limit=1", .john))
+            let token = try await b.passwordGrant().string("access_token")
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", .bearer(token)).status == .ok)
+            let patched = try await a.send(
+                .patch, "/api/now/table/sys_user/\(DemoData.userID("john.doe"))", json: #"{"password":"changed-password"}"#,
+                headers: .admin
+            )
+            #expect(patched.status == .ok)
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", .john).status == .unauthorized)
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .unauthorized)
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", .bearer(token)).status == .unauthorized)
+            #expect(
+                try await b.get("/api/now/table/incident?sysparm_limit=1", .basic("john.doe", "changed-password")).status == .ok
+            )
+        }
+    }
+
+    @Test("a token revoked through one instance is refused by the other")
+    func revocation() async throws {
+        try await Self.withTwoApps { a, b in
+            let token = try await a.passwordGrant().string("access_token")
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", .bearer(token)).status == .ok)
+            let revoked = try await a.form("/oauth_revoke_token.do", "token=\(token)")
+            #expect(revoked.status == .ok)
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", .bearer(token)).status == .unauthorized)
+        }
+    }
+
+    @Test("a rate limit counts requests to every instance together, also when they come at once")
+    func rateLimits() async throws {
+        try await Self.withTwoApps { a, b in
+            let rule = try await a.send(
+                .post, "/api/now/table/sys_rate_limit_rules",
+                json: #"{"name":"itil table","resource":"table","type":"role","role":"itil","rate_limit":"10"}"#, headers: .admin
+            )
+            #expect(rule.status == .created)
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for index in 0..<16 {
+                    group.addTask { try await (index % 2 == 0 ? a : b).get("/api/now/table/incident?sysparm_limit=1").status }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .ok }.count == 10)
+            #expect(statuses.filter { $0 == .tooManyRequests }.count == 6)
+        }
+    }
+
+    @Test("a record changed through one instance reads changed through the other; a table added is there")
+    func recordsAndSchema() async throws {
+        try await Self.withTwoApps { a, b in
+            let uri = "/api/now/table/incident/\(Demo.incident1)?sysparm_fields=short_description"
+            #expect(try await b.get(uri, .admin).status == .ok)
+            let patched = try await a.send(.patch, uri, json: #"{"short_description":"Changed through A"}"#, headers: .admin)
+            #expect(patched.status == .ok)
+            #expect(try await b.get(uri, .admin).result.string("short_description") == "Changed through A")
+            let created = try await a.send(.post, "/api/now/table/sys_db_object", json: #"{"name":"u_fleet","label":"Fleet"}"#, headers: .admin)
+            #expect(created.status == .created)
+            let made = try await b.send(.post, "/api/now/table/u_fleet", json: "{}", headers: .admin)
+            #expect(made.status == .created)
+        }
+    }
+}
