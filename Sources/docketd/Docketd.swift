@@ -12,9 +12,10 @@ struct Docketd: AsyncParsableCommand {
         discussion: """
             `docketd` alone (or `docketd serve`) runs the server; see `docketd serve --help` for its options. \
             `docketd users create` adds an account to a data folder, such as the first administrator of a server \
-            started without --demo.
+            started without --demo. `docketd migrate` copies a whole database into an empty one (SQLite to \
+            PostgreSQL).
             """,
-        subcommands: [Serve.self, Users.self],
+        subcommands: [Serve.self, Users.self, Migrate.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -244,6 +245,64 @@ struct Serve: AsyncParsableCommand {
             throw ExitCode.failure
         }
         try await app.runService()
+    }
+}
+
+struct Migrate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate",
+        abstract: "Copy a whole database into an empty one, e.g. from SQLite to PostgreSQL.",
+        discussion: """
+            Every table and row is copied in one transaction on the target: records, journals, attachments and \
+            their content, users, sessions, OAuth clients and tokens, the event log with its sequence numbers (so \
+            live clients resume across the move), schema metadata and tables an administrator added. The source is \
+            first brought up to this docketd's schema, as serving it would. Stop every docketd that serves the \
+            source first. The target must hold no Docket database yet; on failure nothing is written to it. \
+            Example: docketd migrate --from sqlite:/var/lib/docket/docket.sqlite \
+            --to 'postgres://docket:SECRET@db:5432/docket'
+            """
+    )
+
+    @Option(help: "The database to copy: sqlite:PATH or postgres://… (default: the SQLite file in --data-dir).")
+    var from: String?
+
+    @Option(name: .customLong("data-dir"), help: "Data folder whose docket.sqlite is the source when --from is not given (env DOCKET_DATA_DIR; default ./.docket).")
+    var dataDirectory: String?
+
+    @Option(help: "The empty database to copy into: postgres://USER:PASSWORD@HOST:PORT/DATABASE[?schema=S] or sqlite:PATH.")
+    var to: String
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let source: StorageLocation
+        let target: StorageLocation
+        do {
+            let folder = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
+            source = try from.map { try StorageLocation(parsing: $0) } ?? folder.storageLocation
+            target = try StorageLocation(parsing: to)
+        } catch let error as StorageLocationError {
+            throw ValidationError(error.description)
+        }
+        if case .sqlite(let path) = source, !FileManager.default.fileExists(atPath: path) {
+            throw ValidationError("There is no database at \(path).")
+        }
+        var logger = Logger(label: "docketd.migrate")
+        logger.logLevel = .warning
+        do {
+            let report = try await DatabaseCopy.copy(from: source, to: target, logger: logger) { table, rows in
+                FileHandle.standardError.write(Data("  \(table): \(rows) rows\n".utf8))
+            }
+            print("Copied \(report.totalRows) rows in \(report.rows.count) tables from \(source.redacted) to \(target.redacted).")
+        } catch let failure as DatabaseCopy.Failure {
+            FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
+            throw ExitCode.failure
+        } catch let failure as PostgresStorageError {
+            FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
+            throw ExitCode.failure
+        } catch let refusal as Migrations.Refusal {
+            FileHandle.standardError.write(Data("Error: \(refusal.description)\n".utf8))
+            throw ExitCode.failure
+        }
     }
 }
 

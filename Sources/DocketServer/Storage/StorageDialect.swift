@@ -112,4 +112,25 @@ enum StorageDialect: Sendable {
         case .postgres: return "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = " + .bind(name)
         }
     }
+
+    /// Every table of the database (of the current schema on PostgreSQL), one row each, the name in `name`.
+    var tableNames: SQLFragment {
+        switch self {
+        case .sqlite: return "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%' ORDER BY name"
+        case .postgres:
+            return "SELECT table_name AS name FROM information_schema.tables WHERE table_schema = current_schema()"
+                + " AND table_type = 'BASE TABLE' ORDER BY table_name"
+        }
+    }
+
+    /// After rows were copied in with their sequence numbers, makes the event log's next number follow the
+    /// highest copied (SQLite keeps its AUTOINCREMENT counter up to date by itself).
+    var eventLogSequenceReset: SQLFragment? {
+        switch self {
+        case .sqlite: return nil
+        case .postgres:
+            return "SELECT setval(pg_get_serial_sequence('docket_event_log', 'seq'), GREATEST(COALESCE(MAX(seq), 0), 1),"
+                + " COALESCE(MAX(seq), 0) > 0) FROM docket_event_log"
+        }
+    }
 }

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The same Table API load on SQLite and on PostgreSQL (one docketd, then two sharing the database), with wrk,
+# against a release build on loopback.
+#
+#   Benchmarks/storage.sh [duration-seconds] [connections]
+#
+# Needs wrk and curl, and a PostgreSQL server: DOCKET_BENCH_POSTGRES_URL (a database docketd may create schemas
+# in), or else scripts/postgres-cluster.sh starts a throw-away one. For each storage it measures:
+#   - GET one incident (Basic)                      a cache hit; on PostgreSQL plus the per-request catch-up read
+#   - GET 20 incidents, priority<=3, by number      a query through the compiler
+#   - POST a new incident (Basic)                   a write: number, journal, event, commit
+# and, on PostgreSQL, the POST again with the load split over two docketd on the same database.
+# Prints a Markdown table for docs/performance.md.
+set -euo pipefail
+duration="${1:-10}"
+connections="${2:-16}"
+threads=2
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+for tool in wrk curl; do
+    command -v "$tool" >/dev/null || { echo "$tool is not installed (apt-get install -y $tool)" >&2; exit 1; }
+done
+swift build -c release --product docketd >&2
+bin="$(swift build -c release --show-bin-path)/docketd"
+work="$(mktemp -d)"
+pids=()
+started_cluster=""
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+    [ -n "$started_cluster" ] && scripts/postgres-cluster.sh stop
+    rm -rf "$work"
+}
+trap cleanup EXIT
+postgres="${DOCKET_BENCH_POSTGRES_URL:-}"
+if [ -z "$postgres" ]; then
+    postgres="$(scripts/postgres-cluster.sh start 55433)"
+    started_cluster=1
+fi
+separator="?"; [[ "$postgres" == *\?* ]] && separator="&"
+schema="bench_$(date +%s)"
+
+start() { # name, database URL (empty for SQLite); sets $url
+    local out="$work/$1.out"
+    local args=(--port 0 --data-dir "$work/$1" --log-level warning --demo)
+    [ -n "$2" ] && args+=(--database "$2")
+    "$bin" "${args[@]}" >"$out" 2>"$work/$1.log" &
+    pids+=($!)
+    for _ in $(seq 1 200); do grep -q 'listening on' "$out" 2>/dev/null && break; sleep 0.1; done
+    url="$(sed -n 's/^docketd listening on //p' "$out")"
+    [ -n "$url" ] || { echo "docketd $1 did not start:" >&2; cat "$work/$1.log" >&2; exit 1; }
+}
+
+header="Authorization: Basic $(printf 'admin:admin' | base64)"
+cat >"$work/post.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Basic $(printf 'admin:admin' | base64)"
+wrk.body = '{"short_description":"Benchmark write","impact":"2","urgency":"2"}'
+LUA
+
+measure() { # name, urls (space-separated: split the connections), path, [lua]
+    local urls=($2) each=$((connections / ${#urls[@]})) outs=() i=0 wrkpids=()
+    for u in "${urls[@]}"; do
+        if [ -n "${4:-}" ]; then
+            wrk -t1 -c"$each" -d"${duration}s" --latency -s "$4" "$u$3" >"$work/wrk$i" &
+        else
+            wrk -t"$threads" -c"$each" -d"${duration}s" --latency -H "$header" "$u$3" >"$work/wrk$i" &
+        fi
+        wrkpids+=($!); outs+=("$work/wrk$i"); i=$((i + 1))
+    done
+    wait "${wrkpids[@]}"
+    local rps=0 p50 p99 errors=0
+    for o in "${outs[@]}"; do
+        rps="$(awk -v a="$rps" '/^Requests\/sec/ {printf "%.0f", a + $2}' "$o")"
+        errors=$((errors + $(awk '/Non-2xx/ {n = $5} END {print n + 0}' "$o")))
+    done
+    p50="$(awk '$1 == "50%" {print $2}' "${outs[0]}")"
+    p99="$(awk '$1 == "99%" {print $2}' "${outs[0]}")"
+    echo "| $1 | $rps | $p50 | $p99 | $errors |"
+}
+
+echo "| storage, request | requests/s | p50 | p99 | non-2xx |"
+echo "|---|---|---|---|---|"
+for storage in sqlite postgres; do
+    if [ "$storage" = sqlite ]; then start sqlite ""; else start postgres "$postgres${separator}schema=$schema"; fi
+    id="$(curl -sf -H "$header" "$url/api/now/table/incident?number=INC0010001&sysparm_fields=sys_id" | sed 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/')"
+    measure "$storage: GET one incident" "$url" "/api/now/table/incident/$id"
+    measure "$storage: GET 20 incidents, priority<=3, by number" "$url" "/api/now/table/incident?sysparm_limit=20&sysparm_query=priority%3C%3D3%5EORDERBYnumber"
+    measure "$storage: POST an incident" "$url" "/api/now/table/incident" "$work/post.lua"
+done
+first="$url"
+start postgres2 "$postgres${separator}schema=$schema"
+measure "postgres, two docketd: POST an incident (load split)" "$first $url" "/api/now/table/incident" "$work/post.lua"
+measure "postgres, two docketd: GET one incident (load split)" "$first $url" "/api/now/table/incident/$id"

@@ -1,0 +1,89 @@
+import DocketModel
+import Foundation
+import Logging
+import Testing
+
+@testable import DocketServer
+
+/// `docketd migrate`: a whole database copied into an empty one serves exactly what the original served, and
+/// goes on from where it stopped (numbers, event sequences). Into SQLite always; into PostgreSQL when
+/// `DOCKET_TEST_POSTGRES_URL` names a server.
+@Suite("Copying a database")
+struct DatabaseCopyTests {
+    static var targets: [String] { TestDatabase.postgres == nil ? ["sqlite"] : ["sqlite", "postgres"] }
+
+    @Test("everything arrives: records, journals, attachment bytes, an added table, the event log; numbering goes on", arguments: targets)
+    func copy(_ kind: String) async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let source = StorageLocation.sqlite(path: directory.path + "/source.sqlite")
+        let target = kind == "sqlite" ? .sqlite(path: directory.path + "/target.sqlite") : try #require(TestDatabase.freshPostgres())
+        let hasher = PasswordHasher(cost: 4)
+        // A source with the demo data and a bit of everything.
+        let original = try await source.open(logger: Logger(label: "test"))
+        let (store, _) = try await RecordStore.open(storage: original, logger: Logger(label: "test"), hashPassword: hasher.hash)
+        try await DemoData.seed(store)
+        _ = try await store.insert(into: "sys_db_object", values: ["name": "u_asset", "label": "Asset"], caller: Callers.admin)
+        _ = try await store.insert(
+            into: "sys_dictionary", values: ["name": "u_asset", "element": "u_serial", "internal_type": "string", "column_label": "Serial"],
+            caller: Callers.admin
+        )
+        let asset = try await store.insert(into: "u_asset", values: ["u_serial": "SN-1"], caller: Callers.admin)
+        let incident = try await store.insert(
+            into: "incident", values: ["short_description": "Before the move", "comments": "First comment"], caller: Callers.john
+        )
+        let bytes = (0..<600).map { UInt8($0 % 256) }
+        let attachment = try await store.addAttachment(
+            .init(tableName: "incident", recordID: incident, fileName: "a.bin", contentType: "application/octet-stream", bytes: bytes),
+            caller: Callers.john
+        )
+        let number = try await store.get(incident, in: "incident", caller: Callers.admin).record["number"]
+        let lastSequence = try await store.latestSequence()
+        let eventCount = try await store.events(after: 0, limit: 100_000).count
+        try await original.close()
+
+        let report = try await DatabaseCopy.copy(from: source, to: target, logger: Logger(label: "test"))
+        #expect(report.rows.contains { $0.table == "u_asset" && $0.count == 1 })
+        #expect(report.rows.contains { $0.table == "docket_attachment_data" && $0.count == 1 })
+
+        // Copying again into the same (now filled) target is refused.
+        await #expect(throws: DatabaseCopy.Failure.self) {
+            try await DatabaseCopy.copy(from: source, to: target, logger: Logger(label: "test"))
+        }
+
+        let copied = try await target.open(logger: Logger(label: "test"))
+        let (moved, isNew) = try await RecordStore.open(storage: copied, logger: Logger(label: "test"), hashPassword: hasher.hash)
+        #expect(!isNew)
+        #expect(try await moved.get(asset, in: "u_asset", caller: Callers.admin).record["u_serial"] == "SN-1")
+        let record = try await moved.get(incident, in: "incident", caller: Callers.john).record
+        #expect(record["short_description"] == "Before the move")
+        #expect(record["number"] == number)
+        #expect(try await moved.journalEntries(for: [incident], elements: ["comments"])[incident]?.first?.value == "First comment")
+        #expect(try await moved.attachmentContent(attachment, caller: Callers.john).bytes == bytes)
+        #expect(try await moved.latestSequence() == lastSequence)
+        #expect(try await moved.events(after: 0, limit: 100_000).count == eventCount)
+        // The copy goes on from where the original stopped.
+        let next = try await moved.insert(into: "incident", values: ["short_description": "After the move"], caller: Callers.john)
+        let nextNumber = try await moved.get(next, in: "incident", caller: Callers.admin).record["number"]
+        #expect(nextNumber > number)
+        #expect(try await moved.latestSequence() == lastSequence + 1)
+        // Users log in with the passwords they had.
+        let account = try await UserDirectory(store: moved).account(userName: "john.doe")
+        #expect(try await hasher.verify("password", hash: try #require(account).passwordHash))
+        try await copied.close()
+        await hasher.shutdown()
+    }
+
+    @Test("a source that is no Docket database, or the same database as the target, is refused")
+    func refused() async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let empty = StorageLocation.sqlite(path: directory.path + "/empty.sqlite")
+        await #expect(throws: DatabaseCopy.Failure.self) {
+            try await DatabaseCopy.copy(from: empty, to: .sqlite(path: directory.path + "/t.sqlite"), logger: Logger(label: "test"))
+        }
+        await #expect(throws: DatabaseCopy.Failure.self) {
+            try await DatabaseCopy.copy(from: empty, to: empty, logger: Logger(label: "test"))
+        }
+    }
+}
