@@ -13,6 +13,8 @@ import Synchronization
 final class SharedChanges: Sendable {
     private let applied = Mutex<Int?>(nil)
     private let reading = AsyncLock()
+    /// Reads of the log's head, shared by requests that arrive together.
+    let head = SharedRead()
 
     /// Starts following at `sequence` (the log's head when the engine opened).
     func start(at sequence: Int) { applied.withLock { $0 = sequence } }
@@ -46,7 +48,7 @@ extension RecordStore {
     /// at once). Returns at once where only this process writes.
     func catchUp() async throws {
         guard shared.isFollowing else { return }
-        let head = try await latestSequence()
+        let head = try await shared.head.value { try await self.latestSequence() }
         guard head > shared.current else { return }
         try await shared.exclusively {
             while self.shared.current < head {
@@ -61,6 +63,57 @@ extension RecordStore {
                 self.shared.advance(to: last.sequence)
             }
             self.shared.advance(to: head)
+        }
+    }
+}
+
+/// One read shared by every caller that asked for it before it started: a caller never gets a value read
+/// before it asked (it would miss a commit answered just before), and concurrent callers cost one read between
+/// them. While a read runs, new callers queue for the next one, which starts when it ends.
+final class SharedRead: Sendable {
+    private struct State {
+        var running: (id: Int, task: Task<Int, any Error>)?
+        var queued: (id: Int, task: Task<Int, any Error>)?
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    func value(_ read: @escaping @Sendable () async throws -> Int) async throws -> Int {
+        let task = state.withLock { state -> Task<Int, any Error> in
+            if let queued = state.queued { return queued.task }
+            let id = state.nextID
+            state.nextID += 1
+            let previous = state.running?.task
+            let task = Task {
+                if let previous { _ = try? await previous.value }
+                self.begin(id)
+                defer { self.end(id) }
+                return try await read()
+            }
+            if previous == nil {
+                state.running = (id, task)
+            } else {
+                state.queued = (id, task)
+            }
+            return task
+        }
+        return try await task.value
+    }
+
+    /// The queued read starts: from now on callers wait for the one after it.
+    private func begin(_ id: Int) {
+        state.withLock { state in
+            if let queued = state.queued, queued.id == id {
+                state.running = queued
+                state.queued = nil
+            }
+        }
+    }
+
+    private func end(_ id: Int) {
+        state.withLock { state in
+            if state.running?.id == id { state.running = nil }
         }
     }
 }
