@@ -6,8 +6,8 @@
 Checks, with nothing but the standard library:
   - every write instance A acknowledged (201) before it died is there, read through instance B;
   - a live stream (SSE, /api/docket/events) that followed A resumes on B with Last-Event-ID and, together with
-    what it had from A, receives every event of the log after its start in order, each once: the same list
-    the log itself holds (read through B with follow=false).
+    what it had from A, receives every event of the log after its start in order, each once (those written
+    through B while it was away included): the same list the log itself holds (read through B with follow=false).
 Exits 0 when all hold; prints what failed otherwise.
 """
 
@@ -162,6 +162,12 @@ def main():
                 if status != 200:
                     failures.append("acknowledged write %s is missing on B (%d)" % (sys_id, status))
                     break
+
+            # Clients carry on through B while the stream is away: it must catch up on these when it resumes.
+            for index in range(10):
+                status, _ = request(port_b, "POST", "/api/now/table/incident", {"short_description": "after the kill %d" % index})
+                if status != 201:
+                    failures.append("a write through B after the kill answered %d" % status)
 
             # The log itself, after the stream's start, as B reads it.
             log = []
