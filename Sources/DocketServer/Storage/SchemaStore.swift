@@ -21,6 +21,7 @@ enum SchemaStore {
         .everyStart("metadata-files") { db, _ in try await syncMetadataFiles(db) },
         .once("2026-11-22-sessions") { db, _ in try await createSessionTable(db) },
         .once("2026-11-22-rate-counts") { db, _ in try await createRateCountTable(db) },
+        .once("2026-11-22-task-assignee-index") { db, _ in try await ensureAssigneeIndex(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -41,6 +42,7 @@ enum SchemaStore {
             try await ensureAttachmentCreatorIndex(db)
             try await createSessionTable(db)
             try await createRateCountTable(db)
+            try await ensureAssigneeIndex(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
@@ -161,6 +163,17 @@ enum SchemaStore {
     /// The per-user attachment quota sums a user's attachments on every upload: index them by author.
     private static func ensureAttachmentCreatorIndex(_ db: SQLExecutor) async throws {
         try await db.run("CREATE INDEX IF NOT EXISTS ix_sys_attachment_creator ON sys_attachment (sys_created_by)")
+    }
+
+    /// "My active work, most recently updated first", the list every client starts with
+    /// (`assigned_to=<me>^active=true^ORDERBYDESCsys_updated_on`), is read from this index a page at a time,
+    /// whatever the size of `task`. Its directions are those the compiler sorts by, NULL placement included.
+    private static func ensureAssigneeIndex(_ db: SQLExecutor) async throws {
+        try await db.run(
+            "CREATE INDEX IF NOT EXISTS ix_task_assigned_active_updated ON task (assigned_to, active, sys_updated_on"
+                + SQLFragment(db.dialect.direction(descending: true)) + ", sys_id"
+                + SQLFragment(db.dialect.direction(descending: false)) + ")"
+        )
     }
 
     /// Session cookies, shared by every docketd on the database (see ``SessionStore``).
