@@ -10,7 +10,8 @@
 #   - GET 20 incidents, priority<=3, by number      a query through the compiler
 #   - POST a new incident (Basic)                   a write: number, journal, event, commit
 # and, on PostgreSQL, the POST again with the load split over two docketd on the same database.
-# Prints a Markdown table for docs/performance.md.
+# Prints a Markdown table for docs/performance.md, with the CPU time per request of docketd (all instances
+# together) and of the PostgreSQL server (all its processes).
 set -euo pipefail
 duration="${1:-10}"
 connections="${2:-16}"
@@ -39,6 +40,16 @@ fi
 separator="?"; [[ "$postgres" == *\?* ]] && separator="&"
 schema="bench_$(date +%s)"
 
+declare -A pid_of
+ticks_of() { # pids…: user + system clock ticks, summed
+    local total=0 pid
+    for pid in "$@"; do
+        [ -r "/proc/$pid/stat" ] && total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
+    done
+    echo "$total"
+}
+postgres_pids() { pgrep -x postgres || pgrep -f 'postgres:' || true; }
+
 start() { # name, database URL (empty for SQLite); sets $url
     local out="$work/$1.out"
     local args=(--port 0 --data-dir "$work/$1" --log-level warning --demo)
@@ -48,6 +59,7 @@ start() { # name, database URL (empty for SQLite); sets $url
     for _ in $(seq 1 200); do grep -q 'listening on' "$out" 2>/dev/null && break; sleep 0.1; done
     url="$(sed -n 's/^docketd listening on //p' "$out")"
     [ -n "$url" ] || { echo "docketd $1 did not start:" >&2; cat "$work/$1.log" >&2; exit 1; }
+    pid_of[$url]="${pids[-1]}"
 }
 
 header="Authorization: Basic $(printf 'admin:admin' | base64)"
@@ -59,7 +71,12 @@ wrk.body = '{"short_description":"Benchmark write","impact":"2","urgency":"2"}'
 LUA
 
 measure() { # name, urls (space-separated: split the connections), path, [lua]
-    local urls=($2) each=$((connections / ${#urls[@]})) outs=() i=0 wrkpids=()
+    local urls=($2) each=$((connections / ${#urls[@]})) outs=() i=0 wrkpids=() servers=() u
+    for u in "${urls[@]}"; do servers+=("${pid_of[$u]}"); done
+    local db_pids=($(postgres_pids))
+    local server_before db_before
+    server_before="$(ticks_of "${servers[@]}")"
+    db_before="$(ticks_of "${db_pids[@]}")"
     for u in "${urls[@]}"; do
         if [ -n "${4:-}" ]; then
             wrk -t1 -c"$each" -d"${duration}s" --latency -s "$4" "$u$3" >"$work/wrk$i" &
@@ -69,18 +86,25 @@ measure() { # name, urls (space-separated: split the connections), path, [lua]
         wrkpids+=($!); outs+=("$work/wrk$i"); i=$((i + 1))
     done
     wait "${wrkpids[@]}"
-    local rps=0 p50 p99 errors=0
+    local server_ticks=$(( $(ticks_of "${servers[@]}") - server_before ))
+    local db_ticks=$(( $(ticks_of "${db_pids[@]}") - db_before ))
+    local rps=0 p50 p99 errors=0 requests=0
     for o in "${outs[@]}"; do
         rps="$(awk -v a="$rps" '/^Requests\/sec/ {printf "%.0f", a + $2}' "$o")"
+        requests=$((requests + $(awk '/requests in/ {print $1}' "$o")))
         errors=$((errors + $(awk '/Non-2xx/ {n = $5} END {print n + 0}' "$o")))
     done
     p50="$(awk '$1 == "50%" {print $2}' "${outs[0]}")"
     p99="$(awk '$1 == "99%" {print $2}' "${outs[0]}")"
-    echo "| $1 | $rps | $p50 | $p99 | $errors |"
+    local hz; hz="$(getconf CLK_TCK)"
+    local cpu db=""
+    cpu="$(awk -v t="$server_ticks" -v n="$requests" -v hz="$hz" 'BEGIN { printf "%.0f", t / hz / n * 1e6 }')"
+    case "$1" in sqlite*) db="—" ;; *) db="$(awk -v t="$db_ticks" -v n="$requests" -v hz="$hz" 'BEGIN { printf "%.0f", t / hz / n * 1e6 }')" ;; esac
+    echo "| $1 | $rps | $p50 | $p99 | $errors | $cpu | $db |"
 }
 
-echo "| storage, request | requests/s | p50 | p99 | non-2xx |"
-echo "|---|---|---|---|---|"
+echo "| storage, request | requests/s | p50 | p99 | non-2xx | docketd CPU µs/request | PostgreSQL CPU µs/request |"
+echo "|---|---|---|---|---|---|---|"
 for storage in sqlite postgres; do
     if [ "$storage" = sqlite ]; then start sqlite ""; else start postgres "$postgres${separator}schema=$schema"; fi
     id="$(curl -sf -H "$header" "$url/api/now/table/incident?number=INC0010001&sysparm_fields=sys_id" | sed 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/')"
