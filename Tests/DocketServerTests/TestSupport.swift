@@ -176,6 +176,20 @@ enum TestApp {
     }
 }
 
+extension EventLogFollower {
+    /// Starts reading the first `count` events at once (in a task); its value is them, in order.
+    func first(_ count: Int) -> Task<[ChangeEvent], any Error> {
+        Task {
+            var events: [ChangeEvent] = []
+            for try await event in self {
+                events.append(event)
+                if events.count == count { break }
+            }
+            return events
+        }
+    }
+}
+
 /// Demo users' callers, as the engine sees them.
 enum Callers {
     static let john = Caller(userID: DemoData.userID("john.doe"), userName: "john.doe", displayName: "John Doe", roles: ["itil"])

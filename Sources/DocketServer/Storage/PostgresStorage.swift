@@ -74,16 +74,9 @@ final class PostgresStorage: Storage {
                 let executor = SQLExecutor(
                     runner: PostgresRunner(connection: connection, logger: self.logger), dialect: self.dialect
                 )
-                try await executor.run(SQLFragment(self.dialect.beginTransaction))
-                do {
-                    try await executor.run("SELECT pg_advisory_xact_lock(" + .bind(Int(Self.writeLockKey)) + ")")
-                    let result = try await body(executor)
-                    try await executor.run("COMMIT")
-                    return result
-                } catch {
-                    try? await executor.run("ROLLBACK")
-                    throw error
-                }
+                return try await executor.transaction(
+                    first: ["SELECT pg_advisory_xact_lock(" + .bind(Int(Self.writeLockKey)) + ")"], body
+                )
             }
         }
     }

@@ -94,17 +94,7 @@ final class SQLiteStorage: Storage {
 
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         let executor = SQLExecutor(runner: SQLiteRunner(connection: writer), dialect: dialect)
-        return try await writeLock.withLock {
-            try await executor.run(SQLFragment(self.dialect.beginTransaction))
-            do {
-                let result = try await body(executor)
-                try await executor.run("COMMIT")
-                return result
-            } catch {
-                try? await executor.run("ROLLBACK")
-                throw error
-            }
-        }
+        return try await writeLock.withLock { try await executor.transaction(body) }
     }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {

@@ -40,6 +40,23 @@ struct SQLExecutor: Sendable {
     /// Runs a statement that returns no rows.
     func run(_ sql: SQLFragment) async throws { _ = try await runner.rows(sql) }
 
+    /// Runs `body` in a transaction on this connection: `dialect.beginTransaction`, then the statements of
+    /// `first` (a lock to take), then `body`; committed when it returns, rolled back when anything throws.
+    func transaction<T: Sendable>(
+        first: [SQLFragment] = [], _ body: @Sendable (SQLExecutor) async throws -> T
+    ) async throws -> T {
+        try await run(SQLFragment(dialect.beginTransaction))
+        do {
+            for statement in first { try await run(statement) }
+            let result = try await body(self)
+            try await run("COMMIT")
+            return result
+        } catch {
+            try? await run("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Runs a statement that returns one integer (a count).
     func integer(_ sql: SQLFragment) async throws -> Int {
         try await rows(sql).first?.first.intValue ?? 0

@@ -60,15 +60,7 @@ struct EventLogTests {
     func live() async throws {
         try await TestApp.withStore { store in
             let now = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
-            let stream = store.subscribe(after: now)
-            let reader = Task {
-                var events: [ChangeEvent] = []
-                for try await event in stream {
-                    events.append(event)
-                    if events.count == 3 { break }
-                }
-                return events
-            }
+            let reader = store.subscribe(after: now).first(3)
             let id = try await store.insert(into: "incident", values: ["short_description": "live"], caller: Callers.admin)
             try await store.update(id, in: "incident", values: ["short_description": "live, changed"], caller: Callers.admin)
             try await store.delete(id, from: "incident", caller: Callers.admin)

@@ -71,15 +71,7 @@ struct SharedDatabaseTests {
         try await Self.withTwoInstances { a, b in
             let start = try await b.latestSequence()
             let perInstance = 20
-            let stream = b.subscribe(after: start)
-            let reader = Task {
-                var events: [ChangeEvent] = []
-                for try await event in stream {
-                    events.append(event)
-                    if events.count == 2 * perInstance { break }
-                }
-                return events
-            }
+            let reader = b.subscribe(after: start).first(2 * perInstance)
             // Both instances write at once; sequences are drawn under the shared write lock.
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for (store, name) in [(a, "A"), (b, "B")] {
@@ -105,15 +97,7 @@ struct SharedDatabaseTests {
     func notified() async throws {
         try await Self.withTwoInstances { a, b in
             let start = try await b.latestSequence()
-            let stream = b.subscribe(after: start)
-            let reader = Task {
-                var events: [ChangeEvent] = []
-                for try await event in stream {
-                    events.append(event)
-                    if events.count == 3 { break }
-                }
-                return events
-            }
+            let reader = b.subscribe(after: start).first(3)
             let id = try await a.insert(into: "incident", values: ["short_description": "from A"], caller: Callers.admin)
             try await a.update(id, in: "incident", values: ["short_description": "from A, changed"], caller: Callers.admin)
             try await a.delete(id, from: "incident", caller: Callers.admin)
