@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import NIOPosix
 import PostgresKit
 import PostgresNIO
 import SQLKit
@@ -138,9 +139,19 @@ final class PostgresStorage: Storage {
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return message }
-            if let underlying = error.underlying { return String(describing: underlying) }
+            if let underlying = error.underlying { return describe(underlying) }
             return "\(error.code)"
         }
+        if let error = error as? NIOConnectionError {
+            // "connection refused", "host unreachable": the system's words for the last address tried.
+            let reasons = error.connectionErrors.map { failure -> String in
+                if let io = failure.error as? IOError { return String(cString: strerror(io.errnoCode)).lowercased() }
+                return String(describing: failure.error)
+            }
+            let reason = reasons.last ?? (error.dnsAError ?? error.dnsAAAAError).map { _ in "the host name does not resolve" }
+            return "cannot connect to \(error.host):\(error.port)" + (reason.map { " (\($0))" } ?? "")
+        }
+        if let error = error as? IOError { return String(cString: strerror(error.errnoCode)).lowercased() }
         return String(describing: error)
     }
 }
