@@ -214,13 +214,7 @@ struct Serve: AsyncParsableCommand {
             }
             configuration.initialAdmin = (user, password)
         }
-        if let text = database ?? environment["DOCKET_DATABASE_URL"], !text.isEmpty {
-            do {
-                configuration.database = try StorageLocation(parsing: text)
-            } catch {
-                throw ValidationError(error.description)
-            }
-        }
+        configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
         // The port is checked before the data folder is touched: a failed start writes nothing.
         // A StartupFailure is a sentence to act on: printed as it is, without the usage text.
         try await ListenAddress.check(host: configuration.host, port: configuration.port)
@@ -230,19 +224,15 @@ struct Serve: AsyncParsableCommand {
         let scheme = configuration.usesTLS ? "https" : "http"
         let app: any ApplicationProtocol
         do {
-            app = try await buildApplication(configuration) { channel in
-                let actualPort = channel.localAddress?.port ?? configuredPort
-                // Written in one call, unbuffered, so scripts waiting for this line see it at once.
-                FileHandle.standardOutput.write(Data("docketd listening on \(scheme)://\(host):\(actualPort)\n".utf8))
+            app = try await explainingFailures {
+                try await buildApplication(configuration) { channel in
+                    let actualPort = channel.localAddress?.port ?? configuredPort
+                    // Written in one call, unbuffered, so scripts waiting for this line see it at once.
+                    FileHandle.standardOutput.write(Data("docketd listening on \(scheme)://\(host):\(actualPort)\n".utf8))
+                }
             }
         } catch let failure as TLSSetup.Failure {
             throw ValidationError(failure.description)
-        } catch let refusal as Migrations.Refusal {
-            FileHandle.standardError.write(Data("Error: \(refusal.description)\n".utf8))
-            throw ExitCode.failure
-        } catch let failure as PostgresStorageError {
-            FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
-            throw ExitCode.failure
         }
         try await app.runService()
     }
@@ -276,34 +266,48 @@ struct Migrate: AsyncParsableCommand {
         let environment = ProcessInfo.processInfo.environment
         let source: StorageLocation
         let target: StorageLocation
-        do {
-            let folder = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
-            source = try from.map { try StorageLocation(parsing: $0) } ?? folder.storageLocation
-            target = try StorageLocation(parsing: to)
-        } catch let error as StorageLocationError {
-            throw ValidationError(error.description)
-        }
+        let folder = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
+        source = try databaseLocation(from) ?? folder.storageLocation
+        target = try databaseLocation(to) ?? folder.storageLocation
+        guard target != source else { throw ValidationError("--to names the database being copied; give an empty one.") }
         if case .sqlite(let path) = source, !FileManager.default.fileExists(atPath: path) {
             throw ValidationError("There is no database at \(path).")
         }
         var logger = Logger(label: "docketd.migrate")
         logger.logLevel = .warning
-        do {
-            let report = try await DatabaseCopy.copy(from: source, to: target, logger: logger) { table, rows in
+        let report = try await explainingFailures {
+            try await DatabaseCopy.copy(from: source, to: target, logger: logger) { table, rows in
                 FileHandle.standardError.write(Data("  \(table): \(rows) rows\n".utf8))
             }
-            print("Copied \(report.totalRows) rows in \(report.rows.count) tables from \(source.redacted) to \(target.redacted).")
-        } catch let failure as DatabaseCopy.Failure {
-            FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
-            throw ExitCode.failure
-        } catch let failure as PostgresStorageError {
-            FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
-            throw ExitCode.failure
-        } catch let refusal as Migrations.Refusal {
-            FileHandle.standardError.write(Data("Error: \(refusal.description)\n".utf8))
-            throw ExitCode.failure
         }
+        print("Copied \(report.totalRows) rows in \(report.rows.count) tables from \(source.redacted) to \(target.redacted).")
     }
+}
+
+/// The database a flag or variable names; nil when none is given (the data folder's SQLite file then).
+func databaseLocation(_ text: String?) throws -> StorageLocation? {
+    guard let text, !text.isEmpty else { return nil }
+    do {
+        return try StorageLocation(parsing: text)
+    } catch {
+        throw ValidationError(error.description)
+    }
+}
+
+/// Runs `body`; a failure that is a sentence to act on (a database a newer docketd wrote, one that cannot be
+/// reached, a copy that cannot be made) is printed as `Error: …` without the usage text, and exits 1.
+@discardableResult
+func explainingFailures<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let failure as Migrations.Refusal {
+        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
+    } catch let failure as PostgresStorageError {
+        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
+    } catch let failure as DatabaseCopy.Failure {
+        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
+    }
+    throw ExitCode.failure
 }
 
 struct Users: AsyncParsableCommand {
@@ -359,17 +363,13 @@ struct CreateUser: AsyncParsableCommand {
             password = first
         }
         var configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
-        if let text = database ?? environment["DOCKET_DATABASE_URL"], !text.isEmpty {
-            do {
-                configuration.database = try StorageLocation(parsing: text)
-            } catch {
-                throw ValidationError(error.description)
-            }
+        configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
+        try await explainingFailures {
+            try await UserAdministration.createUser(
+                in: configuration, userName: userName, password: password, roles: (admin ? ["admin"] : []) + roles,
+                firstName: firstName, lastName: lastName, email: email
+            )
         }
-        try await UserAdministration.createUser(
-            in: configuration, userName: userName, password: password, roles: (admin ? ["admin"] : []) + roles,
-            firstName: firstName, lastName: lastName, email: email
-        )
         let roleText = ((admin ? ["admin"] : []) + roles).joined(separator: ", ")
         print("Created user \(userName)\(roleText.isEmpty ? "" : " with roles: \(roleText)") in \(configuration.storageLocation.redacted).")
     }

@@ -180,10 +180,10 @@ struct EventLogRetentionService: Service {
                 }
                 do {
                     let hour = Int(Date().timeIntervalSince1970) / 3600 * 3600
-                    try await RateLimiter.pruneSharedCounts(before: hour, storage: store.storage)
+                    try await RateCounts(storage: store.storage).prune(before: hour)
                     try await SessionStore(storage: store.storage).prune()
                 } catch {
-                    logger.warning("Could not remove ended sessions", metadata: ["error": "\(error)"])
+                    logger.warning("Could not remove ended sessions and rate counts", metadata: ["error": "\(error)"])
                 }
                 try await Task.sleep(for: .seconds(3600))
             }

@@ -71,7 +71,7 @@ final class RateLimiter: Sendable, ChangeObserver {
         let reset = window + 3600
         let key = rule.sysID + "|" + caller.userID
         if store.storage.isShared {
-            let count = try await Self.sharedCount(key, window: window, limit: rule.limit, storage: store.storage)
+            let count = try await RateCounts(storage: store.storage).count(key, window: window, limit: rule.limit)
             return Decision(rule: rule, allowed: count < rule.limit, reset: reset, retryAfter: max(1, reset - seconds))
         }
         let count = state.withLock { state -> Int in
@@ -84,27 +84,6 @@ final class RateLimiter: Sendable, ChangeObserver {
             return current
         }
         return Decision(rule: rule, allowed: count < rule.limit, reset: reset, retryAfter: max(1, reset - seconds))
-    }
-
-    /// Counts a request in the database, where every docketd sharing it counts (one atomic upsert, outside the
-    /// write lock); returns the count before this request, which is not counted once the limit is reached.
-    static func sharedCount(_ key: String, window: Int, limit: Int, storage: any Storage) async throws -> Int {
-        try await storage.writeUnordered { db in
-            let rows = try await db.rows(
-                "INSERT INTO docket_rate_count (counter, window_start, count) VALUES (" + .bind(key) + ", " + .bind(window)
-                    + ", 1) ON CONFLICT (counter, window_start) DO UPDATE SET count = docket_rate_count.count + 1"
-                    + " WHERE docket_rate_count.count < " + .bind(limit) + " RETURNING count"
-            )
-            guard let count = rows.first?.first.intValue else { return limit }
-            return count - 1
-        }
-    }
-
-    /// Removes counters of windows that ended.
-    static func pruneSharedCounts(before window: Int, storage: any Storage) async throws {
-        try await storage.writeUnordered { db in
-            try await db.run("DELETE FROM docket_rate_count WHERE window_start < " + .bind(window))
-        }
     }
 
     private func loadRules() async throws -> [Rule] {

@@ -1,4 +1,4 @@
-import Crypto
+import DocketModel
 import Foundation
 
 /// Session cookies kept in the database, so that a session started on one docketd works on every other one
@@ -15,9 +15,7 @@ struct SessionStore: Sendable {
     /// Whether other processes may create or end sessions (then the database, not memory, decides).
     var isShared: Bool { storage.isShared }
 
-    static func hash(_ token: String) -> String {
-        SHA256.hash(data: Data(token.utf8)).map { String(format: "%02x", $0) }.joined()
-    }
+    static func hash(_ token: String) -> String { Digest.sha256Hex(token.utf8) }
 
     static func now() -> Int { Int(Date().timeIntervalSince1970) }
 

@@ -1,0 +1,41 @@
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// Follows the database's notifications: each one makes the engine catch up, so that live streams here carry
+/// changes written through other docketd at once. Not run where only this process writes.
+struct SharedChangesService: Service {
+    let store: RecordStore
+    let signals: AsyncStream<Void>
+    let logger: Logger
+
+    func run() async throws {
+        await cancelWhenGracefulShutdown {
+            for await _ in signals {
+                do {
+                    try await store.catchUp()
+                } catch {
+                    logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
+                }
+            }
+        }
+    }
+}
+
+/// Brings the engine up to date with other instances' commits before a request is answered (see
+/// ``RecordStore/catchUp()``): one indexed `MAX(seq)` read per request on a shared database, nothing otherwise.
+struct SharedChangesResponder: HTTPResponder {
+    typealias Context = DocketRequestContext
+    let store: RecordStore
+    let next: DialectResponder
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        do {
+            try await store.catchUp()
+        } catch {
+            // The request itself will meet the same storage and answer for it; a failed catch-up is only logged.
+            store.logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
+        }
+        return try await next.respond(to: request, context: context)
+    }
+}
