@@ -16,7 +16,7 @@ struct EndToEndTests {
         try await withLiveServer { base throws in
             let client = try client(base)
             let groups = try await client.myWork.myTasks()
-            #expect(groups.map(\.label) == ["Incident", "Problem", "Change Request"])
+            #expect(groups.map(\.label) == ["Incident", "Defect", "Problem", "Change Request"])
             let first = try #require(groups.first?.tasks.first)
             #expect(first.number == "INC0010001")
             #expect(first.table == "incident")

@@ -110,6 +110,52 @@ enum TestDatabase {
         }
     }
 
+    /// A new SQLite file at `path` that already holds the demo data: a copy of one file seeded once per test
+    /// process (seeding in every test, with all tests starting at once, kept the two cores busy for most of
+    /// a minute before the first test could run).
+    static func demoSQLite(at path: String) async throws {
+        let template = try await SQLiteTemplate.shared.path()
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true
+        )
+        try FileManager.default.copyItem(atPath: template, toPath: path)
+        if FileManager.default.fileExists(atPath: template + "-wal") {
+            try FileManager.default.copyItem(atPath: template + "-wal", toPath: path + "-wal")
+        }
+    }
+
+    /// Seeds the SQLite demo template once per test process.
+    actor SQLiteTemplate {
+        static let shared = SQLiteTemplate()
+        private var built: Task<String, any Error>?
+
+        func path() async throws -> String {
+            if let built { return try await built.value }
+            let task = Task { try await Self.build() }
+            built = task
+            return try await task.value
+        }
+
+        private static func build() async throws -> String {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-template-" + UUID().uuidString)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let path = directory.appendingPathComponent("docket.sqlite").path
+            let storage = try await SQLiteStorage.open(path: path, readers: 1, logger: Logger(label: "test"))
+            let hasher = PasswordHasher(cost: 4)
+            let (store, _) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
+            do {
+                try await DemoData.seed(store)
+            } catch {
+                try? await storage.close()
+                throw error
+            }
+            await hasher.shutdown()
+            // Closing the last connection checkpoints the log into the main file, which is then the database.
+            try await storage.close()
+            return path
+        }
+    }
+
     /// Opens the storage of a test configuration again (as a second process would).
     static func open(_ configuration: Configuration, readers: Int = 1) async throws -> any Storage {
         if case .sqlite(let path) = configuration.storageLocation {
@@ -129,10 +175,14 @@ enum TestApp {
         return configuration
     }
 
-    /// ``configuration(dataDirectory:demo:)`` with demo data, on PostgreSQL a copy of the seeded template.
+    /// ``configuration(dataDirectory:demo:)`` with demo data: a copy of the seeded template.
     static func demoConfiguration(dataDirectory: String) async throws -> Configuration {
         var configuration = configuration(dataDirectory: dataDirectory)
-        if let copy = try await TestDatabase.demoPostgres() { configuration.database = copy }
+        if let copy = try await TestDatabase.demoPostgres() {
+            configuration.database = copy
+        } else {
+            try await TestDatabase.demoSQLite(at: configuration.databasePath)
+        }
         return configuration
     }
 
@@ -160,6 +210,7 @@ enum TestApp {
         if let copy {
             storage = try await copy.open(logger: Logger(label: "test"))
         } else {
+            try await TestDatabase.demoSQLite(at: directory.path + "/test.sqlite")
             storage = try await SQLiteStorage.open(path: directory.path + "/test.sqlite", readers: 2, logger: Logger(label: "test"))
         }
         do {

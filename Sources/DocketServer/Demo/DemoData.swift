@@ -201,6 +201,7 @@ enum DemoData {
                 created: at(daysAgo: Double(10 - index), hour: 9)
             )
         }
+        try await DemoDefects.seed(store, now: now)
         try await seedSystemLog(store, now: now)
     }
 

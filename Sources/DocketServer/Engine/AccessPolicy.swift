@@ -71,7 +71,7 @@ struct AccessPolicy: Sendable {
         let own = try! EncodedQuery("user=javascript:gs.getUserID()")
         let everyone: [String] = [
             "sys_user", "sys_user_group", "sys_user_role", "sys_choice", "sys_db_object", "sys_dictionary",
-            "sys_number", "cmn_department", "cmn_location",
+            "sys_number", "cmn_department", "cmn_location", "sys_wf_state", "sys_wf_action", "sys_wf_field", "project",
         ]
         return AccessPolicy(
             rules: [
@@ -98,6 +98,16 @@ struct AccessPolicy: Sendable {
                 AccessRule("sys_group_has_role", [.read], roles: ["itil"]),
                 AccessRule("sys_user_has_role", [.read], condition: .query(own)),
                 AccessRule("kb_knowledge", [.read, .create, .write], roles: ["itil"]),
+                // Defects, as a Compass database has them: everyone signed in reads and submits them; whoever owns
+                // or submitted one changes it (through its actions); itil may do everything, as with every task.
+                AccessRule("defect", [.read, .create]),
+                AccessRule("defect", [.write], condition: .query(involved)),
+                AccessRule("project", [.create, .write], roles: ["itil"]),
+                // A record's action history is read by whoever may read the record.
+                AccessRule(
+                    "sys_wf_history", [.read],
+                    condition: .parentRecordAllows(.read, tableColumn: "table_name", idColumn: "document")
+                ),
                 // The DataSync showcase's shared task list: every signed-in user reads and changes every task.
                 AccessRule("datasync_task", [.read, .create, .write, .delete]),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),

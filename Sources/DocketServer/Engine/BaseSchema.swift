@@ -164,7 +164,7 @@ enum BaseSchema {
             string("role", "Role", 100), int("rate_limit", "Requests per hour", "1000"),
             bool("active", "Active", "true"),
         ]),
-    ]
+    ] + WorkflowSchema.tables
 
     static let taskFields: [FieldDefinition] = [
         FieldDefinition(table: "task", name: "number", label: "Number", type: .string, maxLength: 40, isDisplay: true),
@@ -224,14 +224,14 @@ enum BaseSchema {
         ("datasync_task", "status", [("OPEN", "Open"), ("ASSIGNED", "Assigned"), ("COMPLETE", "Complete")]),
         ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
                                             ("retired", "Retired")]),
-    ]
+    ] + WorkflowSchema.choices
 
     /// Default `state` of new records per table (the field default is on `task`).
     static let initialStates: [String: String] = ["incident": "1", "problem": "101", "change_request": "-5"]
 
     // MARK: Builders
 
-    private static func table(
+    static func table(
         _ name: String, _ label: String, display: String?, prefix: String? = nil, start: Int = 10001,
         _ fields: [FieldDefinition], indexes: [[String]] = []
     ) -> TableDefinition {
@@ -244,31 +244,31 @@ enum BaseSchema {
         )
     }
 
-    private static func inTable(_ table: String, _ field: FieldDefinition) -> FieldDefinition {
+    static func inTable(_ table: String, _ field: FieldDefinition) -> FieldDefinition {
         field.copy(table: table)
     }
 
-    private static func string(_ name: String, _ label: String, _ length: Int, defaultValue: String? = nil)
+    static func string(_ name: String, _ label: String, _ length: Int, defaultValue: String? = nil)
         -> FieldDefinition
     {
         FieldDefinition(table: "", name: name, label: label, type: .string, maxLength: length, defaultValue: defaultValue)
     }
 
-    private static func int(_ name: String, _ label: String, _ defaultValue: String? = nil) -> FieldDefinition {
+    static func int(_ name: String, _ label: String, _ defaultValue: String? = nil) -> FieldDefinition {
         FieldDefinition(table: "", name: name, label: label, type: .integer, maxLength: 40, defaultValue: defaultValue)
     }
 
-    private static func bool(_ name: String, _ label: String, _ defaultValue: String = "false") -> FieldDefinition {
+    static func bool(_ name: String, _ label: String, _ defaultValue: String = "false") -> FieldDefinition {
         FieldDefinition(table: "", name: name, label: label, type: .boolean, maxLength: 40, defaultValue: defaultValue)
     }
 
-    private static func glideDateTime(_ name: String, _ label: String, _ defaultValue: String? = nil)
+    static func glideDateTime(_ name: String, _ label: String, _ defaultValue: String? = nil)
         -> FieldDefinition
     {
         FieldDefinition(table: "", name: name, label: label, type: .glideDateTime, maxLength: 40, defaultValue: defaultValue)
     }
 
-    private static func ref(_ name: String, _ label: String, _ target: String, defaultValue: String? = nil)
+    static func ref(_ name: String, _ label: String, _ target: String, defaultValue: String? = nil)
         -> FieldDefinition
     {
         FieldDefinition(

@@ -39,6 +39,8 @@ struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     var operation: AccessOperation? = nil
     /// For a conflict: the record as it is now (stored values).
     var current: [String: String]? = nil
+    /// For a refused write: every field that failed validation (mandatory and empty, or read-only and written).
+    var fields: [String]? = nil
 
     init(_ code: Code, _ message: String, detail: String? = nil) {
         self.code = code

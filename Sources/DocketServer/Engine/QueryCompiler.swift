@@ -102,7 +102,8 @@ struct QueryCompiler {
         for query: EncodedQuery, unknownFields: UnknownFields = .ignore, scope: Scope = .table
     ) throws(EngineError) -> SQLFragment? {
         var groups: [SQLFragment] = []
-        for group in query.groups {
+        for var group in query.groups {
+            historyTerms(of: &group)
             var clauses: [SQLFragment] = []
             for clause in group.clauses {
                 var alternatives: [SQLFragment] = []
@@ -127,6 +128,29 @@ struct QueryCompiler {
         }
         if groups.isEmpty { return nil }
         return groups.count == 1 ? groups[0] : groups.joined(" OR ").parenthesized()
+    }
+
+    /// `history.<field>` terms (Compass's paths into a record's action history: `history.action_name`,
+    /// `history.action_timestamp`, `history.user_name`, …) become one related-list condition on
+    /// `sys_wf_history`, so that the terms of a group hold for the same history entry.
+    private func historyTerms(of group: inout QueryGroup) {
+        guard table.field("history") == nil, catalog.table("sys_wf_history") != nil else { return }
+        let prefix = "history."
+        let isHistory = { (clause: QueryClause) in clause.alternatives.allSatisfy { $0.field.hasPrefix(prefix) } }
+        let history = group.clauses.filter(isHistory)
+        guard !history.isEmpty else { return }
+        group.clauses.removeAll(where: isHistory)
+        let stripped = history.map { clause in
+            QueryClause(clause.alternatives.map { term in
+                var term = term
+                term.field = String(term.field.dropFirst(prefix.count))
+                return term
+            })
+        }
+        group.subqueries.append(Subquery(
+            .relatedList(field: "document", comparison: .greaterThan, count: 0, manyToMany: false),
+            table: "sys_wf_history", query: EncodedQuery(groups: [QueryGroup(clauses: stripped)])
+        ))
     }
 
     /// Counts a condition that reaches SQL. Terms an instance ignores (unknown fields) cost nothing, so a
@@ -165,7 +189,9 @@ struct QueryCompiler {
             else { return nothing }
             link = inner.column(otherField.name) + " = " + column(field.name)
         case .relatedList(let fieldName, _, _, _):
-            guard let field = other.field(fieldName), field.type == .reference else { return nothing }
+            // History entries name their record by sys_id in `document`, whatever its table.
+            let historyLink = other.name == "sys_wf_history" && fieldName == "document"
+            guard let field = other.field(fieldName), field.type == .reference || historyLink else { return nothing }
             link = inner.column(field.name) + " = " + column("sys_id")
         }
         var parts = [link]

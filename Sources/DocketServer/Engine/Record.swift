@@ -56,6 +56,10 @@ struct WriteOptions: Sendable {
     /// Optimistic concurrency for updates: the `sys_mod_count` the writer read. When another write came first,
     /// the update writes nothing and fails with ``EngineError/Code/conflict`` carrying the current record.
     var expectedModCount: Int? = nil
+    /// The workflow action the write runs, on a table whose state model has actions (``StateModel``); nil: the
+    /// submit action for a create, and for a change the change-state action its new `state` amounts to, or the
+    /// modify action.
+    var action: String? = nil
 
     /// The options as `caller` may use them: only admins may set `sys_` fields (their author, times and
     /// update count are the audit trail).

@@ -35,7 +35,7 @@ extension RecordStore {
         }
         let prepared = try await prepare(input, for: table, isInsert: true, options: options.allowed(for: caller))
         let now = GlideDateTime.format(Date())
-        let event = try await storage.write { db in
+        let events = try await storage.write { db -> [ChangeEvent] in
             let sysID = prepared.sysID ?? SysID.generate()
             if prepared.sysID != nil,
                 try await db.integer(
@@ -51,9 +51,19 @@ extension RecordStore {
                 values[field.name] = resolved ?? value
             }
             values.merge(prepared.values) { _, new in new }
-            _ = Workflow.apply(
-                to: &values, changed: Set(prepared.values.keys), isInsert: true, table: table, caller: caller, now: now
+            let given = Set(prepared.values.filter { !$0.value.isEmpty }.keys)
+            var changed = given
+            // Imports (admins keeping sys_ fields as given) write read-only fields too.
+            let written = options.allowed(for: caller).suppressAutoSysFields ? [] : given
+            let run = try self.workflowRun(
+                on: table, operation: .create, current: [:], values: &values, changed: &changed,
+                requested: options.action, caller: caller
             )
+            _ = Workflow.apply(
+                to: &values, changed: Set(prepared.values.keys), isInsert: true, table: table,
+                model: self.catalog.stateModel(for: table), caller: caller, now: now
+            )
+            try self.checkFields(of: table, run: run, values: values, written: written, isInsert: true)
             if table.field("number") != nil, values["number", default: ""].isEmpty,
                 let number = try await self.allocateNumber(for: table, db: db)
             {
@@ -87,15 +97,21 @@ extension RecordStore {
             try await within?(db, sysID)
             var after = values.filter { table.field($0.key)?.type.isStored == true }
             for entry in prepared.journals { after[entry.field] = entry.text }
-            return try await self.appendEvent(
+            var events = [try await self.appendEvent(
                 table: table, sysID: sysID, operation: .insert,
                 fields: stored.map(\.name) + prepared.journals.map(\.field), values: after, previous: [:],
                 caller: caller, now: now, db: db
-            )
+            )]
+            if let run, let history = try await self.recordHistory(
+                run, of: events[0], table: table, caller: caller, time: values["sys_updated_on"] ?? now, now: now, db: db
+            ) {
+                events.append(history)
+            }
+            return events
         }
-        if SchemaAdministration.tables.contains(table.name) { try await reloadCatalog() }
-        notify(event)
-        return event.sysID
+        if SchemaCatalog.sourceTables.contains(table.name) { try await reloadCatalog() }
+        for event in events { notify(event) }
+        return events[0].sysID
     }
 
     /// Changes a record (only the given fields); returns the sys_id. Journal fields add entries. `within` runs in
@@ -110,7 +126,7 @@ extension RecordStore {
         // Validation needs the concrete class (PATCH /table/task/<incident> may set incident fields).
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
         let prepared = try await prepare(input, for: concrete, isInsert: false, options: options.allowed(for: caller))
-        let event = try await storage.write { db -> ChangeEvent? in
+        let events = try await storage.write { db -> [ChangeEvent] in
             let page = try await self.select(
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
                 caller: caller, db: db
@@ -126,17 +142,26 @@ extension RecordStore {
                 values[name] = value
                 changed.insert(name)
             }
+            let written = options.allowed(for: caller).suppressAutoSysFields ? [] : changed
+            let run = try self.workflowRun(
+                on: concrete, operation: .write, current: current.values, values: &values, changed: &changed,
+                requested: options.action, caller: caller
+            )
             try await self.checkAccess(
                 .write, on: concrete, sysID: sysID, fields: changed.union(prepared.journals.map(\.field)),
                 caller: caller, db: db
             )
-            if changed.isEmpty && prepared.journals.isEmpty { return nil }
+            if changed.isEmpty && prepared.journals.isEmpty { return [] }
             if SchemaAdministration.tables.contains(concrete.name) {
                 try SchemaAdministration.checkUpdate(of: concrete.name, changed: changed)
             }
             changed.formUnion(
-                Workflow.apply(to: &values, changed: changed, isInsert: false, table: concrete, caller: caller, now: now)
+                Workflow.apply(
+                    to: &values, changed: changed, isInsert: false, table: concrete,
+                    model: self.catalog.stateModel(for: concrete), caller: caller, now: now
+                )
             )
+            try self.checkFields(of: concrete, run: run, values: values, written: written, isInsert: false)
             var assignments: [SQLFragment] = changed.sorted().compactMap { name in
                 guard let field = concrete.field(name) else { return nil }
                 return .identifier(name) + " = " + FieldCoercion.sqlValue(values[name, default: ""], for: field).fragment
@@ -171,21 +196,27 @@ extension RecordStore {
             }
             var after = values
             for entry in prepared.journals { after[entry.field] = entry.text }
-            return try await self.appendEvent(
+            var events = [try await self.appendEvent(
                 table: concrete, sysID: sysID, operation: .update,
                 fields: changed.sorted() + prepared.journals.map(\.field), values: after,
                 previous: changed.reduce(into: [:]) { $0[$1] = current[$1] }, caller: caller, now: now, db: db
-            )
+            )]
+            if let run, let history = try await self.recordHistory(
+                run, of: events[events.count - 1], table: concrete, caller: caller, time: values["sys_updated_on"] ?? now, now: now, db: db
+            ) {
+                events.append(history)
+            }
+            return events
         }
-        if let event {
-            if SchemaAdministration.tables.contains(event.table) { try await reloadCatalog() }
-            notify(event)
+        if let event = events.first {
+            if SchemaCatalog.sourceTables.contains(event.table) { try await reloadCatalog() }
+            for event in events { notify(event) }
         }
         return sysID
     }
 
     /// Deletes a record and its journal entries.
-    func delete(_ sysID: String, from tableName: String, caller: Caller) async throws {
+    func delete(_ sysID: String, from tableName: String, caller: Caller, action: String? = nil) async throws {
         let urlTable = try table(tableName)
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
         let now = GlideDateTime.format(Date())
@@ -202,6 +233,12 @@ extension RecordStore {
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
                 caller: .system, db: db
             ).records.first?.values ?? [:]
+            var unchanged = deleted
+            var none = Set<String>()
+            let run = try self.workflowRun(
+                on: concrete, operation: .delete, current: deleted, values: &unchanged, changed: &none, requested: action,
+                caller: caller
+            )
             try await db.run("DELETE FROM " + .identifier(concrete.physicalTable) + " WHERE sys_id = " + .bind(sysID))
             try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
             if concrete.name == "sys_user" {
@@ -235,8 +272,14 @@ extension RecordStore {
                 table: concrete, sysID: sysID, operation: .delete, fields: [], values: [:], previous: deleted,
                 caller: caller, now: now, db: db
             ))
+            if let run, let history = try await self.recordHistory(
+                run, of: events[events.count - 1], table: concrete, caller: caller, time: now, now: now, db: db
+            ) {
+                events.append(history)
+            }
             return events
         }
+        if SchemaCatalog.sourceTables.contains(concrete.name) { try await reloadCatalog() }
         for event in events { notify(event) }
     }
 
@@ -362,7 +405,7 @@ extension RecordStore {
         // Unreachable: the insert leaves a counter for the update to take from.
         guard let value = taken ?? nil else { throw NumberCounterMissing(table: owner.name) }
         let digits = String(value)
-        return prefix + String(repeating: "0", count: max(0, 7 - digits.count)) + digits
+        return prefix + String(repeating: "0", count: max(0, owner.definition.numberDigits - digits.count)) + digits
     }
 
     private func appendJournals(

@@ -50,8 +50,15 @@ final class SchemaCatalog: Sendable {
     private let choicesByTable: [String: ChoiceLists]
     /// Every field of each hierarchy (all descendants' columns), by root name.
     private let hierarchyFields: [String: [String: FieldDefinition]]
+    /// State models by the table that declares them.
+    private let stateModels: [String: StateModel]
 
-    init(tables definitions: [TableDefinition], choices: [String: ChoiceLists]) {
+    /// The tables the catalog is read from: a committed change to any of them reloads it.
+    static let sourceTables: Set<String> = [
+        "sys_db_object", "sys_dictionary", "sys_choice", "sys_number", "sys_wf_state", "sys_wf_action", "sys_wf_field",
+    ]
+
+    init(tables definitions: [TableDefinition], choices: [String: ChoiceLists], stateModels: [String: StateModel] = [:]) {
         let byName = Dictionary(definitions.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
         var children: [String: [String]] = [:]
         for definition in definitions {
@@ -104,6 +111,15 @@ final class SchemaCatalog: Sendable {
         self.tablesByName = tables
         self.choicesByTable = choices
         self.hierarchyFields = hierarchy
+        self.stateModels = stateModels
+    }
+
+    /// The state model a table follows: its own, or the nearest ancestor's.
+    func stateModel(for table: Table) -> StateModel? {
+        for name in table.ancestry {
+            if let model = stateModels[name] { return model }
+        }
+        return nil
     }
 
     /// The table with this name, or nil when it does not exist.

@@ -12,6 +12,8 @@ struct TableDefinition: Sendable {
     var numberPrefix: String?
     /// First counter value for new numbers.
     var numberStart: Int = 10001
+    /// Digits of the number after the prefix (`INC0010001`: 7; Compass's `SAMPL00000001`: 8).
+    var numberDigits: Int = 7
     /// The fields this table declares itself (not inherited ones).
     var ownFields: [FieldDefinition]
     /// Indexes to create on the hierarchy's physical table: each a list of columns.

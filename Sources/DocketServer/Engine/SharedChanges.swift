@@ -51,7 +51,7 @@ extension RecordStore {
             while self.shared.current < head {
                 let events = try await self.events(after: self.shared.current, limit: 1_000)
                 guard let last = events.last else { break }
-                if events.contains(where: { SchemaAdministration.tables.contains($0.table) }) {
+                if events.contains(where: { SchemaCatalog.sourceTables.contains($0.table) }) {
                     try await self.reloadCatalog()
                 }
                 // Events this process wrote itself may come again: observers forget idempotently and followers

@@ -9,21 +9,13 @@ enum Workflow {
         return matrix[impact - 1][urgency - 1]
     }
 
-    /// States in which a record of a class is no longer active.
-    static func inactiveStates(for table: SchemaCatalog.Table) -> Set<String> {
-        switch table.ancestry.first(where: { ["incident", "problem", "change_request", "task"].contains($0) }) {
-        case "incident": return ["7", "8"]
-        case "problem": return ["107"]
-        case "change_request": return ["3", "4"]
-        default: return ["3", "4", "7"]
-        }
-    }
-
     /// Applies the rules to `values` (the record after the change); returns the fields it changed itself.
-    /// `changed` names the fields the caller changed; `isInsert` tells a new record.
+    /// `changed` names the fields the caller changed; `isInsert` tells a new record. `model` is the table's state
+    /// model: its inactive states end a record's activity; where it has actions, priority is the users' to set
+    /// (ServiceNow's impact × urgency lookup is for ServiceNow's tables).
     static func apply(
         to values: inout [String: String], changed: Set<String>, isInsert: Bool, table: SchemaCatalog.Table,
-        caller: Caller, now: String
+        model: StateModel?, caller: Caller, now: String
     ) -> Set<String> {
         var touched = Set<String>()
         func set(_ field: String, _ value: String) {
@@ -35,14 +27,14 @@ enum Workflow {
             if isInsert, !changed.contains("state"), let initial = BaseSchema.initialStates[table.ancestry.first { BaseSchema.initialStates[$0] != nil } ?? ""] {
                 set("state", initial)
             }
-            if isInsert || changed.contains("impact") || changed.contains("urgency") {
+            if model?.isGoverned != true, isInsert || changed.contains("impact") || changed.contains("urgency") {
                 let impact = Int(values["impact", default: "3"]) ?? 3
                 let urgency = Int(values["urgency", default: "3"]) ?? 3
                 set("priority", String(priority(impact: impact, urgency: urgency)))
             }
             if isInsert || changed.contains("state") {
                 let state = values["state", default: ""]
-                let inactive = inactiveStates(for: table).contains(state)
+                let inactive = model?.inactiveStates.contains(state) ?? false
                 set("active", inactive ? "false" : "true")
                 if inactive, values["closed_at", default: ""].isEmpty {
                     set("closed_at", now)

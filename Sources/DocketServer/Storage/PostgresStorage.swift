@@ -24,8 +24,19 @@ final class PostgresStorage: Storage {
     /// Writers of this process queue here, so that they wait without holding a pooled connection.
     private let writeLock = AsyncLock()
 
-    /// The advisory lock key every write transaction holds ("docket" in ASCII).
-    static let writeLockKey: Int64 = 0x646f_636b_6574
+    /// The advisory lock key every write transaction holds: one per schema, so that docketd instances of
+    /// different deployments sharing a database (each in its own schema) do not wait for each other.
+    var writeLockKey: Int64 { Self.writeLockKey(schema: location.schema ?? "public") }
+
+    /// FNV-1a of "docket:" and the schema name: stable across processes and versions.
+    static func writeLockKey(schema: String) -> Int64 {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in ("docket:" + schema).utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        return Int64(bitPattern: hash)
+    }
 
     private init(location: PostgresLocation, client: PostgresClient, runTask: Task<Void, Never>, logger: Logger) {
         self.location = location
@@ -76,7 +87,7 @@ final class PostgresStorage: Storage {
                     runner: PostgresRunner(connection: connection, logger: self.logger), dialect: self.dialect
                 )
                 return try await executor.transaction(
-                    first: ["SELECT pg_advisory_xact_lock(" + .bind(Int(Self.writeLockKey)) + ")"], body
+                    first: ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"], body
                 )
             }
         }

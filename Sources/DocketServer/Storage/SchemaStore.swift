@@ -38,6 +38,9 @@ enum SchemaStore {
             let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
             for root in catalog.roots { try await createPhysicalTable(root, catalog: catalog, db: db) }
             try await writeMetadata(BaseSchema.tables, choices: BaseSchema.choices, db: db, now: GlideDateTime.format(now))
+            try await WorkflowSchema.writeModels(
+                for: Set(WorkflowSchema.models.map(\.table)), db: db, now: GlideDateTime.format(now)
+            )
             try await syncMetadataFiles(db)
             try await ensureAttachmentCreatorIndex(db)
             try await createSessionTable(db)
@@ -97,11 +100,13 @@ enum SchemaStore {
                 )
             }
             var numbering: [String: (String, Int)] = [:]
-            for row in try await db.rows("SELECT category, prefix, number FROM sys_number") {
+            var digits: [String: Int] = [:]
+            for row in try await db.rows("SELECT category, prefix, number, maximum_digits FROM sys_number") {
                 if let table = try row.value(at: "category", kind: .text).text,
                     let prefix = try row.value(at: "prefix", kind: .text).text
                 {
                     numbering[table] = (prefix, try row.value(at: "number", kind: .integer).intValue ?? 10001)
+                    digits[table] = try row.value(at: "maximum_digits", kind: .integer).intValue
                 }
             }
             var choices: [String: ChoiceLists] = [:]
@@ -123,10 +128,14 @@ enum SchemaStore {
                 TableDefinition(
                     name: entry.name, label: entry.label, parent: entry.parentID.flatMap { namesByID[$0] },
                     isExtendable: entry.extensible, numberPrefix: numbering[entry.name]?.0,
-                    numberStart: numbering[entry.name]?.1 ?? 10001, ownFields: fieldsByTable[entry.name] ?? []
+                    numberStart: numbering[entry.name]?.1 ?? 10001,
+                    numberDigits: min(max(digits[entry.name] ?? 7, 1), 18), ownFields: fieldsByTable[entry.name] ?? []
                 )
             }
-            return SchemaCatalog(tables: definitions, choices: choices)
+            // A database being upgraded has no workflow tables until the base-tables step has run.
+            let models = try await db.rows(db.dialect.tableExists("sys_wf_state")).isEmpty
+                ? [:] : try await StateModel.load(db: db)
+            return SchemaCatalog(tables: definitions, choices: choices, stateModels: models)
         }
     }
 
@@ -223,6 +232,9 @@ enum SchemaStore {
             }
         }
         try await writeMetadata(missing, choices: BaseSchema.choices.filter { names.contains($0.0) }, db: db, now: now)
+        // The first start with workflow tables seeds every table's model; later ones those of new tables.
+        let modelled = names.contains("sys_wf_state") ? Set(WorkflowSchema.models.map(\.table)) : names
+        try await WorkflowSchema.writeModels(for: modelled, db: db, now: now)
     }
 
     /// `sys_user` fields an older docketd defined differently: the password hash moves from `password` to
@@ -414,7 +426,7 @@ enum SchemaStore {
             if let prefix = table.numberPrefix {
                 try await insert("sys_number", [
                     ("category", .text(table.name)), ("prefix", .text(prefix)),
-                    ("number", .integer(table.numberStart)), ("maximum_digits", .integer(7)),
+                    ("number", .integer(table.numberStart)), ("maximum_digits", .integer(table.numberDigits)),
                 ], id: SysID.stable("sys_number:" + table.name))
                 try await db.run(
                     "INSERT INTO docket_number_counter (table_name, next_value) VALUES (" + .bind(table.name) + ", "

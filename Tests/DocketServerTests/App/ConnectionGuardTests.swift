@@ -25,6 +25,12 @@ struct ConnectionGuardTests {
     /// Sends `bytes` on a new connection; what came back once the server closed it (or `limit` passed), and
     /// whether it closed within the limit.
     static func exchange(_ port: Int, _ bytes: [UInt8], limit: Duration = .seconds(5)) async throws -> (String, closed: Bool) {
+        let (received, closed) = try await exchangeBytes(port, bytes, limit: limit)
+        return (String(decoding: received, as: UTF8.self), closed)
+    }
+
+    /// ``exchange(_:_:limit:)``'s bytes as they came.
+    static func exchangeBytes(_ port: Int, _ bytes: [UInt8], limit: Duration = .seconds(5)) async throws -> ([UInt8], closed: Bool) {
         let collector = Collector()
         let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .channelInitializer { channel in
@@ -46,7 +52,7 @@ struct ConnectionGuardTests {
             return first
         }
         if !closed { try? await channel.close() }
-        return (String(decoding: collector.received.withLock { $0 }, as: UTF8.self), closed)
+        return (Array(collector.received.withLock { $0 }), closed)
     }
 
     static func withServer(_ test: @Sendable (Int) async throws -> Void) async throws {

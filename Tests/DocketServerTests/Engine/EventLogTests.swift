@@ -46,9 +46,15 @@ struct EventLogTests {
             }
             let newest = try await store.latestSequence()
             last.withLock { $0 = newest }
-            // A tick wakes a follower that already has everything.
-            store.broadcaster.tick()
+            // Ticks wake a follower that already has everything (one tick could come before it waits again).
+            let ticker = Task {
+                while !Task.isCancelled {
+                    store.broadcaster.tick()
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            }
             let seen = try await followed
+            ticker.cancel()
             let sequences = seen.map(\.sequence)
             #expect(sequences == Array((start + 1)...(start + sequences.count)))
             #expect(Set(seen.filter { $0.operation == .insert }.map(\.sysID)) == Set(created))

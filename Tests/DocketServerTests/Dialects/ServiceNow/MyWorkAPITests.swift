@@ -14,7 +14,7 @@ struct MyWorkAPITests {
             let response = try await client.get("/api/x_snc_my_work/v1/tracker/task")
             #expect(response.status == .ok)
             let groups = try response.result.objectValue ?? [:]
-            #expect(groups.map(\.0) == ["Incident", "Problem", "Change Request"])
+            #expect(groups.map(\.0) == ["Incident", "Defect", "Problem", "Change Request"])
             let incidents = groups.elements[0].value.arrayValue ?? []
             #expect(incidents.count == 10)  // resolved (state 6) stays active, as in ServiceNow
             let first = incidents[0]
