@@ -85,6 +85,11 @@ public func buildApplication(
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
         DataSyncController.mount(dataSync, configuration: configuration, authenticator: authenticator, oauth: oauth),
+        // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
+        CompassAPI(
+            store: store, configuration: configuration, authenticator: authenticator,
+            tokens: CompassTokens(secret: try await SigningKey.load(storage), sessions: SessionStore(storage: storage))
+        ).mount(),
     ]
     // The root: health, and ServiceNow's login endpoints at the top of an instance (OAuth answers its own errors).
     // HEAD works wherever GET does (same status and headers, no body).
@@ -182,8 +187,9 @@ struct EventLogRetentionService: Service {
                     let hour = Int(Date().timeIntervalSince1970) / 3600 * 3600
                     try await RateCounts(storage: store.storage).prune(before: hour)
                     try await SessionStore(storage: store.storage).prune()
+                    try await EditSessions(storage: store.storage).prune()
                 } catch {
-                    logger.warning("Could not remove ended sessions and rate counts", metadata: ["error": "\(error)"])
+                    logger.warning("Could not remove ended sessions, edits and rate counts", metadata: ["error": "\(error)"])
                 }
                 try await Task.sleep(for: .seconds(3600))
             }

@@ -11,6 +11,8 @@ struct DocketRequestContext: RequestContext {
     var credential: PresentedCredential?
     /// A request run inside a Batch API request: already authenticated and already counted by rate limits.
     var isSubRequest = false
+    /// The claims of the Compass token the request came with (the Compass dialect binds it to a repo and database).
+    var compassClaims: CompassTokens.Claims?
 
     /// The client's IP address (login throttling counts failures per address); "unknown" when the transport
     /// has none.

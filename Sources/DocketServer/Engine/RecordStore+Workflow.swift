@@ -172,8 +172,7 @@ extension RecordStore {
             let behavior: FieldBehavior
             if let model, let run {
                 if field.name == "state" { continue }
-                behavior = model.behavior(of: field.name, action: run.action.name, state: run.newState)
-                    ?? (field.readOnly ? .readOnly : field.mandatory ? .mandatory : .optional)
+                behavior = Self.behavior(of: field, model: model, action: run.action.name, state: run.newState)
             } else {
                 guard field.mandatory, isInsert || written.contains(field.name) else { continue }
                 behavior = .mandatory
@@ -196,6 +195,13 @@ extension RecordStore {
         error.table = table.name
         error.fields = missing.map(\.name) + readOnly.map(\.name)
         throw error
+    }
+
+    /// How a field behaves while `action` runs and leads to `state`: the model's rule, else the dictionary's entry.
+    static func behavior(of field: FieldDefinition, model: StateModel?, action: String, state: String) -> FieldBehavior {
+        if field.name == "state", model?.isGoverned == true { return .readOnly }
+        return model?.behavior(of: field.name, action: action, state: state)
+            ?? (field.readOnly ? .readOnly : field.mandatory ? .mandatory : .optional)
     }
 
     /// Writes the history entry of an action, in the action's transaction, and appends it to the log.

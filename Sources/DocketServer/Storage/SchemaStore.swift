@@ -22,6 +22,7 @@ enum SchemaStore {
         .once("2026-11-22-sessions") { db, _ in try await createSessionTable(db) },
         .once("2026-11-22-rate-counts") { db, _ in try await createRateCountTable(db) },
         .once("2026-11-22-task-assignee-index") { db, _ in try await ensureAssigneeIndex(db) },
+        .once("2026-11-22-edit-sessions") { db, _ in try await createEditTable(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -46,6 +47,7 @@ enum SchemaStore {
             try await createSessionTable(db)
             try await createRateCountTable(db)
             try await ensureAssigneeIndex(db)
+            try await createEditTable(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
@@ -201,6 +203,18 @@ enum SchemaStore {
                 + SQLFragment(db.dialect.integerType) + " NOT NULL, count " + SQLFragment(db.dialect.integerType)
                 + " NOT NULL, PRIMARY KEY (counter, window_start))"
         )
+    }
+
+    /// Records being edited (Compass's Edit → Commit / Revert), shared by every docketd on the database; one row per
+    /// record, so that an edit locks it (see ``EditSessions``).
+    private static func createEditTable(_ db: SQLExecutor) async throws {
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_edit (record_id TEXT PRIMARY KEY NOT NULL, table_name TEXT NOT NULL,"
+                + " is_new " + SQLFragment(db.dialect.integerType) + " NOT NULL, display_id TEXT NOT NULL,"
+                + " session TEXT NOT NULL, user_id TEXT NOT NULL, action TEXT NOT NULL, field_values TEXT NOT NULL,"
+                + " expires_at " + SQLFragment(db.dialect.integerType) + " NOT NULL)"
+        )
+        try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_edit_display ON docket_edit (display_id)")
     }
 
     private static func createSideTables(_ db: SQLExecutor) async throws {
