@@ -61,6 +61,24 @@ struct CompassTokens: Sendable {
     }
 
     func end(_ claims: Claims) async throws { try await sessions.delete(claims.session) }
+
+    /// A JSON value sealed with the instance's secret (result set handles): readable by every instance, and not
+    /// forgeable by clients.
+    func seal(_ value: JSONValue) -> String {
+        let body = Data(value.serialized()).base64URLEncoded
+        let signature = HMAC<SHA256>.authenticationCode(for: Data(body.utf8), using: key)
+        return body + "." + Data(signature).base64URLEncoded
+    }
+
+    /// What ``seal(_:)`` sealed; nil for anything else.
+    func unseal(_ text: String) -> JSONValue? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard text.utf8.count <= 16_384, parts.count == 2, let signature = Data(base64URLEncoded: String(parts[1])),
+            HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: Data(parts[0].utf8), using: key),
+            let body = Data(base64URLEncoded: String(parts[0]))
+        else { return nil }
+        return try? JSONValue.parse(body)
+    }
 }
 
 extension Data {

@@ -103,6 +103,9 @@ struct AccessPolicy: Sendable {
                 AccessRule("defect", [.read, .create]),
                 AccessRule("defect", [.write], condition: .query(involved)),
                 AccessRule("project", [.create, .write], roles: ["itil"]),
+                // Saved queries: each user's own, and the public ones for everyone to read.
+                AccessRule("sys_saved_query", [.read, .create, .write, .delete], condition: .query(own)),
+                AccessRule("sys_saved_query", [.read], condition: .query(try! EncodedQuery("folder=public"))),
                 // A record's action history is read by whoever may read the record.
                 AccessRule(
                     "sys_wf_history", [.read],

@@ -164,6 +164,13 @@ enum BaseSchema {
             string("role", "Role", 100), int("rate_limit", "Requests per hour", "1000"),
             bool("active", "Active", "true"),
         ]),
+        // Saved queries (Compass's query definitions): a name, a folder (personal or public), the owner, the record
+        // type and the definition as the dialect keeps it; `number` is the numeric id clients address it by.
+        table("sys_saved_query", "Saved Query", display: "name", prefix: "", start: 16_777_301, [
+            string("number", "Number", 40), string("name", "Name", 254), string("folder", "Folder", 40, defaultValue: "personal"),
+            ref("user", "Owner", "sys_user", defaultValue: "javascript:gs.getUserID()"), string("record_type", "Record type", 80),
+            string("definition", "Definition", 65_000),
+        ], indexes: [["user"], ["number"]]),
     ] + WorkflowSchema.tables
 
     static let taskFields: [FieldDefinition] = [

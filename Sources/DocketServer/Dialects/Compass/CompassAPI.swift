@@ -130,6 +130,7 @@ struct CompassAPI {
         let records = CompassRecords(store: store)
         records.add(to: router, base: base + "/repos/:repo/databases/:db")
         CompassEdits(store: store, records: records).add(to: router, base: base + "/repos/:repo/databases/:db")
+        CompassQueries(store: store, records: records, tokens: tokens).add(to: router, base: base + "/repos/:repo/databases/:db")
         return DialectMount(prefix: base, responder: router.buildResponder())
     }
 
