@@ -6,7 +6,7 @@ a time over raw sockets, and fails on any 5xx, any exit of the server, any answe
 and any database change made by a request that was rejected (4xx or no answer). The generator is seeded, so a
 run is repeatable: `fuzz.py --seed 7 --requests 20000`.
 """
-import argparse, base64, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, time
+import argparse, base64, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, time, urllib.request
 
 FIELDS = ["number", "short_description", "state", "priority", "caller_id", "caller_id.name", "caller_id.manager.name",
           "assigned_to.department", "sys_id", "sys_created_on", "active", "impact", "AAAA", "user_password",
@@ -172,6 +172,8 @@ def build(r, creds):
         path = "/api/x_snc_my_work/v1/tracker/task" + r.choice(["", "/cdb04ffc53247d4908555def767adca7/comment", "/" + rnd_text(r, 10) + "/comment"])
         if "comment" in path:
             method, ctype, body = "POST", "application/json", body_variants(r)
+    elif kind < 0.80:
+        method, path, body, ctype, headers = compass_request(r)
     else:
         return raw_malformed(r, creds), True
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
@@ -191,6 +193,54 @@ def build(r, creds):
             lines.append(f"Content-Length: {len(body)}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogatepass")
     return head + body, truncated
+
+COMPASS = "/ccmweb/rest/repos/SampleRepository/databases/SAMPL"
+compass_tokens = []
+
+def compass_request(r):
+    """The Compass REST API: logins, records, edits, queries and result sets, with good and bad ids and bodies."""
+    token = r.choice(compass_tokens * 3 + ["forged", "", "a.b.c"]) if compass_tokens else ""
+    headers = {"Authorization": "Bearer " + token} if token else {}
+    record = r.choice(["SAMPL00000001", "SAMPL0000000" + str(r.randint(1, 9)), rnd_text(r, 12), "33554433", "..", "%00", "NEW" + rnd_text(r, 8)])
+    dbid = r.choice(["", "?useDbid=true", "?useDbid=" + rnd_text(r, 3)])
+    names = ["Headline", "Severity", "Owner", "Priority", "State", "Resolution", "Project", "id", "dbid", "Note_Entry", "Nope", rnd_text(r, 6)]
+    def fields():
+        items = [{"name": r.choice(names), r.choice(["value", "valueAsList", "x"]): r.choice([rnd_value(r), rnd_text(r), ["a", 1], None, "3-Average", "beth.anglin", "Fixed"])}
+                 for _ in range(r.randint(0, 4))]
+        return json.dumps(r.choice([{"fields": items}, {}, {"fields": "x"}, [1]])).encode()
+    def query_def():
+        filters = [{"fieldPath": r.choice(names + ["history.action_name", "history.user_name", "Owner.fullname", "a.b.c.d"]),
+                    "compOp": r.choice(["COMP_OP_EQ", "COMP_OP_IN", "COMP_OP_GT", "COMP_OP_BETWEEN", "COMP_OP_NOT_BETWEEN", "COMP_OP_X"]),
+                    "values": r.choice([["[CURRENT_USER]"], [rnd_text(r)], [], ["a", "b"], "x"])} for _ in range(r.randint(0, 4))]
+        node = {"boolOp": r.choice(["BOOL_OP_AND", "BOOL_OP_OR", "X"]), "fieldFilters": filters}
+        for _ in range(r.randint(0, 2)): node = {"boolOp": "BOOL_OP_OR", "fieldFilters": [], "childFilterNodes": [node, node]}
+        return {"name": r.choice(["q", "", rnd_text(r)]), "dbIdParent": r.choice(["16777218", "16777219", "1", ""]),
+                "primaryEntityDefName": r.choice(["Defect", "defect", "Nope"]),
+                "queryFieldDefs": [{"fieldPathName": r.choice(names), "isShown": r.choice([True, False, "x"]),
+                                    "sortType": r.choice(["NO_SORT", "SORT_DESC", "X"])} for _ in range(r.randint(0, 4))],
+                "filterNode": node}
+    k = r.random()
+    if k < 0.08: return "GET", "/ccmweb/rest/repos" + r.choice(["", "/"]), b"", None, {}
+    if k < 0.16:
+        body = json.dumps({"username": r.choice(["john.doe", "abel.tuter", "", rnd_text(r)]), "password": r.choice(["password", "x", ""]),
+                           "repo": r.choice(["SampleRepository", "x"]), "db": r.choice(["SAMPL", "x"])}).encode() if r.random() < 0.8 else body_variants(r)
+        return "POST", "/ccmweb/rest/authenticate" + r.choice(["", "/logoff"]), body, "application/json", headers
+    if k < 0.26: return "GET", COMPASS + "/records/" + r.choice(["defect", "Defect", "nope"]) + r.choice(["", "/"]), b"", None, headers
+    if k < 0.40: return "GET", COMPASS + "/records/defect/" + record + dbid, b"", None, headers
+    if k < 0.48: return "GET", COMPASS + "/records/defect/" + record + "/fields/" + r.choice(names), b"", None, headers
+    if k < 0.62:
+        op = r.choice(["Edit", "Commit", "Revert", "x", ""])
+        return "PATCH", COMPASS + "/records/defect/" + record + f"?operation={op}&actionName=" + r.choice(["Modify", "Resolve", "Close", "Delete", "Assign", rnd_text(r, 5)]), fields(), "application/json", headers
+    if k < 0.70: return "POST", COMPASS + "/records/defect" + r.choice(["", "/"]) + "?operation=" + r.choice(["Edit", "Commit", "x"]), fields(), "application/json", headers
+    if k < 0.74: return "DELETE", COMPASS + "/records/defect/" + record + "?actionName=" + r.choice(["Delete", "Modify", ""]), b"", None, headers
+    if k < 0.78: return "GET", COMPASS + "/workspace/folders" + r.choice(["", "/16777218", "/16777219", "/1"]), b"", None, headers
+    if k < 0.86: return "POST", COMPASS + "/workspace/queryDefs", json.dumps(query_def()).encode(), "application/json", headers
+    if k < 0.93:
+        options = r.choice([{"pageSize": "999"}, {"pageSize": -1}, {"resultSetOptions": {"pageSize": 10**30, "maxResultSetRows": "x"}}, {}])
+        return "POST", COMPASS + "/workspace/queryDefs/" + r.choice(["16777301", "16777302", rnd_text(r, 5)]) + "/resultsets", json.dumps(options).encode(), "application/json", headers
+    if k < 0.97:
+        return "GET", COMPASS + "/workspace/queryDefs/" + r.choice(["16777301", "1"]) + "/resultsets/" + r.choice([rnd_text(r), "a.b", ""]) + "?pageNumber=" + r.choice(["1", "0", "-1", "99999999999999999999"]), b"", None, headers
+    return "POST", COMPASS + "/query", json.dumps({"queryDef": query_def(), "resultSetOptions": {"pageSize": r.choice([1, "2", None])}}).encode(), "application/json", headers
 
 def ws_frame(r, payload, masked=True, opcode=0x81):
     mask = bytes(r.randrange(256) for _ in range(4))
@@ -321,6 +371,11 @@ def main():
         db = sqlite3.connect("file:" + os.path.join(work, "data", "docket.sqlite") + "?mode=ro", uri=True)
         def log_seq():
             return db.execute("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log").fetchone()[0]
+        for user in ["john.doe", "abel.tuter"]:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/ccmweb/rest/authenticate", method="POST",
+                                             data=json.dumps({"username": user, "password": "password", "repo": "SampleRepository", "db": "SAMPL"}).encode(),
+                                             headers={"Content-Type": "application/json"})
+            compass_tokens.append(json.load(urllib.request.urlopen(request))["token"])
         creds = ["john.doe:password"] * 4 + ["abel.tuter:password"] * 3 + ["beth.anglin:password", "abel.tuter:wrong", "nobody:x", ":", "john.doe:"]
         for i in range(args.requests):
             data, truncated = build(r, creds)

@@ -68,6 +68,36 @@ struct CompassEditTests {
         }
     }
 
+    @Test("eight sessions starting an edit of one record at once: exactly one holds it, the others are 409s")
+    func concurrentEdits() async throws {
+        try await TestApp.withRouter { client in
+            var sessions: [HTTPFields] = []
+            for _ in 0..<8 { sessions.append(try await CompassAPITests.login(client)) }
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for headers in sessions {
+                    group.addTask { try await Self.patch(client, Self.defect1 + "?operation=Edit&actionName=Modify", headers).status }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .ok }.count == 1)
+            #expect(statuses.filter { $0 == .conflict }.count == 7)
+            // Concurrent creates through Commit take distinct numbers.
+            let numbers = try await withThrowingTaskGroup(of: String?.self) { group in
+                for (index, headers) in sessions.enumerated() {
+                    group.addTask {
+                        let response = try await client.execute(
+                            uri: Self.base + "/records/defect?operation=Commit", method: .post, headers: headers,
+                            body: ByteBuffer(string: #"{"fields":[{"name":"Headline","value":"at once \#(index)"},{"name":"Severity","value":"3-Average"}]}"#)
+                        )
+                        return Self.value(try response.json, "id")
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(numbers.compactMap { $0 }).count == 8)
+        }
+    }
+
     @Test("change state: Resolve makes Resolution mandatory; a commit without it fails naming it and stays in edit")
     func changeState() async throws {
         try await TestApp.withRouter { client in
@@ -134,6 +164,42 @@ struct CompassEditTests {
                                          body: ByteBuffer(string: #"{"fields":[{"name":"Nope","value":"x"}]}"#)),
                 .badRequest
             )
+        }
+    }
+}
+
+/// Compass across two docketd on one PostgreSQL database: a token from one works on the other, an edit started on
+/// one is seen and locked on the other, a result set made on one pages on the other, logoff ends the token on both.
+@Suite("Compass across instances", .enabled(if: TestDatabase.postgres != nil))
+struct CompassSharedTests {
+    @Test("tokens, edits, locks and result sets are shared by every instance")
+    func shared() async throws {
+        try await SharedInstancesTests.withTwoApps { a, b in
+            let john = try await CompassAPITests.login(a)
+            let beth = try await CompassAPITests.login(b, "beth.anglin")
+            let record = CompassEditTests.defect1
+            _ = try await CompassEditTests.patch(a, record + "?operation=Edit&actionName=Modify", john, #"{"fields":[{"name":"Headline","value":"draft on A"}]}"#)
+            #expect(CompassEditTests.value(try await b.get(record, john).json, "Headline") == "draft on A")
+            try CompassAPITests.expectError(try await CompassEditTests.patch(b, record + "?operation=Edit&actionName=Modify", beth), .conflict)
+            let committed = try await CompassEditTests.patch(b, record + "?operation=Commit", john)
+            #expect(committed.status == .ok)
+            #expect(CompassEditTests.value(try await a.get(record, beth).json, "Headline") == "draft on A")
+            var body = try JSONValue.parse(Array(CompassQueryTests.assignedToMe.utf8)).objectValue ?? [:]
+            body["dbIdParent"] = .string(CompassQueries.personalFolder)
+            let created = try await a.execute(
+                uri: CompassAPITests.base + "/workspace/queryDefs", method: .post, headers: john,
+                body: ByteBuffer(bytes: JSONValue.object(body).serialized())
+            )
+            let query = try #require(try created.json["dbId"]?.stringValue)
+            let set = try await a.execute(
+                uri: CompassAPITests.base + "/workspace/queryDefs/\(query)/resultsets", method: .post, headers: john,
+                body: ByteBuffer(string: #"{"pageSize":"999"}"#)
+            )
+            let handle = try #require(try set.json["result_set_id"]?.stringValue)
+            let page = try await b.get(CompassAPITests.base + "/workspace/queryDefs/\(query)/resultsets/\(handle)", john).json
+            #expect(page["rows"]?.arrayValue?.count == 4)
+            #expect(try await a.send(.post, "/ccmweb/rest/authenticate/logoff", json: nil, headers: john).status == .ok)
+            try CompassAPITests.expectError(try await b.get(record, john), .unauthorized)
         }
     }
 }

@@ -73,11 +73,7 @@ struct CompassEdits {
         if let edit = view.edit, edit.session == session, edit.expires > SessionStore.now() {
             _ = try await edits.update(recordID: edit.recordID, session: session, values: merge(edit.values, given))
         } else {
-            let action = try await legalAction(type, view: view, named: request.uri.queryParameters.get("actionName"), caller: caller)
-            try await edits.begin(EditSessions.Edit(
-                recordID: view.sysID, table: type.table, isNew: false, displayID: view.values["id"] ?? "", session: session,
-                userID: caller.userID, action: action, values: given, expires: 0
-            ))
+            _ = try await begin(type, view: view, values: given, request: request, session: session, caller: caller)
         }
         let fresh = try await self.view(type, id: view.values["id"] ?? "", request: request, context: context)
         return Response.json(try await records.recordJSON(type, view: fresh, caller: caller))
@@ -95,12 +91,7 @@ struct CompassEdits {
             held = edit
         } else {
             guard view.record != nil else { throw CompassError(.notFound, "No \(type.name) \(view.values["id"] ?? "")") }
-            let action = try await legalAction(type, view: view, named: request.uri.queryParameters.get("actionName"), caller: caller)
-            held = EditSessions.Edit(
-                recordID: view.sysID, table: type.table, isNew: false, displayID: view.values["id"] ?? "", session: session,
-                userID: caller.userID, action: action, values: [], expires: 0
-            )
-            try await edits.begin(held)
+            held = try await begin(type, view: view, values: [], request: request, session: session, caller: caller)
         }
         held.values = merge(held.values, given)
         var options = WriteOptions()
@@ -123,6 +114,20 @@ struct CompassEdits {
         let number = try await store.get(held.recordID, in: type.table, fields: ["number"], caller: caller).record["number"]
         let fresh = try await self.view(type, id: number, request: request, context: context)
         return Response.json(try await records.recordJSON(type, view: fresh, caller: caller))
+    }
+
+    /// Starts the request's action (`actionName`, default Modify) on a committed record, locking it.
+    private func begin(
+        _ type: CompassRecordType, view: CompassRecords.View, values: [(String, String)], request: Request, session: String,
+        caller: Caller
+    ) async throws -> EditSessions.Edit {
+        let action = try await legalAction(type, view: view, named: request.uri.queryParameters.get("actionName"), caller: caller)
+        let edit = EditSessions.Edit(
+            recordID: view.sysID, table: type.table, isNew: false, displayID: view.values["id"] ?? "", session: session,
+            userID: caller.userID, action: action, values: values, expires: 0
+        )
+        try await edits.begin(edit)
+        return edit
     }
 
     /// The action to start: the one named (default Modify), which must be legal for the caller now.
