@@ -147,7 +147,9 @@ struct CompassEditTests {
             // A new record reverted leaves nothing; the next number is still free.
             let other = try await client.execute(uri: Self.base + "/records/defect?operation=Edit", method: .post, headers: john, body: nil)
             let otherID = try #require(try other.json["fields"]?.arrayValue?[7]["value"]?.stringValue)
-            #expect(try await Self.patch(client, Self.base + "/records/defect/\(otherID)?operation=Revert", john).status == .ok)
+            let reverted = try await Self.patch(client, Self.base + "/records/defect/\(otherID)?operation=Revert", john)
+            #expect(reverted.status == .ok)
+            #expect(try reverted.json["fields"]?.arrayValue?.count == 30)
             try CompassAPITests.expectError(try await client.get(Self.base + "/records/defect/\(otherID)", john), .notFound)
             let direct = try await client.execute(
                 uri: Self.base + "/records/defect?operation=Commit", method: .post, headers: john,

@@ -26,7 +26,8 @@ struct CompassEdits {
             case "revert":
                 let session = try CompassRecords.session(context)
                 if let edit = view.edit, edit.session == session { try await edits.end(recordID: edit.recordID, session: session) }
-                guard view.record != nil else { return Response.json(.object([:])) }
+                // A new record reverted is gone; the answer is still a Record (as it stood), for strict decoders.
+                guard view.record != nil else { return Response.json(try await records.recordJSON(type, view: view, caller: try records.caller(context))) }
                 let fresh = try await records.view(type, request: request, context: context)
                 return Response.json(try await records.recordJSON(type, view: fresh, caller: try records.caller(context)))
             default:
