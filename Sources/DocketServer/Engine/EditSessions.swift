@@ -7,7 +7,7 @@ import Foundation
 /// reaches the record before Commit, which writes through the engine's one write path; Revert deletes the row
 /// and leaves no trace.
 struct EditSessions: Sendable {
-    struct Edit: Sendable, Equatable {
+    struct Edit: Sendable {
         /// The record's sys_id (for a new record, the sys_id it will have).
         var recordID: String
         var table: String
@@ -22,10 +22,6 @@ struct EditSessions: Sendable {
         var values: [(String, String)]
         var expires: Int
 
-        static func == (lhs: Edit, rhs: Edit) -> Bool {
-            lhs.recordID == rhs.recordID && lhs.session == rhs.session && lhs.action == rhs.action
-                && lhs.values.map { $0.0 + "=" + $0.1 } == rhs.values.map { $0.0 + "=" + $0.1 } && lhs.expires == rhs.expires
-        }
     }
 
     /// An edit left alone this long no longer locks its record.

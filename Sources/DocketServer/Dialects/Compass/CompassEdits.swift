@@ -47,7 +47,7 @@ struct CompassEdits {
                     recordID: id, table: type.table, isNew: true, displayID: display, session: try CompassRecords.session(context),
                     userID: caller.userID, action: "Submit", values: given, expires: 0
                 ))
-                let view = try await view(type, id: display, request: request, context: context)
+                let view = try await records.view(type, id: display, context: context)
                 return Response.json(try await records.recordJSON(type, view: view, caller: caller), status: .created)
             case "commit":
                 var options = WriteOptions()
@@ -56,7 +56,7 @@ struct CompassEdits {
                     into: type.table, values: try await engineValues(type, given, caller: caller), caller: caller, options: options
                 )
                 let number = try await store.get(sysID, in: type.table, fields: ["number"], caller: caller).record["number"]
-                let view = try await view(type, id: number, request: request, context: context)
+                let view = try await records.view(type, id: number, context: context)
                 return Response.json(try await records.recordJSON(type, view: view, caller: caller), status: .created)
             default:
                 throw CompassError(.badRequest, "operation must be Edit or Commit")
@@ -76,7 +76,7 @@ struct CompassEdits {
         } else {
             _ = try await begin(type, view: view, values: given, request: request, session: session, caller: caller)
         }
-        let fresh = try await self.view(type, id: view.values["id"] ?? "", request: request, context: context)
+        let fresh = try await records.view(type, id: view.values["id"] ?? "", context: context)
         return Response.json(try await records.recordJSON(type, view: fresh, caller: caller))
     }
 
@@ -113,7 +113,7 @@ struct CompassEdits {
         }
         try await edits.end(recordID: held.recordID, session: session)
         let number = try await store.get(held.recordID, in: type.table, fields: ["number"], caller: caller).record["number"]
-        let fresh = try await self.view(type, id: number, request: request, context: context)
+        let fresh = try await records.view(type, id: number, context: context)
         return Response.json(try await records.recordJSON(type, view: fresh, caller: caller))
     }
 
@@ -142,10 +142,6 @@ struct CompassEdits {
             )
         }
         return action.name
-    }
-
-    private func view(_ type: CompassRecordType, id: String, request: Request, context: Context) async throws -> CompassRecords.View {
-        try await records.view(type, id: id, context: context)
     }
 
     /// `{"fields": [{name, value | valueAsList}]}` as (Compass name, value) pairs; unknown fields are refused.
