@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOCore
+import Synchronization
 import Testing
 
 @testable import DocketServer
@@ -19,14 +20,34 @@ struct LiveEventsTests {
         return String((login.headers[.setCookie] ?? "").split(separator: ";")[0])
     }
 
-    /// Waits until a user's one allowed stream is open: a short poll (follow=false) with other credentials of
-    /// the same user is refused while it is.
-    static func waitUntilStreaming(_ client: any TestClientProtocol, probe: HTTPFields) async throws {
-        for _ in 0..<200 {
-            if try await client.get("/api/docket/events?follow=false", probe).status == .tooManyRequests { return }
-            try await Task.sleep(for: .milliseconds(20))
+    /// Opens a user's one allowed stream and waits until it is open: a short poll (follow=false) with other
+    /// credentials of the same user is refused while it is. A probe holds the slot for as long as it runs, so
+    /// the stream itself may be refused with 429 when it arrives during a probe; it is then opened again.
+    static func openStream(
+        _ client: any TestClientProtocol, _ uri: String = "/api/docket/events", headers: HTTPFields, probe: HTTPFields
+    ) async throws -> Task<TestResponse, any Error> {
+        for _ in 0..<20 {
+            let finished = Mutex(false)
+            let stream = Task {
+                defer { finished.withLock { $0 = true } }
+                return try await client.get(uri, headers)
+            }
+            for _ in 0..<200 {
+                if try await client.get("/api/docket/events?follow=false", probe).status == .tooManyRequests {
+                    return stream
+                }
+                if finished.withLock({ $0 }) { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            guard finished.withLock({ $0 }) else { break }
+            let refused = try await stream.value
+            guard refused.status == .tooManyRequests else {
+                Issue.record("the stream ended at once with \(refused.status)")
+                return stream
+            }
         }
         Issue.record("the stream never opened")
+        throw CancellationError()
     }
 
     static func logout(_ client: any TestClientProtocol, _ cookie: String) async throws {
@@ -161,9 +182,8 @@ struct LiveEventsTests {
             $0.liveHeartbeat = .milliseconds(50)
         }) { client in
             let cookie = try await Self.sessionCookie(client)
-            let stream = Task { try await client.get("/api/docket/events", [.cookie: cookie]) }
             // A second stream of the same user (Basic credentials this time) is refused while the first is open.
-            try await Self.waitUntilStreaming(client, probe: .john)
+            let stream = try await Self.openStream(client, headers: [.cookie: cookie], probe: .john)
             let refused = try await client.get("/api/docket/events", .john)
             #expect(refused.status == .tooManyRequests)
             #expect(refused.headers[.retryAfter] != nil)
@@ -185,8 +205,9 @@ struct LiveEventsTests {
             $0.liveStreamsPerUser = 1
         }) { client in
             let token = try await client.passwordGrant()
-            let stream = Task { try await client.get("/api/docket/events", .bearer(token.string("access_token"))) }
-            try await Self.waitUntilStreaming(client, probe: .john)
+            let stream = try await Self.openStream(
+                client, headers: .bearer(token.string("access_token")), probe: .john
+            )
             let revoke = try await client.get("/oauth_revoke_token.do?token=" + token.string("access_token"), [:])
             #expect(revoke.status == .ok)
             let messages = Self.messages(try await stream.value.text)
