@@ -2,10 +2,13 @@ import ArgumentParser
 import DocketKit
 import Foundation
 
-/// What `docket login` remembers besides the secret: which instance and user (`config.json`).
+/// What `docket login` remembers besides the secret: which instance and user, and for a Compass login the
+/// repository and database (`config.json`).
 struct CLIConfiguration: Codable {
     var instance: String
     var userName: String
+    var repository: String? = nil
+    var database: String? = nil
 
     static func url(in directory: URL) -> URL { directory.appendingPathComponent("config.json") }
 
@@ -37,6 +40,24 @@ struct ConnectionOptions: ParsableArguments {
             throw CLIFailure("no saved credentials for \(target): run 'docket login \(name) --user NAME'")
         }
         return DocketClient(session: DocketSession(instance: target, credentials: credentials, transport: environment.transport))
+    }
+
+    /// A client for a command that speaks the ServiceNow APIs only: a Compass login is told what to use instead.
+    func serviceNowClient(_ command: String) throws -> DocketClient {
+        let client = try client()
+        if let compass = client.session.credentials.compassDatabase {
+            throw CLIFailure(
+                "'docket \(command)' speaks the ServiceNow APIs, and you are logged in to Compass (\(compass.repository)/"
+                    + "\(compass.database)): use 'docket defects', 'docket show', 'docket create', 'docket edit', 'docket transition'"
+            )
+        }
+        return client
+    }
+
+    /// The work backend of the saved login: Compass or the ServiceNow Table API.
+    func backend() throws -> (client: DocketClient, backend: any WorkBackend) {
+        let client = try client()
+        return (client, client.workBackend())
     }
 }
 

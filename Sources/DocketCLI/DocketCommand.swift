@@ -9,12 +9,15 @@ public struct DocketCommand: AsyncParsableCommand {
         abstract: "Your work in a ServiceNow-compatible tracker (docketd or a real instance), from the terminal.",
         discussion: """
             Start with 'docket login INSTANCE --user NAME'. INSTANCE is a URL (http://127.0.0.1:8080) or a
-            ServiceNow instance name (acme → https://acme.service-now.com). Read commands take --json for scripts.
+            ServiceNow instance name (acme → https://acme.service-now.com). Add --repo and --db to log in to a
+            Compass (Traxiem) repository instead; defects, show, comment, create, edit, transition, delete, choices
+            and watch --mine then speak Compass. Read commands take --json for scripts.
             Exit codes: 0 success, 1 failure, 2 wrong usage.
             """,
         subcommands: [
             LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
-            CommentCommand.self, RecordsCommand.self, WatchCommand.self,
+            CommentCommand.self, RecordsCommand.self, WatchCommand.self, DefectsCommand.self, CreateCommand.self,
+            EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self,
         ]
     )
 
@@ -88,6 +91,14 @@ public struct DocketCommand: AsyncParsableCommand {
         guard let password = environment.readPassword("Your login to \(target) has expired. Password for \(saved.userName): "),
             !password.isEmpty
         else { return false }
+        if let compass = old.compassDatabase {
+            let credentials = try await LoginCommand.logIn(
+                target, repository: compass.repository, database: compass.database, user: saved.userName,
+                password: password, savePassword: false, environment: environment
+            )
+            try environment.credentialStore.save(credentials, for: target)
+            return true
+        }
         var client: (id: String, secret: String)? = nil
         if case .refreshToken(let id, let secret, _, _) = old { client = (id, secret) }
         let (credentials, _) = try await LoginCommand.logIn(

@@ -13,6 +13,8 @@ struct LoginCommand: AsyncParsableCommand {
             --client-id and --client-secret for an instance's own), or else the session cookie, and asks for the \
             password again when that expires. --save-password keeps the password itself instead, for unattended \
             scripts; anyone who can read the credential store can then log in as you.
+
+            With --repo and --db, docket logs in to the Compass (Traxiem) REST API of that repository and database             instead (docketd serves SampleRepository/SAMPL): it keeps the Compass token (24 hours), and the work             commands (defects, show, create, edit, transition, delete, choices, watch --mine) speak Compass.
             """
     )
 
@@ -37,22 +39,70 @@ struct LoginCommand: AsyncParsableCommand {
     @Flag(help: "Save the password itself (not recommended: anyone who can read the credential store can use it).")
     var savePassword = false
 
+    @Option(help: "Compass repository (SampleRepository): log in to the Compass API instead of ServiceNow's (needs --db).")
+    var repo: String?
+
+    @Option(help: "Compass database (SAMPL), with --repo.")
+    var db: String?
+
+    func validate() throws {
+        if (repo == nil) != (db == nil) { throw ValidationError("--repo and --db go together") }
+        if repo != nil, clientID != nil { throw ValidationError("--client-id is for ServiceNow logins, not with --repo") }
+    }
+
     func run() async throws {
         let environment = CLIEnvironment.current
         let target = try Instance(instance)
         if clientID != nil, clientSecret == nil { throw ValidationError("--client-id needs --client-secret") }
         let password = passwordStdin ? environment.readLine() : environment.readPassword("Password for \(user): ")
         guard let password, !password.isEmpty else { throw CLIFailure("no password given") }
+        if let repo, let db {
+            let credentials = try await Self.logIn(
+                target, repository: repo, database: db, user: user, password: password, savePassword: savePassword,
+                environment: environment
+            )
+            try environment.credentialStore.save(credentials, for: target)
+            try CLIConfiguration(instance: target.description, userName: user, repository: repo, database: db)
+                .save(to: environment.configDirectory)
+            warnAboutSavedPassword(environment)
+            return environment.print("Logged in to \(target) as \(user) (Compass \(repo)/\(db)).")
+        }
         let (credentials, me) = try await Self.logIn(
             target, user: user, password: password, client: clientID.map { ($0, clientSecret ?? "") },
             savePassword: savePassword, environment: environment
         )
         try environment.credentialStore.save(credentials, for: target)
         try CLIConfiguration(instance: target.description, userName: user).save(to: environment.configDirectory)
+        warnAboutSavedPassword(environment)
+        environment.print("Logged in to \(target) as \(me["name"] ?? user) (\(user)).")
+    }
+
+    private func warnAboutSavedPassword(_ environment: CLIEnvironment) {
         if savePassword {
             environment.err("docket: warning: your password is saved in the credential store; anyone who can read it can log in as you.\n")
         }
-        environment.print("Logged in to \(target) as \(me["name"] ?? user) (\(user)).")
+    }
+
+    /// Logs in to Compass and returns what to keep: the token (the password only with `savePassword`).
+    static func logIn(
+        _ target: Instance, repository: String, database: String, user: String, password: String, savePassword: Bool,
+        environment: CLIEnvironment
+    ) async throws -> Credentials {
+        let session = DocketSession(
+            instance: target,
+            credentials: .compass(repository: repository, database: database, userName: user, password: password),
+            transport: environment.transport
+        )
+        // The repository's databases: the login itself, and a check that the database exists.
+        let databases = try await DocketClient(session: session).compass.databases()
+        guard databases.contains(where: { $0.name.caseInsensitiveCompare(database) == .orderedSame }) else {
+            throw CLIFailure(
+                "\(repository) has no database \(database); it has: " + databases.map(\.name).joined(separator: ", ")
+            )
+        }
+        if savePassword { return .compass(repository: repository, database: database, userName: user, password: password) }
+        guard let token = await session.compassLoginToken else { throw CLIFailure("the Compass login returned no token") }
+        return .compassToken(repository: repository, database: database, userName: user, token: token)
     }
 
     /// Logs in and returns what to keep: a refresh token from the OAuth client (the given one, or docketd's),
@@ -121,6 +171,17 @@ struct WhoAmICommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try connection.client()
+        if let compass = client.session.credentials.compassDatabase {
+            let user = client.session.credentials.userName
+            _ = try await client.compass.databases()  // the login still holds
+            if output.json {
+                return CLIEnvironment.current.print(WorkOutput.text(JSONValue(members: [
+                    ("user_name", .string(user)), ("repository", .string(compass.repository)),
+                    ("database", .string(compass.database)),
+                ])))
+            }
+            return CLIEnvironment.current.print("\(user) on \(client.session.instance) (Compass \(compass.repository)/\(compass.database))")
+        }
         let me = try await Self.lookUp(client.session.credentials.userName, client: client)
         if output.json {
             CLIEnvironment.current.print(String(decoding: me.json.serialized(), as: UTF8.self))

@@ -47,7 +47,7 @@ struct RecordsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = CLIEnvironment.current
-        let client = try connection.client()
+        let client = try connection.serviceNowClient("records")
         let fieldList = fields?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         let pages = client.table.paginator(
             in: table, query: try query.map(EncodedQuery.init), fields: fieldList, pageSize: min(pageSize, limit),

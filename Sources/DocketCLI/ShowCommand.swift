@@ -10,7 +10,7 @@ struct ShowCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Argument(help: "Task number (INC0010001) or sys_id.")
+    @Argument(help: "Task number (INC0010001), sys_id, or a Compass record id (SAMPL00000001).")
     var task: String
 
     @Option(help: "How many journal entries to show.")
@@ -27,6 +27,9 @@ struct ShowCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try connection.client()
+        if client.session.credentials.compassDatabase != nil {
+            return WorkOutput.show(try await client.workBackend().item(task), json: output.json)
+        }
         let record = try await Self.find(task, client: client)
         let entries = try await client.myWork.comments(for: record.sysID, limit: comments)
         let environment = CLIEnvironment.current
@@ -97,6 +100,11 @@ struct CommentCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try connection.client()
+        if client.session.credentials.compassDatabase != nil {
+            if workNote { throw CLIFailure("Compass records have notes, not work notes: leave out --work-note") }
+            try await client.workBackend().comment(on: task, text)
+            return CLIEnvironment.current.print("Added a note to \(task).")
+        }
         let record = try await ShowCommand.find(task, client: client)
         if workNote {
             try await client.myWork.addComment(text, to: record.sysID)

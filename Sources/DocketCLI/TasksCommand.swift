@@ -16,7 +16,7 @@ struct TasksCommand: AsyncParsableCommand {
     var watch = false
 
     func run() async throws {
-        let client = try connection.client()
+        let client = try connection.serviceNowClient("tasks")
         let environment = CLIEnvironment.current
         render(try await client.myWork.myTasks())
         guard watch else { return }

@@ -12,6 +12,8 @@ struct WatchCommand: AsyncParsableCommand {
             Each change says whether the record entered, changed in, left or was deleted from what you follow:
             with --mine, a task reassigned away from you leaves. The connection is re-established after a network
             failure or a server restart, without missing or repeating a change. Stop with Ctrl-C.
+
+            With a Compass login (docket login --repo --db), watch follows your defects (--mine is implied) and says             what others do to them: "SAMPL00000042 assigned to you by beth.anglin", "SAMPL00000042 modified by             beth.anglin (State: Opened → Resolved)". It needs docketd's event stream; the stock Compass app polls             a query every five minutes instead.
             """
     )
 
@@ -50,6 +52,12 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         let client = try connection.client()
         let environment = CLIEnvironment.current
+        if client.session.credentials.compassDatabase != nil {
+            guard table == nil, query == nil, since == nil, !websocket else {
+                throw ValidationError("with a Compass login, watch follows your defects: leave out --table, --query, --since and --websocket")
+            }
+            return try await notifications(client.workBackend())
+        }
         let table = self.table ?? (mine ? "task" : nil)
         let query = [mine ? Self.mineQuery : nil, self.query].compactMap { $0 }.joined(separator: "^")
         var since = self.since
@@ -73,6 +81,29 @@ struct WatchCommand: AsyncParsableCommand {
                 environment.err("docket: \(error.message); following from now\n")
                 since = nil
             }
+        }
+    }
+
+    /// What others do to my items, one notification a line, from the backend (Compass).
+    private func notifications(_ backend: any WorkBackend) async throws {
+        let environment = CLIEnvironment.current
+        if !output.json, environment.stderrIsTerminal {
+            environment.err("Watching your defects; Ctrl-C stops.\n")
+        }
+        var printed = 0
+        for try await note in backend.watchMine() {
+            if output.json {
+                var members: [(String, JSONValue)] = [
+                    ("sequence", .integer(note.sequence)), ("kind", .string(note.kind.rawValue)), ("id", .string(note.id)),
+                    ("user", .string(note.user)), ("title", .string(note.title)), ("message", .string(note.message)),
+                ]
+                if let states = note.stateChange { members += [("from", .string(states.from)), ("to", .string(states.to))] }
+                environment.print(WorkOutput.text(JSONValue(members: members)))
+            } else {
+                environment.print(note.message + (note.title.isEmpty ? "" : "  \(note.title)"))
+            }
+            printed += 1
+            if let count, printed >= count { return }
         }
     }
 

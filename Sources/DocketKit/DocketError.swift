@@ -74,6 +74,9 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
                 detail = error["detail"]?.stringValue
             } else if let description = body["error_description"]?.stringValue {
                 message = description
+            } else if let text = body["message"]?.stringValue, !text.isEmpty {
+                // Compass: `{status, message}`.
+                message = text
             }
         }
         return DocketError(

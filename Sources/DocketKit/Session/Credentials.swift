@@ -10,12 +10,18 @@ public enum Credentials: Sendable, Equatable, Codable {
     /// Session cookies from an earlier login, and no password: they work until the session ends, then the user
     /// must log in again.
     case sessionCookies(userName: String, cookies: [String: String])
+    /// A Compass (Traxiem) login to one repository and database: `POST /ccmweb/rest/authenticate` with the
+    /// password, then the token it returns as a bearer token (logging in again when it expires).
+    case compass(repository: String, database: String, userName: String, password: String)
+    /// A Compass token from an earlier login, and no password: it works until it expires (24 hours) or is logged
+    /// off, then the user must log in again.
+    case compassToken(repository: String, database: String, userName: String, token: String)
 
     /// The user name these credentials log in as.
     public var userName: String {
         switch self {
         case .basic(let userName, _), .oauth(_, _, let userName, _), .refreshToken(_, _, let userName, _),
-            .sessionCookies(let userName, _):
+            .sessionCookies(let userName, _), .compass(_, _, let userName, _), .compassToken(_, _, let userName, _):
             return userName
         }
     }
@@ -23,8 +29,17 @@ public enum Credentials: Sendable, Equatable, Codable {
     /// Whether these credentials hold a password (which a store then keeps).
     public var containsPassword: Bool {
         switch self {
-        case .basic, .oauth: return true
-        case .refreshToken, .sessionCookies: return false
+        case .basic, .oauth, .compass: return true
+        case .refreshToken, .sessionCookies, .compassToken: return false
+        }
+    }
+
+    /// The Compass repository and database of a Compass login; nil for the ServiceNow APIs.
+    public var compassDatabase: (repository: String, database: String)? {
+        switch self {
+        case .compass(let repository, let database, _, _), .compassToken(let repository, let database, _, _):
+            return (repository, database)
+        default: return nil
         }
     }
 

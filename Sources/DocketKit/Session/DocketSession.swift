@@ -1,3 +1,4 @@
+import DocketModel
 import Foundation
 
 /// An authenticated conversation with one instance: it holds the credentials, the session cookies and OAuth
@@ -36,6 +37,7 @@ public actor DocketSession {
     private let retryPolicy: RetryPolicy
     private var cookies: [String: String] = [:]
     private var token: OAuthToken?
+    private var compassToken: String?
 
     /// Creates a session; nothing is sent until the first request.
     public init(
@@ -47,7 +49,12 @@ public actor DocketSession {
         self.transport = transport
         self.retryPolicy = retryPolicy
         if case .sessionCookies(_, let saved) = credentials { cookies = saved }
+        if case .compassToken(_, _, _, let saved) = credentials { compassToken = saved }
     }
+
+    /// The token of the last Compass login, to save instead of a password
+    /// (``Credentials/compassToken(repository:database:userName:token:)``).
+    public var compassLoginToken: String? { compassToken }
 
     /// Whether the session holds cookies from the instance (after a successful Basic login).
     public var hasSessionCookies: Bool { !cookies.isEmpty }
@@ -69,6 +76,14 @@ public actor DocketSession {
         defer {
             cookies = [:]
             token = nil
+            compassToken = nil
+        }
+        if let compassToken {
+            // Compass: logoff ends the token on the server.
+            _ = try? await transport.send(HTTPRequestData(
+                method: "POST", url: instance.url("/ccmweb/rest/authenticate/logoff"),
+                headers: ["Authorization": "Bearer " + compassToken], body: nil
+            ))
         }
         if let refresh = refreshToken {
             let request = HTTPRequestData(
@@ -163,9 +178,10 @@ public actor DocketSession {
         retries: inout Int
     ) async throws {
         switch response.status {
-        case 401 where !loggedInAgain && (token != nil || (usedCookies && !credentials.isSaved)):
+        case 401 where !loggedInAgain && (token != nil || !credentials.isSaved && (usedCookies || compassToken != nil)):
             // The session or token expired: log in again (or refresh), once.
             cookies = [:]
+            compassToken = nil
             token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
             loggedInAgain = true
         case 401 where credentials.isSaved:
@@ -185,6 +201,7 @@ public actor DocketSession {
     /// told its session ended).
     func dropLogin() {
         cookies = [:]
+        if !credentials.isSaved { compassToken = nil }
         token = token.map { OAuthToken(accessToken: "", refreshToken: $0.refreshToken, expires: .distantPast) }
     }
 
@@ -217,7 +234,43 @@ public actor DocketSession {
             request.headers["Cookie"] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
                 .joined(separator: "; ")
             return true
+        case .compass, .compassToken:
+            request.headers["Authorization"] = "Bearer " + (try await compassLogin())
+            return false
         }
+    }
+
+    /// The Compass token: the saved or current one, or a new one from `POST /ccmweb/rest/authenticate`.
+    private func compassLogin() async throws -> String {
+        if let compassToken { return compassToken }
+        guard case .compass(let repository, let database, let userName, let password) = credentials else {
+            throw DocketError(
+                kind: .loginExpired, message: "the saved login has expired or was ended: log in again"
+            )
+        }
+        let body = JSONValue(members: [
+            ("username", .string(userName)), ("password", .string(password)), ("repo", .string(repository)),
+            ("db", .string(database)),
+        ])
+        let request = HTTPRequestData(
+            method: "POST", url: instance.url("/ccmweb/rest/authenticate"),
+            headers: ["Content-Type": "application/json", "Accept": "application/json"], body: Data(body.serialized())
+        )
+        let response: HTTPResponseData
+        do {
+            response = try await transport.send(request)
+        } catch {
+            throw DocketError.transport(error, request: request)
+        }
+        guard (200..<300).contains(response.status) else { throw DocketError.http(response, request: request) }
+        guard let token = (try? JSONValue.parse(response.body))?["token"]?.stringValue, !token.isEmpty else {
+            throw DocketError(
+                kind: .decoding, message: "unexpected response from the instance", detail: "no token in the login answer",
+                request: "POST \(request.url.absoluteString)"
+            )
+        }
+        compassToken = token
+        return token
     }
 
     private func delay(after response: HTTPResponseData, attempt: Int) -> Duration {

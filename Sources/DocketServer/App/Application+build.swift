@@ -74,21 +74,23 @@ public func buildApplication(
 
     let nowGraphQL = NowGraphQLController(store: store, configuration: configuration)
     // Live streams: SSE and GraphQL subscriptions over WebSocket share one per-user bound.
-    let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth)
+    let compassTokens = CompassTokens(secret: try await SigningKey.load(storage), sessions: SessionStore(storage: storage))
+    let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth, compass: compassTokens)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
     let dataSync = try DataSyncController(store: store, configuration: configuration)
     // Each dialect is a router of its own, with its own middlewares and not-found answer (``DialectMount``).
     let mounts = [
         ServiceNowAPI(
             store: store, configuration: configuration, authenticator: authenticator, oauth: oauth, rateLimiter: rateLimiter,
-            graphQL: nowGraphQL, events: EventStreamController(store: store, credentials: credentials, streams: liveStreams)
+            compass: compassTokens, graphQL: nowGraphQL,
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams)
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
         DataSyncController.mount(dataSync, configuration: configuration, authenticator: authenticator, oauth: oauth),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(
             store: store, configuration: configuration, authenticator: authenticator,
-            tokens: CompassTokens(secret: try await SigningKey.load(storage), sessions: SessionStore(storage: storage))
+            tokens: compassTokens
         ).mount(),
     ]
     // The root: health, and ServiceNow's login endpoints at the top of an instance (OAuth answers its own errors).

@@ -37,4 +37,6 @@ struct DocketRequestContext: RequestContext {
 enum PresentedCredential: Sendable, Equatable {
     case session(String)
     case bearer(String)
+    /// A Compass login token (``CompassTokens``).
+    case compass(String)
 }

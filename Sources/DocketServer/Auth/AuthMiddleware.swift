@@ -3,7 +3,8 @@ import HummingbirdAuth
 
 /// Establishes the caller of every ServiceNow API request (``ServiceNowAPI``): HTTP Basic credentials (which
 /// also start or refresh a session, returned as the HttpOnly `JSESSIONID` cookie), an OAuth bearer token from `/oauth_token.do`, or
-/// the session cookie alone on later requests. Anything else is a 401 in ServiceNow's words. A request that
+/// the session cookie alone on later requests. Docket's own event stream (`/api/docket/`) also takes a Compass login
+/// token as the bearer, so that Compass clients follow changes without a second login. Anything else is a 401 in ServiceNow's words. A request that
 /// already has a caller (a Batch API sub-request) keeps it. `X-UserToken` is accepted and ignored: sessions
 /// here come from Basic logins, never from a browser form, so there is no CSRF token to check.
 struct AuthMiddleware: RouterMiddleware {
@@ -12,6 +13,8 @@ struct AuthMiddleware: RouterMiddleware {
 
     let authenticator: Authenticator
     let oauth: OAuthService
+    /// Compass login tokens, accepted below `/api/docket/` only.
+    var compass: CompassTokens? = nil
     /// Whether the server speaks TLS (the cookie is then marked `Secure`).
     var secure = false
 
@@ -33,13 +36,19 @@ struct AuthMiddleware: RouterMiddleware {
             } else if let bearer = request.headers.bearer {
                 // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
                 // refresh path sends one request without the new token) stay signed in through it.
-                guard let userID = await oauth.userID(accessToken: bearer.token) else {
+                if let userID = await oauth.userID(accessToken: bearer.token) {
+                    let (caller, session) = try await authenticator.bearerLogin(userID: userID, presentedSession: presented)
+                    context.caller = caller
+                    context.credential = .bearer(bearer.token)
+                    issue = session
+                } else if let compass, request.uri.path.hasPrefix("/api/docket/"), let caller = try await Self.compassCaller(
+                    bearer.token, compass: compass, authenticator: authenticator
+                ) {
+                    context.caller = caller
+                    context.credential = .compass(bearer.token)
+                } else {
                     throw ServiceNowError.unauthenticated
                 }
-                let (caller, session) = try await authenticator.bearerLogin(userID: userID, presentedSession: presented)
-                context.caller = caller
-                context.credential = .bearer(bearer.token)
-                issue = session
             } else if request.headers[.authorization] != nil {
                 throw ServiceNowError.unauthenticated
             } else if let presented, let caller = try await authenticator.caller(sessionToken: presented) {
@@ -60,5 +69,15 @@ struct AuthMiddleware: RouterMiddleware {
             response.setCookie(Cookie(name: Self.cookieName, value: issue, path: "/", secure: secure, httpOnly: true, sameSite: .lax))
         }
         return response
+    }
+
+    /// The caller of a Compass login token; nil for a token that does not hold.
+    static func compassCaller(_ token: String, compass: CompassTokens, authenticator: Authenticator) async throws(LoginFailure)
+        -> Caller?
+    {
+        let verified: (claims: CompassTokens.Claims, userID: String)?
+        do { verified = try await compass.verify(token) } catch { throw .unavailable }
+        guard let verified else { return nil }
+        return try await authenticator.caller(userID: verified.userID)
     }
 }

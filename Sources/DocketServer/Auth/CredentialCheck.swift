@@ -2,6 +2,8 @@
 struct CredentialCheck: Sendable {
     let authenticator: Authenticator
     let oauth: OAuthService
+    /// Compass tokens, when the server speaks Compass.
+    var compass: CompassTokens? = nil
 
     /// The caller the credential stands for now; nil when it ended (logout, expiry, revocation, a new password,
     /// a lock or deactivation).
@@ -12,6 +14,11 @@ struct CredentialCheck: Sendable {
         case .bearer(let token):
             guard let userID = await oauth.userID(accessToken: token), userID == caller.userID else { return nil }
             return try? await authenticator.caller(userID: userID)
+        case .compass(let token):
+            guard let compass, let verified = try? await compass.verify(token), verified.userID == caller.userID else {
+                return nil
+            }
+            return try? await authenticator.caller(userID: verified.userID)
         }
     }
 

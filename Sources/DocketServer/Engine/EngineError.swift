@@ -41,6 +41,15 @@ struct EngineError: Error, Sendable, Equatable, CustomStringConvertible {
     var current: [String: String]? = nil
     /// For a refused write: every field that failed validation (mandatory and empty, or read-only and written).
     var fields: [String]? = nil
+    /// For a refused write: the fields mandatory and empty, those read-only and written, and the action that ran,
+    /// so that a dialect can say it in its own field names.
+    var validation: Validation? = nil
+
+    struct Validation: Sendable, Equatable {
+        var missing: [String]
+        var readOnly: [String]
+        var action: String?
+    }
 
     init(_ code: Code, _ message: String, detail: String? = nil) {
         self.code = code

@@ -194,6 +194,7 @@ extension RecordStore {
         var error = EngineError.badRequest("Operation Failed", detail: detail, field: (missing + readOnly).first?.name)
         error.table = table.name
         error.fields = missing.map(\.name) + readOnly.map(\.name)
+        error.validation = .init(missing: missing.map(\.name), readOnly: readOnly.map(\.name), action: run?.action.name)
         throw error
     }
 

@@ -37,7 +37,19 @@ struct CompassError: HTTPResponseError {
         case .forbidden, .forbiddenQuery: self.init(.forbidden, "You are not allowed to do this: " + error.description)
         case .conflict: self.init(.conflict, error.description)
         case .quotaExceeded: self.init(.contentTooLarge, error.description)
-        case .invalidTable, .badRequest: self.init(.badRequest, error.detail ?? error.message)
+        case .invalidTable, .badRequest:
+            if let validation = error.validation,
+                let type = CompassDirectory.recordTypes.first(where: { $0.table == error.table })
+            {
+                // The fields in Compass's names: "Mandatory fields are empty: Headline (Submit)".
+                func names(_ columns: [String]) -> String { columns.map { type.fieldName(ofColumn: $0) }.joined(separator: ", ") }
+                var parts: [String] = []
+                if !validation.missing.isEmpty { parts.append("Mandatory fields are empty: " + names(validation.missing)) }
+                if !validation.readOnly.isEmpty { parts.append("read-only fields cannot be changed: " + names(validation.readOnly)) }
+                self.init(.badRequest, parts.joined(separator: "; ") + (validation.action.map { " (\($0))" } ?? ""))
+            } else {
+                self.init(.badRequest, error.detail ?? error.message)
+            }
         }
     }
 }
@@ -65,7 +77,7 @@ struct CompassMiddleware: RouterMiddleware {
                     let caller = try await authenticator.caller(userID: userID)
                 else { throw CompassError.unauthenticated }
                 context.caller = caller
-                context.credential = .bearer(bearer.token)
+                context.credential = .compass(bearer.token)
                 context.compassClaims = claims
             }
             return try await next(request, context)

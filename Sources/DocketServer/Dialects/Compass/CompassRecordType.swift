@@ -100,6 +100,19 @@ struct CompassRecordType: Sendable {
         ]
     )
 
+    /// The Compass name of the field stored in a column (`short_description` → `Headline`); the column itself when
+    /// no Compass field shows it.
+    func fieldName(ofColumn column: String) -> String {
+        let field = fields.first { field in
+            switch field.source {
+            case .value(let name), .choice(let name), .reference(let name, _), .journal(let name): return name == column
+            case .state: return column == "state"
+            default: return false
+            }
+        }
+        return field?.name ?? column
+    }
+
     /// The display id's number as a dbid, and back.
     func dbid(ofNumber number: String) -> String? {
         guard let digits = Int(number.drop { !$0.isNumber }), digits >= 0, digits < Int(Int32.max) else { return nil }

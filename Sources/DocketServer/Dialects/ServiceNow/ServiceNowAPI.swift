@@ -15,6 +15,7 @@ struct ServiceNowAPI {
     let authenticator: Authenticator
     let oauth: OAuthService
     let rateLimiter: RateLimiter
+    let compass: CompassTokens
     let graphQL: NowGraphQLController
     let events: EventStreamController
 
@@ -22,7 +23,9 @@ struct ServiceNowAPI {
         let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
         router.add(middleware: ServiceNowMiddleware())
-        router.add(middleware: AuthMiddleware(authenticator: authenticator, oauth: oauth, secure: configuration.usesTLS))
+        router.add(middleware: AuthMiddleware(
+            authenticator: authenticator, oauth: oauth, compass: compass, secure: configuration.usesTLS
+        ))
         router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
         for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
             router.addRoutes(

@@ -1,0 +1,244 @@
+import ArgumentParser
+import DocketKit
+import DocketModel
+import Foundation
+
+// The commands that work the same against both backends (ServiceNow tables and Compass) through `WorkBackend`.
+
+/// `field=value` arguments.
+enum FieldArguments {
+    static func parse(_ arguments: [String]) throws -> [(String, String)] {
+        try arguments.map { argument in
+            guard let equals = argument.firstIndex(of: "="), equals != argument.startIndex else {
+                throw ValidationError("'\(argument)' is not field=value")
+            }
+            return (String(argument[..<equals]), String(argument[argument.index(after: equals)...]))
+        }
+    }
+}
+
+/// How work items are printed.
+enum WorkOutput {
+    static func json(_ item: WorkItem) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("id", .string(item.id)), ("type", .string(item.type)), ("title", .string(item.title)),
+            ("state", .string(item.state)), ("assignee", .string(item.assignee)), ("reporter", .string(item.reporter)),
+            ("fields", JSONValue(members: item.fields.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+        ]
+        if let actions = item.legalActions { members.append(("legal_actions", .array(actions.map(JSONValue.string)))) }
+        return JSONValue(members: members)
+    }
+
+    static func text(_ value: JSONValue) -> String { String(decoding: value.serialized(), as: UTF8.self) }
+
+    /// The main fields of an item, one per line.
+    static func show(_ item: WorkItem, json: Bool) {
+        let environment = CLIEnvironment.current
+        if json { return environment.print(text(Self.json(item))) }
+        var rows = [("Id", item.id), ("Type", item.type), ("Title", item.title), ("State", item.state),
+                    ("Assigned to", item.assignee), ("Reported by", item.reporter)]
+        for name in ["Severity", "Priority", "Project", "Resolution", "Submit_Date", "Description", "priority", "opened_at",
+                     "description"] {
+            if let value = item.fields[name], !value.isEmpty { rows.append((name.replacingOccurrences(of: "_", with: " "), value)) }
+        }
+        if let actions = item.legalActions, !actions.isEmpty { rows.append(("Actions", actions.joined(separator: ", "))) }
+        let width = rows.map(\.0.count).max() ?? 0
+        for (label, value) in rows where !value.isEmpty {
+            environment.print(label.padding(toLength: width, withPad: " ", startingAt: 0) + "  " + value)
+        }
+    }
+
+    /// A table of items.
+    static func list(_ items: [WorkItem], person: KeyPath<WorkItem, String>, personLabel: String, json: Bool) {
+        let environment = CLIEnvironment.current
+        if json { return environment.print(text(.array(items.map(Self.json)))) }
+        guard !items.isEmpty else { return environment.print("Nothing here.") }
+        let rows = [["ID", "STATE", personLabel, "TITLE"]] + items.map { [$0.id, $0.state, $0[keyPath: person], $0.title] }
+        let widths = (0..<3).map { column in min(30, rows.map { $0[column].count }.max() ?? 0) }
+        for row in rows {
+            let cells = (0..<3).map { row[$0].padding(toLength: widths[$0], withPad: " ", startingAt: 0) }
+            environment.print((cells + [row[3]]).joined(separator: "  "))
+        }
+    }
+}
+
+struct DefectsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "defects",
+        abstract: "List the defects assigned to you, or with --reported those you reported.",
+        discussion: """
+            With a Compass login this runs queries saved in your Personal Queries folder (created on first use); \
+            with a ServiceNow login it reads docketd's defect table (--type picks another table, e.g. incident).
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Flag(help: "Those you reported instead of those assigned to you.")
+    var reported = false
+
+    @Option(help: "Record type or table.")
+    var type = "defect"
+
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let (_, backend) = try connection.backend()
+        if reported {
+            WorkOutput.list(try await backend.reportedByMe(type: type), person: \.assignee, personLabel: "ASSIGNED TO", json: output.json)
+        } else {
+            WorkOutput.list(try await backend.myItems(type: type), person: \.reporter, personLabel: "REPORTED BY", json: output.json)
+        }
+    }
+}
+
+struct CreateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create a defect, an incident or any item: docket create defect Headline='…' Severity=2-Major.",
+        discussion: """
+            Field names are the backend's: Compass's (Headline, Description, Severity, Priority, Owner…) or the \
+            table's (short_description, urgency, caller_id…). Missing mandatory fields are named in one message.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Record type or table: defect, incident…")
+    var type: String
+
+    @Argument(help: "field=value pairs.")
+    var fields: [String] = []
+
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let values = try FieldArguments.parse(fields)
+        let (_, backend) = try connection.backend()
+        let item = try await backend.create(type: type, fields: values)
+        if output.json { return WorkOutput.show(item, json: true) }
+        CLIEnvironment.current.print("Created \(item.id) (\(item.state)): \(item.title)")
+    }
+}
+
+struct EditCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "edit", abstract: "Change fields of an item, keeping its state: docket edit ID field=value …"
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Item id: SAMPL00000001, INC0010001.")
+    var id: String
+
+    @Argument(help: "field=value pairs.")
+    var fields: [String] = []
+
+    @OptionGroup var output: OutputOptions
+
+    func validate() throws {
+        if fields.isEmpty { throw ValidationError("give at least one field=value") }
+    }
+
+    func run() async throws {
+        let values = try FieldArguments.parse(fields)
+        let (_, backend) = try connection.backend()
+        let item = try await backend.edit(id, fields: values)
+        if output.json { return WorkOutput.show(item, json: true) }
+        CLIEnvironment.current.print("Updated \(item.id) (\(item.state)): \(item.title)")
+    }
+}
+
+struct TransitionCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "transition",
+        abstract: "Move an item on: docket transition ID ACTION [field=value …]; without ACTION, list the possible ones.",
+        discussion: """
+            With Compass, ACTION is one of the record's legal actions (Assign, Open, Resolve…), and fields the action \
+            makes mandatory (Resolve needs Resolution) are given as field=value. With ServiceNow tables ACTION is the \
+            state to move to (Resolved, or its value 6).
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Item id: SAMPL00000001, INC0010001.")
+    var id: String
+
+    @Argument(help: "The action, then field=value pairs.")
+    var rest: [String] = []
+
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let environment = CLIEnvironment.current
+        let action = rest.first.flatMap { $0.contains("=") ? nil : $0 }
+        let values = try FieldArguments.parse(action == nil ? rest : Array(rest.dropFirst()))
+        let (_, backend) = try connection.backend()
+        guard let action else {
+            if !values.isEmpty { throw ValidationError("name the action before the fields") }
+            let actions = try await backend.actions(for: id)
+            if output.json {
+                return environment.print(WorkOutput.text(.array(actions.map {
+                    JSONValue(members: [("name", .string($0.name)), ("destination", .string($0.destination))])
+                })))
+            }
+            let state = try await backend.item(id).state
+            guard !actions.isEmpty else { return environment.print("No action is possible for \(id) (\(state)) now.") }
+            environment.print("Possible actions for \(id) (\(state)):")
+            for action in actions {
+                environment.print("  " + action.name + (action.destination.isEmpty || action.destination == action.name ? "" : " → \(action.destination)"))
+            }
+            return
+        }
+        let item = try await backend.transition(id, action: action, fields: values)
+        if output.json { return WorkOutput.show(item, json: true) }
+        environment.print("\(item.id) is now \(item.state): \(item.title)")
+    }
+}
+
+struct DeleteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "delete", abstract: "Delete an item.")
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Item id: SAMPL00000001, INC0010001.")
+    var id: String
+
+    func run() async throws {
+        let (_, backend) = try connection.backend()
+        try await backend.delete(id)
+        CLIEnvironment.current.print("Deleted \(id).")
+    }
+}
+
+struct ChoicesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "choices", abstract: "List the values a field of an item may take: docket choices ID FIELD."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Argument(help: "Item id: SAMPL00000001, INC0010001.")
+    var id: String
+
+    @Argument(help: "Field name: Severity, Priority, urgency…")
+    var field: String
+
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let environment = CLIEnvironment.current
+        let (_, backend) = try connection.backend()
+        let choices = try await backend.choices(for: id, field: field)
+        if output.json {
+            return environment.print(WorkOutput.text(.array(choices.map {
+                JSONValue(members: [("value", .string($0.value)), ("label", .string($0.label))])
+            })))
+        }
+        guard !choices.isEmpty else { return environment.print("\(field) of \(id) has no choice list.") }
+        for choice in choices {
+            environment.print(choice.value == choice.label ? choice.label : "\(choice.value)  \(choice.label)")
+        }
+    }
+}

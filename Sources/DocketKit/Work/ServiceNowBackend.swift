@@ -1,0 +1,166 @@
+import DocketModel
+import Foundation
+
+/// ``WorkBackend`` over ServiceNow's Table API (docketd or a real instance): items are tasks (`task` and the tables
+/// extending it) found by number; states come from the table's `sys_choice` list, and a transition sets the state
+/// (ServiceNow tables are permissive: any state may follow any other). Notifications need docketd's event stream.
+public struct ServiceNowBackend: WorkBackend {
+    let client: DocketClient
+
+    public init(client: DocketClient) { self.client = client }
+
+    static let me = "javascript:gs.getUserID()"
+
+    public func myItems(type: String?) async throws -> [WorkItem] {
+        try await list(type ?? "task", "assigned_to=\(Self.me)^active=true^ORDERBYDESCsys_updated_on")
+    }
+
+    public func reportedByMe(type: String?) async throws -> [WorkItem] {
+        let table = type ?? "task"
+        let reporter = table == "incident" ? "caller_id=\(Self.me)^ORopened_by=\(Self.me)" : "opened_by=\(Self.me)"
+        return try await list(table, reporter + "^ORDERBYDESCsys_updated_on")
+    }
+
+    public func item(_ id: String) async throws -> WorkItem {
+        let (table, sysID) = try await locate(id)
+        return Self.item(try await client.table.record(sysID, in: table, displayValue: .all), table: table)
+    }
+
+    public func comment(on id: String, _ text: String) async throws {
+        let (table, sysID) = try await locate(id)
+        _ = try await client.table.updateRecord(sysID, in: table, with: ["comments": text])
+    }
+
+    public func create(type: String, fields: [(String, String)]) async throws -> WorkItem {
+        let created = try await client.table.createRecord(with: Self.values(fields), in: type)
+        return Self.item(try await client.table.record(created.sysID, in: type, displayValue: .all), table: type)
+    }
+
+    public func edit(_ id: String, fields: [(String, String)]) async throws -> WorkItem {
+        let (table, sysID) = try await locate(id)
+        _ = try await client.table.updateRecord(sysID, in: table, with: Self.values(fields))
+        return Self.item(try await client.table.record(sysID, in: table, displayValue: .all), table: table)
+    }
+
+    /// Every other state of the table's state choice list.
+    public func actions(for id: String) async throws -> [WorkAction] {
+        let (table, sysID) = try await locate(id)
+        let current = try await client.table.record(sysID, in: table, fields: ["state"])["state"] ?? ""
+        return try await choices(table: table, field: "state").filter { $0.value != current }.map {
+            WorkAction(name: $0.label, destination: $0.label)
+        }
+    }
+
+    /// Moves the item to the state named by `action` (a label such as `Resolved`, or a value such as `6`).
+    public func transition(_ id: String, action: String, fields: [(String, String)]) async throws -> WorkItem {
+        let (table, sysID) = try await locate(id)
+        let states = try await choices(table: table, field: "state")
+        guard let state = states.first(where: {
+            $0.label.caseInsensitiveCompare(action) == .orderedSame || $0.value == action
+        }) else {
+            throw DocketError(
+                kind: .invalidRequest,
+                message: "\(id) has no state '\(action)'; its states are: " + states.map(\.label).joined(separator: ", ")
+            )
+        }
+        var values = Self.values(fields)
+        values["state"] = state.value
+        _ = try await client.table.updateRecord(sysID, in: table, with: values)
+        return Self.item(try await client.table.record(sysID, in: table, displayValue: .all), table: table)
+    }
+
+    public func delete(_ id: String) async throws {
+        let (table, sysID) = try await locate(id)
+        try await client.table.deleteRecord(sysID, in: table)
+    }
+
+    public func choices(for id: String, field: String) async throws -> [WorkChoice] {
+        let (table, _) = try await locate(id)
+        return try await choices(table: table, field: field)
+    }
+
+    public func watchMine() -> AsyncThrowingStream<WorkNotification, any Error> {
+        let client = client
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    let maker = NotificationMaker(myUserName: client.session.credentials.userName)
+                    var labels: [String: [String: String]] = [:]
+                    for try await change in client.liveUpdates(table: "task", query: "assigned_to=\(Self.me)") {
+                        var states: (String, String)? = nil
+                        if change.kind == .changed, change.fields.contains("state") {
+                            if labels[change.table] == nil {
+                                let list = (try? await ServiceNowBackend(client: client).choices(table: change.table, field: "state")) ?? []
+                                labels[change.table] = Dictionary(list.map { ($0.value, $0.label) }, uniquingKeysWith: { a, _ in a })
+                            }
+                            let table = labels[change.table] ?? [:]
+                            let old = change.previous["state"] ?? ""
+                            states = (table[old] ?? old, table[change["state"]] ?? change["state"])
+                        }
+                        let id = change["number"].isEmpty ? change.sysID : change["number"]
+                        if let note = maker.notification(for: change, id: id, title: change["short_description"], states: states) {
+                            continuation.yield(note)
+                        }
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    // MARK: Helpers
+
+    private func list(_ table: String, _ query: String) async throws -> [WorkItem] {
+        let page = try await client.table.records(in: table, query: try EncodedQuery(query), limit: 500, displayValue: .all)
+        return page.records.map { Self.item($0, table: table) }
+    }
+
+    /// The table and sys_id of an item given by number (or by sys_id).
+    func locate(_ id: String) async throws -> (table: String, sysID: String) {
+        let isSysID = id.count == 32 && id.allSatisfy(\.isHexDigit)
+        let page = try await client.table.records(
+            in: "task", query: .where(isSysID ? "sys_id" : "number", .equals, id), fields: ["sys_id", "sys_class_name"],
+            limit: 1
+        )
+        guard let found = page.records.first else {
+            throw DocketError(kind: .http, status: 404, message: "No item \(id)")
+        }
+        return (found["sys_class_name"].flatMap { $0.isEmpty ? nil : $0 } ?? "task", found.sysID)
+    }
+
+    /// A field's choices in a table, or in the tables it extends.
+    func choices(table: String, field: String) async throws -> [WorkChoice] {
+        let page = try await client.table.records(
+            in: "sys_choice",
+            query: try EncodedQuery("name=\(table)^element=\(field)^inactive=false^ORDERBYsequence"),
+            fields: ["value", "label"], limit: 500
+        )
+        if page.records.isEmpty, table != "task" {
+            let parentID = try await client.table.records(
+                in: "sys_db_object", query: .where("name", .equals, table), fields: ["super_class"], limit: 1
+            ).records.first?["super_class"] ?? ""
+            let parent = parentID.isEmpty
+                ? "" : try await client.table.record(parentID, in: "sys_db_object", fields: ["name"])["name"] ?? ""
+            if !parent.isEmpty { return try await choices(table: parent, field: field) }
+        }
+        return page.records.map { WorkChoice(value: $0["value"] ?? "", label: $0["label"] ?? "") }
+    }
+
+    static func values(_ fields: [(String, String)]) -> [String: String] {
+        Dictionary(fields, uniquingKeysWith: { _, last in last })
+    }
+
+    static func item(_ record: TableRecord, table: String) -> WorkItem {
+        var fields: [String: String] = [:]
+        for name in record.fieldNames { fields[name] = record.displayValue(name) ?? "" }
+        let type = record["sys_class_name"].flatMap { $0.isEmpty ? nil : $0 } ?? table
+        return WorkItem(
+            id: record["number"] ?? record.sysID, type: type, title: fields["short_description"] ?? "",
+            state: fields["state"] ?? "", assignee: fields["assigned_to"] ?? "",
+            reporter: (fields["caller_id"] ?? "").isEmpty ? fields["opened_by"] ?? "" : fields["caller_id"] ?? "", fields: fields
+        )
+    }
+}

@@ -1,0 +1,171 @@
+import Foundation
+
+/// One work item, whatever the backend: a ServiceNow task (incident, problem…) or a Compass record (a defect).
+public struct WorkItem: Sendable, Equatable {
+    /// The display id: `INC0010001`, `SAMPL00000001`.
+    public var id: String
+    /// The record type or table: `incident`, `Defect`.
+    public var type: String
+    /// The one-line summary (`short_description`, `Headline`).
+    public var title: String
+    /// The state's label (`In Progress`, `Opened`).
+    public var state: String
+    /// Who it is assigned to (a user name or display name; "" when nobody).
+    public var assignee: String
+    /// Who reported it.
+    public var reporter: String
+    /// Every field's display value, by the backend's own field names.
+    public var fields: [String: String]
+    /// The actions the caller may run on it now (Compass's legal actions; for ServiceNow tables, nil: see
+    /// ``WorkBackend/actions(for:)``).
+    public var legalActions: [String]?
+
+    public init(
+        id: String, type: String, title: String, state: String, assignee: String = "", reporter: String = "",
+        fields: [String: String] = [:], legalActions: [String]? = nil
+    ) {
+        self.id = id
+        self.type = type
+        self.title = title
+        self.state = state
+        self.assignee = assignee
+        self.reporter = reporter
+        self.fields = fields
+        self.legalActions = legalActions
+    }
+}
+
+/// A way to move an item on: a Compass action (`Resolve`), or for ServiceNow tables a state to set.
+public struct WorkAction: Sendable, Equatable {
+    /// What to pass to ``WorkBackend/transition(_:action:fields:)``.
+    public var name: String
+    /// The state it leads to ("" when it keeps the state).
+    public var destination: String
+
+    public init(name: String, destination: String) {
+        self.name = name
+        self.destination = destination
+    }
+}
+
+/// A value a field may take: the stored value and its label (the same for Compass).
+public struct WorkChoice: Sendable, Equatable {
+    public var value: String
+    public var label: String
+
+    public init(value: String, label: String) {
+        self.value = value
+        self.label = label
+    }
+}
+
+/// Something that happened to one of my items, as it happened.
+public struct WorkNotification: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// It was assigned to me (or created for me).
+        case assigned
+        /// It changed, and is still mine.
+        case modified
+        /// It was assigned to someone else.
+        case unassigned
+        /// It was deleted.
+        case deleted
+    }
+
+    public var kind: Kind
+    /// The item's display id.
+    public var id: String
+    /// Who did it (user name).
+    public var user: String
+    /// The state before and after, for a change of state.
+    public var stateChange: (from: String, to: String)?
+    /// The item's summary, when known.
+    public var title: String
+    /// The event log's sequence number (resume after it).
+    public var sequence: Int
+
+    /// A sentence: "SAMPL00000042 assigned to you by beth.anglin", "SAMPL00000042 modified by beth.anglin
+    /// (State: Opened → Resolved)".
+    public var message: String {
+        switch kind {
+        case .assigned: return "\(id) assigned to you by \(user)"
+        case .modified:
+            return "\(id) modified by \(user)" + (stateChange.map { " (State: \($0.from) → \($0.to))" } ?? "")
+        case .unassigned: return "\(id) assigned away from you by \(user)"
+        case .deleted: return "\(id) deleted by \(user)"
+        }
+    }
+
+    public static func == (lhs: WorkNotification, rhs: WorkNotification) -> Bool {
+        lhs.kind == rhs.kind && lhs.id == rhs.id && lhs.user == rhs.user && lhs.title == rhs.title
+            && lhs.sequence == rhs.sequence && lhs.stateChange?.from == rhs.stateChange?.from
+            && lhs.stateChange?.to == rhs.stateChange?.to
+    }
+}
+
+/// The work of one user in one tracker, whichever API it speaks: the CLI and apps use this and do not care whether
+/// they talk to ServiceNow tables (``ServiceNowBackend``) or to Compass (``CompassBackend``).
+///
+/// Field names and values are the backend's own (`short_description` and `urgency=1` for ServiceNow; `Headline` and
+/// `Severity=2-Major` for Compass). A commit that leaves a mandatory field empty fails with one ``DocketError``
+/// naming every such field, and changes nothing.
+///
+/// ```swift
+/// let backend = client.workBackend()
+/// for item in try await backend.myItems(type: nil) { print(item.id, item.state, item.title) }
+/// ```
+public protocol WorkBackend: Sendable {
+    /// Items assigned to me (of a type, or of every type), newest first.
+    func myItems(type: String?) async throws -> [WorkItem]
+    /// Items I reported.
+    func reportedByMe(type: String?) async throws -> [WorkItem]
+    /// One item by display id.
+    func item(_ id: String) async throws -> WorkItem
+    /// Adds a comment (a ServiceNow additional comment, a Compass note).
+    func comment(on id: String, _ text: String) async throws
+    /// Creates an item of a type with field values.
+    func create(type: String, fields: [(String, String)]) async throws -> WorkItem
+    /// Changes fields, keeping the state.
+    func edit(_ id: String, fields: [(String, String)]) async throws -> WorkItem
+    /// The ways the item may move on now.
+    func actions(for id: String) async throws -> [WorkAction]
+    /// Runs an action (or, for ServiceNow tables, moves to a state) with field values.
+    func transition(_ id: String, action: String, fields: [(String, String)]) async throws -> WorkItem
+    /// Deletes an item.
+    func delete(_ id: String) async throws
+    /// The values a field of an item may take.
+    func choices(for id: String, field: String) async throws -> [WorkChoice]
+    /// Notifications about my items as they happen (from docketd's event log), until cancelled.
+    func watchMine() -> AsyncThrowingStream<WorkNotification, any Error>
+}
+
+extension DocketClient {
+    /// The backend for this client's login: Compass for a Compass login, else the ServiceNow Table API.
+    public func workBackend() -> any WorkBackend {
+        session.credentials.compassDatabase != nil ? CompassBackend(client: self) : ServiceNowBackend(client: self)
+    }
+}
+
+/// Turns live changes to my items into notifications (shared by the backends).
+struct NotificationMaker {
+    let myUserName: String
+
+    /// The notification for a change made by someone else; nil for my own changes. `states` gives the state's
+    /// label before and after (when the change moved it).
+    func notification(
+        for change: RecordChange, id: String, title: String, states: (from: String, to: String)?
+    ) -> WorkNotification? {
+        guard change.user != myUserName else { return nil }
+        let kind: WorkNotification.Kind
+        switch change.kind {
+        case .entered: kind = .assigned
+        case .changed: kind = .modified
+        case .left: kind = change.operation == "delete" ? .deleted : .unassigned
+        case .deleted: kind = .deleted
+        }
+        return WorkNotification(
+            kind: kind, id: id, user: change.user, stateChange: kind == .modified ? states : nil, title: title,
+            sequence: change.sequence
+        )
+    }
+}
