@@ -40,6 +40,9 @@ final class CLIHarness: Sendable {
         return (code, out, err)
     }
 
+    /// What the command running now has printed to stdout so far.
+    func outputSoFar() -> String { output.withLock { $0.0 } }
+
     func login(_ base: String, user: String = "john.doe", password: String = "password") async -> Int32 {
         await run("login", base, "--user", user, "--password-stdin", stdin: [password]).code
     }

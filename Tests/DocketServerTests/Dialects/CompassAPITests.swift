@@ -77,6 +77,12 @@ struct CompassAPITests {
             try Self.expectError(try await client.get(Self.base + "/records/defect", [.authorization: "Bearer " + forged]), .unauthorized)
             let headers = try await Self.login(client)
             try Self.expectError(try await client.get("/ccmweb/rest/repos/Other/databases/SAMPL/records/defect", headers), .notFound)
+            // The repository's databases: only with a token, and only the token's repository.
+            let databases = try await client.get("/ccmweb/rest/repos/SampleRepository/databases/", headers)
+            #expect(databases.status == .ok)
+            #expect(try databases.json.arrayValue?.map { $0["name"]?.stringValue } == ["SAMPL"])
+            try Self.expectError(try await client.get("/ccmweb/rest/repos/SampleRepository/databases", [:]), .unauthorized)
+            try Self.expectError(try await client.get("/ccmweb/rest/repos/Other/databases", headers), .notFound)
             try Self.expectError(try await client.get(Self.base + "/records/nothing", headers), .notFound)
             try Self.expectError(try await client.get(Self.base + "/records/defect/SAMPL99999999", headers), .notFound)
             try Self.expectError(try await client.get(Self.base + "/records/defect/1?useDbid=true", headers), .notFound)

@@ -125,7 +125,13 @@ struct CompassAPI {
             return Response(status: .ok)
         }
         router.get(RouterPath(base + "/repos/:repo/databases")) { _, context in
-            _ = try scope(context)
+            // The repository named must exist and be the token's.
+            guard let repo = context.parameters.get("repo").flatMap(CompassDirectory.repository) else {
+                throw CompassError(.notFound, "No repository \(context.parameters.get("repo") ?? "")")
+            }
+            if let claims = context.compassClaims, claims.repo.caseInsensitiveCompare(repo) != .orderedSame {
+                throw CompassError(.forbidden, "This token is for \(claims.repo); log in to \(repo)")
+            }
             return Response.json(.array(CompassDirectory.databases.map {
                 JSONValue(members: [("name", .string($0.name)), ("dbId", .string($0.dbId))])
             }))

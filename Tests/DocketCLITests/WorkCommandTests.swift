@@ -1,0 +1,148 @@
+@testable import DocketCLI
+import DocketKit
+import DocketModel
+import DocketTestSupport
+import Foundation
+import Testing
+
+/// The backend-neutral commands (defects, create, edit, transition, delete, choices, watch --mine) against a live
+/// docketd, logged in to Compass and to the ServiceNow API.
+@Suite("docket work commands")
+struct WorkCommandTests {
+    func compassLogin(_ cli: CLIHarness, _ base: String, user: String = "john.doe") async -> (code: Int32, out: String, err: String) {
+        await cli.run("login", base, "--user", user, "--repo", "SampleRepository", "--db", "SAMPL", "--password-stdin", stdin: ["password"])
+    }
+
+    @Test("Compass: login --repo --db keeps the token only; defects, show, create, edit, transition, choices, delete")
+    func compass() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            let login = await compassLogin(cli, base)
+            #expect(login.code == 0, "\(login.err)")
+            #expect(login.out.contains("(Compass SampleRepository/SAMPL)"))
+            let stored = try String(contentsOf: cli.directory.appendingPathComponent("credentials.json"), encoding: .utf8)
+            #expect(stored.contains("compassToken") && !stored.contains("password"))
+            #expect(await cli.run("whoami").out.contains("john.doe on \(base) (Compass SampleRepository/SAMPL)"))
+
+            let mine = await cli.run("defects")
+            #expect(mine.code == 0, "\(mine.err)")
+            #expect(mine.out.hasPrefix("ID"))
+            #expect(mine.out.contains("SAMPL00000001"))
+            let reported = await cli.run("defects", "--reported", "--json")
+            let rows = try #require(try JSONValue.parse(Array(reported.out.utf8)).arrayValue)
+            #expect(!rows.isEmpty && rows.allSatisfy { $0["reporter"]?.stringValue == "john.doe" })
+
+            let shown = await cli.run("show", "SAMPL00000001")
+            #expect(shown.out.contains("State") && shown.out.contains("Opened"))
+            #expect(shown.out.contains("Actions"))
+
+            // Missing mandatory fields: one message naming them, exit 1.
+            let missing = await cli.run("create", "defect", "Description=nothing else")
+            #expect(missing.code == 1)
+            #expect(missing.err.contains("Mandatory fields are empty: Headline (Submit)"), "\(missing.err)")
+            #expect(await cli.run("create", "defect", "Headline").code == 2)
+            let created = await cli.run("create", "defect", "Headline=cli defect", "Severity=2-Major")
+            #expect(created.code == 0, "\(created.err)")
+            let id = try #require(created.out.split(separator: " ").dropFirst().first.map(String.init))
+            #expect(id.hasPrefix("SAMPL"))
+            #expect(created.out.contains("(Submitted): cli defect"))
+
+            let listed = await cli.run("transition", id)
+            #expect(listed.out.contains("Possible actions for \(id) (Submitted):"))
+            #expect(listed.out.contains("Assign → Assigned"))
+            #expect(!listed.out.contains("Modify"))
+            let refused = await cli.run("transition", id, "Close")
+            #expect(refused.code == 1)
+            #expect(refused.err.contains("possible: "))
+            let assigned = await cli.run("transition", id, "Assign", "Owner=john.doe")
+            #expect(assigned.out == "\(id) is now Assigned: cli defect\n", "\(assigned.err)")
+            #expect(await cli.run("edit", id, "Headline=cli defect, edited").out.contains("Updated \(id) (Assigned)"))
+            let choices = await cli.run("choices", id, "Priority")
+            #expect(choices.out.contains("1-Resolve Immediately\n"))
+            #expect(await cli.run("comment", id, "a note").out == "Added a note to \(id).\n")
+            #expect(await cli.run("delete", id).out == "Deleted \(id).\n")
+            #expect(await cli.run("show", id).code == 1)
+            // ServiceNow-only commands say what to use instead.
+            let tasks = await cli.run("tasks")
+            #expect(tasks.code == 1)
+            #expect(tasks.err.contains("you are logged in to Compass"))
+            #expect(await cli.run("logout").code == 0)
+            #expect(await cli.run("defects").code == 1)
+        }
+    }
+
+    @Test("Compass: --repo needs --db; a wrong database or password says so")
+    func compassLoginErrors() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            #expect(await cli.run("login", base, "--user", "john.doe", "--repo", "SampleRepository").code == 2)
+            let wrongDB = await cli.run(
+                "login", base, "--user", "john.doe", "--repo", "SampleRepository", "--db", "NOPE", "--password-stdin",
+                stdin: ["password"]
+            )
+            #expect(wrongDB.code == 1)
+            #expect(!wrongDB.err.isEmpty)
+            let wrongPassword = await cli.run(
+                "login", base, "--user", "john.doe", "--repo", "SampleRepository", "--db", "SAMPL", "--password-stdin",
+                stdin: ["nope"]
+            )
+            #expect(wrongPassword.code == 1)
+            #expect(wrongPassword.err.contains("wrong user name or password"))
+        }
+    }
+
+    @Test("Compass: watch --mine prints who assigned or modified my defects", .timeLimit(.minutes(1)))
+    func compassWatch() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            #expect(await compassLogin(cli, base).code == 0)
+            let beth = try DocketClient(instance: base, credentials: .compass(
+                repository: "SampleRepository", database: "SAMPL", userName: "beth.anglin", password: "password"
+            )).workBackend()
+            let watch = Task { await cli.run("watch", "--mine") }
+            // The watch follows from when it connected: beth edits until it has seen one of her changes.
+            var pokes = 0
+            while !cli.outputSoFar().contains("modified by beth.anglin"), pokes < 100 {
+                _ = try await beth.edit("SAMPL00000001", fields: [("Description", "poke \(pokes)")])
+                pokes += 1
+                try await Task.sleep(for: .milliseconds(200))
+            }
+            let created = try await beth.create(type: "Defect", fields: [
+                ("Headline", "for john"), ("Severity", "3-Average"), ("Owner", "john.doe"),
+            ])
+            _ = try await beth.transition(created.id, action: "Assign", fields: [("Owner", "john.doe")])
+            let moved = "\(created.id) modified by beth.anglin (State: Submitted → Assigned)  for john"
+            for _ in 0..<100 where !cli.outputSoFar().contains(moved) { try await Task.sleep(for: .milliseconds(100)) }
+            let lines = cli.outputSoFar().split(separator: "\n").map(String.init)
+            watch.cancel()
+            _ = await watch.value
+            #expect(lines.first?.hasPrefix("SAMPL00000001 modified by beth.anglin  ") == true, "\(lines)")
+            #expect(lines.contains("\(created.id) assigned to you by beth.anglin  for john"), "\(lines)")
+            #expect(lines.last == moved, "\(lines)")
+            #expect(await cli.run("watch", "--table", "defect").code == 2)
+        }
+    }
+
+    @Test("ServiceNow: the same commands on incidents")
+    func serviceNow() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let created = await cli.run("create", "incident", "short_description=cli incident", "urgency=2")
+            #expect(created.code == 0, "\(created.err)")
+            let id = try #require(created.out.split(separator: " ").dropFirst().first.map(String.init))
+            #expect(id.hasPrefix("INC"))
+            #expect(created.out.contains("(New): cli incident"))
+            let listed = await cli.run("transition", id)
+            #expect(listed.out.contains("Possible actions for \(id) (New):"))
+            #expect(listed.out.contains("  Resolved\n"))
+            #expect(await cli.run("transition", id, "In Progress").out == "\(id) is now In Progress: cli incident\n")
+            #expect(await cli.run("choices", id, "urgency").out == "1  1 - High\n2  2 - Medium\n3  3 - Low\n")
+            #expect(await cli.run("edit", id, "short_description=edited").out.contains("Updated \(id) (In Progress): edited"))
+            let mine = await cli.run("defects", "--type", "incident", "--reported")
+            #expect(mine.out.contains(id))
+            #expect(await cli.run("delete", id).out == "Deleted \(id).\n")
+            #expect(await cli.run("edit", id).code == 2)
+        }
+    }
+}
