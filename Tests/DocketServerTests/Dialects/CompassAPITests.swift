@@ -54,6 +54,36 @@ struct CompassAPITests {
         }
     }
 
+    @Test("a Compass token follows Docket's event stream, and nothing else below /api; logoff ends it", .timeLimit(.minutes(1)))
+    func eventStream() async throws {
+        try await TestApp.withRouter(configure: {
+            $0.liveHeartbeat = .milliseconds(50)
+            $0.liveStreamsPerUser = 1
+        }) { client in
+            let john = try await Self.login(client)
+            let beth = try await Self.login(client, "beth.anglin")
+            _ = try await client.send(.patch, Self.base + "/records/defect/SAMPL00000001?operation=Edit&actionName=Modify", json: "{}", headers: beth)
+            _ = try await client.send(
+                .patch, Self.base + "/records/defect/SAMPL00000001?operation=Commit",
+                json: #"{"fields":[{"name":"Description","value":"by beth"}]}"#, headers: beth
+            )
+            let bearer: HTTPFields = [.authorization: john[.authorization]!]
+            let replay = try await client.get("/api/docket/events?table=defect&query=assigned_to%3Djavascript:gs.getUserID()&since=0&follow=false", bearer)
+            #expect(replay.status == .ok)
+            let changes = LiveEventsTests.messages(replay.text).filter { $0["event"] == nil }
+            #expect(changes.contains { ($0["data"] ?? "").contains("\"by beth\"") })
+            // The token is for the event stream only: the Table API and GraphQL refuse it.
+            #expect(try await client.get("/api/now/table/incident", bearer).status == .unauthorized)
+            #expect(try await client.get("/api/now/graphql", bearer).status == .unauthorized)
+            #expect(try await client.get("/api/docket/events?follow=false", [.authorization: "Bearer a.b.c"]).status == .unauthorized)
+            // Logoff ends an open stream (revoked) and the token.
+            let stream = try await LiveEventsTests.openStream(client, headers: bearer, probe: .john)
+            _ = try await client.execute(uri: "/ccmweb/rest/authenticate/logoff", method: .post, headers: john, body: nil)
+            #expect(LiveEventsTests.messages(try await stream.value.text).map { $0["event"] } == ["ready", "revoked"])
+            #expect(try await client.get("/api/docket/events?follow=false", bearer).status == .unauthorized)
+        }
+    }
+
     @Test("bad logins and bad tokens are {status, message} errors")
     func refusals() async throws {
         try await TestApp.withRouter { client in
