@@ -317,6 +317,13 @@ struct CompassQueryTests {
             let rows = (try await client.get(Self.base + "/query/\(adHocHandle)", john).json["rows"]?.arrayValue ?? []).map { ($0["values"]?.arrayValue ?? []).compactMap(\.stringValue) }
             #expect(rows.map { $0[0] } == ["SAMPL00000005", "SAMPL00000007", "SAMPL00000008", "SAMPL00000009"])
             #expect(rows.first?[1] == "Beth Anglin")
+            // Filters on dbid compare dbids (33554432 + the display id's number), not display ids.
+            let byDbid = #"{"queryDef":{"name":"bydbid","primaryEntityDefName":"Defect","queryFieldDefs":[{"fieldPathName":"id","isShown":true,"sortType":"SORT_ASC"},{"fieldPathName":"dbid","isShown":true,"sortType":"NO_SORT"}],"filterNode":{"boolOp":"BOOL_OP_OR","fieldFilters":[{"fieldPath":"dbid","compOp":"COMP_OP_EQ","values":["33554434"]},{"fieldPath":"dbid","compOp":"COMP_OP_GT","values":["33554441"]}]}},"resultSetOptions":{"pageSize":50}}"#
+            let dbidSet = try await client.execute(uri: Self.base + "/query", method: .post, headers: john, body: ByteBuffer(string: byDbid))
+            let dbidHandle = try #require(try dbidSet.json["result_set_id"]?.stringValue)
+            let dbidRows = (try await client.get(Self.base + "/query/\(dbidHandle)", john).json["rows"]?.arrayValue ?? []).map { ($0["values"]?.arrayValue ?? []).compactMap(\.stringValue) }
+            #expect(dbidRows.map { $0[0] } == ["SAMPL00000002", "SAMPL00000010", "SAMPL00000011"])
+            #expect(dbidRows.first?[1] == "33554434")
         }
     }
 }

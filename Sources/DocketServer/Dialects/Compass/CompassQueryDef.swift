@@ -137,6 +137,13 @@ struct CompassQueryDef: Sendable {
                 switch field.source {
                 case .choice(let name): values = values.map { catalog.choiceValue(forLabel: $0, field: name, in: table) ?? $0 }
                 case .state: values = values.map { catalog.choiceValue(forLabel: $0, field: "state", in: table) ?? $0 }
+                case .dbid:
+                    // The dbid column is the display id stored as `number`: compare with the display id.
+                    if let numbering = catalog.numbering(of: table) {
+                        values = values.map {
+                            recordType.number(ofDbid: $0, prefix: numbering.prefix, digits: numbering.digits) ?? $0
+                        }
+                    }
                 default: break
                 }
             }

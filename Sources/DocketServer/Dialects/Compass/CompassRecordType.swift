@@ -147,3 +147,14 @@ enum CompassDirectory {
         recordTypes.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }
     }
 }
+
+extension SchemaCatalog {
+    /// How a table's records are numbered: the prefix and digits of the nearest table in its ancestry that numbers
+    /// them (a defect's `SAMPL` and 8); nil when none does.
+    func numbering(of table: Table) -> (prefix: String, digits: Int)? {
+        guard let owner = table.ancestry.lazy.compactMap({ self.table($0) }).first(where: { $0.definition.numberPrefix != nil }),
+            let prefix = owner.definition.numberPrefix
+        else { return nil }
+        return (prefix, owner.definition.numberDigits)
+    }
+}

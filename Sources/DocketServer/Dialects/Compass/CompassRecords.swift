@@ -119,13 +119,9 @@ struct CompassRecords {
         return View(sysID: record.sysID, record: record, edit: edit, values: values, state: state, action: action)
     }
 
-    private func numberOwner(of table: SchemaCatalog.Table) -> SchemaCatalog.Table? {
-        table.ancestry.lazy.compactMap { self.store.catalog.table($0) }.first { $0.definition.numberPrefix != nil }
-    }
+    func numberPrefix(of table: SchemaCatalog.Table) -> String? { store.catalog.numbering(of: table)?.prefix }
 
-    func numberPrefix(of table: SchemaCatalog.Table) -> String? { numberOwner(of: table)?.definition.numberPrefix }
-
-    private func numberDigits(of table: SchemaCatalog.Table) -> Int { numberOwner(of: table)?.definition.numberDigits ?? 7 }
+    private func numberDigits(of table: SchemaCatalog.Table) -> Int { store.catalog.numbering(of: table)?.digits ?? 7 }
 
     // MARK: Shapes
 
