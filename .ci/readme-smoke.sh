@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift build --product docketd
+swift build --product docket
 bin="$(swift build --show-bin-path)/docketd"
+docket="$(swift build --show-bin-path)/docket"
 work="$(mktemp -d)"
 "$bin" --demo --port 0 --data-dir "$work/data" >"$work/stdout" 2>"$work/stderr" &
 server=$!
@@ -33,8 +35,28 @@ curl -s -o body -w '%{http_code}' -b cookies.txt "$B/api/now/v2/table/sys_journa
 check "the comment reads back first" "status == 200 and body['result'][0]['value'] == 'Hello, world!'"
 curl -s -o body -w '%{http_code}' "$B/health" >status
 check "health answers without auth" "status == 200 and body['status'] == 'ok'"
+# The README's work commands over Compass, with the docket CLI (its own throw-away config folder). Each check is a
+# command of its own, so that a failing grep stops the script (errexit does not see failures inside `a && b`).
+export XDG_CONFIG_HOME="$work/config"
+echo password | "$docket" login "$B" --user john.doe --repo SampleRepository --db SAMPL --password-stdin | grep "Compass SampleRepository/SAMPL" >/dev/null
+echo "ok - docket login --repo --db"
+"$docket" defects | grep SAMPL00000001 >/dev/null
+echo "ok - docket defects lists mine"
+id="$("$docket" create defect Headline='Crash on save' Severity=2-Major | sed -n 's/^Created \(SAMPL[0-9]*\) (Submitted).*/\1/p')"
+[ -n "$id" ]
+echo "ok - docket create defect ($id)"
+"$docket" transition "$id" | grep "Assign → Assigned" >/dev/null
+echo "ok - docket transition lists the legal actions"
+"$docket" transition "$id" Assign Owner=john.doe | grep "is now Assigned" >/dev/null
+echo "ok - docket transition Assign"
+"$docket" edit "$id" Priority='2-Give High Attention' | grep "Updated $id" >/dev/null
+echo "ok - docket edit"
+"$docket" choices "$id" Severity | grep '^2-Major$' >/dev/null
+echo "ok - docket choices"
+"$docket" delete "$id" | grep "Deleted $id" >/dev/null
+echo "ok - docket delete"
 kill -TERM $server
 for _ in $(seq 1 100); do kill -0 $server 2>/dev/null || break; sleep 0.1; done
 if kill -0 $server 2>/dev/null; then echo "docketd did not stop on SIGTERM" >&2; exit 1; fi
 wait $server && echo "ok - SIGTERM stops docketd cleanly (exit 0)"
-echo "readme-smoke: 7 passed, 0 failed"
+echo "readme-smoke: 15 passed, 0 failed"
