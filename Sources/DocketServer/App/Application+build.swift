@@ -62,8 +62,11 @@ public func buildApplication(
         try? await storage.close()
         throw error
     }
+    // On PostgreSQL several docketd may serve one site: failed logins are counted in the database, for all of them.
+    let sharedFailures = storage.dialect == .postgres ? SharedLoginFailures(storage: storage) : nil
     let authenticator = Authenticator(
-        users: UserDirectory(store: store), hasher: hasher, throttle: LoginThrottle(policy: configuration.loginThrottle),
+        users: UserDirectory(store: store), hasher: hasher,
+        throttle: LoginThrottle(policy: configuration.loginThrottle, shared: sharedFailures),
         credentialTTL: configuration.credentialCacheTTL,
         sessionTimeout: configuration.sessionTimeout
     )
@@ -146,7 +149,7 @@ public func buildApplication(
             LiveTickService(broadcaster: store.broadcaster, interval: configuration.liveHeartbeat),
             EventLogRetentionService(
                 store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,
-                logger: logger
+                loginMemory: configuration.loginThrottle.memory, logger: logger
             ),
         ] + (storage.logSignals().map { [SharedChangesService(store: store, signals: $0, logger: logger)] } ?? []),
         onServerRunning: onServerRunning,
@@ -172,6 +175,8 @@ struct EventLogRetentionService: Service {
     let store: RecordStore
     let retention: Duration
     let maximumEvents: Int
+    /// How long failed logins are remembered (the login throttle's memory).
+    var loginMemory: Duration = LoginThrottlePolicy().memory
     let logger: Logger
 
     func run() async throws {
@@ -190,8 +195,10 @@ struct EventLogRetentionService: Service {
                     try await RateCounts(storage: store.storage).prune(before: hour)
                     try await SessionStore(storage: store.storage).prune()
                     try await EditSessions(storage: store.storage).prune()
+                    let memory = Int(loginMemory.components.seconds * 1000)
+                    try await SharedLoginFailures(storage: store.storage).prune(forgetBefore: SharedLoginFailures.now() - memory)
                 } catch {
-                    logger.warning("Could not remove ended sessions, edits and rate counts", metadata: ["error": "\(error)"])
+                    logger.warning("Could not remove ended sessions, edits, rate counts and login failures", metadata: ["error": "\(error)"])
                 }
                 try await Task.sleep(for: .seconds(3600))
             }

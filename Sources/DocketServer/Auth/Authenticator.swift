@@ -96,7 +96,7 @@ actor Authenticator: ChangeObserver {
         {
             return caller
         }
-        if let wait = throttle.delay(userName: userName, address: address) { throw .throttled(retryAfter: wait) }
+        if let wait = await throttle.check(userName: userName, address: address) { throw .throttled(retryAfter: wait) }
         let verification: Task<Result<String, LoginFailure>, Never>
         if let pending = verifying[digest] {
             verification = pending
@@ -109,12 +109,12 @@ actor Authenticator: ChangeObserver {
         verifying[digest] = nil
         switch result {
         case .success(let userID):
-            throttle.recordSuccess(userName: userName, address: address)
+            await throttle.succeed(userName: userName, address: address)
             credentials[userName] = CachedCredential(digest: digest, userID: userID, expires: clock.now + credentialTTL)
             guard let caller = try await knownCaller(userID: userID) else { throw .rejected }
             return caller
         case .failure(.rejected):
-            throttle.recordFailure(userName: userName, address: address)
+            await throttle.fail(userName: userName, address: address)
             throw .rejected
         case .failure(let failure):
             throw failure

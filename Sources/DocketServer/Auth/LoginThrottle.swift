@@ -8,6 +8,10 @@ import Synchronization
 /// Counting user names per address (rather than globally) means nobody can lock a user out by failing logins
 /// with that user's name from elsewhere: a successful login is never slowed by someone else's failures. A
 /// success clears the counts of its user name from that address.
+///
+/// With ``shared`` (PostgreSQL, where several docketd may serve one site) the counts are also kept in the
+/// database: a guesser spread over instances is throttled as one. Each instance still keeps what it learned in
+/// memory, so a throttled flood is refused without touching the database.
 final class LoginThrottle: Sendable {
     typealias Policy = LoginThrottlePolicy
 
@@ -23,9 +27,73 @@ final class LoginThrottle: Sendable {
     /// Beyond this many tracked keys, expired ones are dropped (and, if still full, the oldest).
     private let capacity = 100_000
 
-    init(policy: Policy = Policy()) {
+    /// Counts shared with other instances through the database; nil for this instance's memory only.
+    let shared: SharedLoginFailures?
+
+    init(policy: Policy = Policy(), shared: SharedLoginFailures? = nil) {
         self.policy = policy
+        self.shared = shared
     }
+
+    /// ``delay(userName:address:)``, then, when counts are shared, the blocks other instances recorded (which this
+    /// instance then remembers). A database that cannot be read blocks nobody: the password check reports it.
+    func check(userName: String, address: String) async -> Duration? {
+        if let wait = delay(userName: userName, address: address) { return wait }
+        guard let shared else { return nil }
+        let keys = [Self.userKey(userName, address), Self.addressKey(address)]
+        let now = SharedLoginFailures.now()
+        guard let blocks = try? await shared.blocks(keys.map(Self.hash), now: now), !blocks.isEmpty else { return nil }
+        var longest: Duration? = nil
+        for key in keys {
+            guard let until = blocks[Self.hash(key)] else { continue }
+            let wait = Duration.milliseconds(until - now)
+            remember(key, blockedFor: wait)
+            longest = max(longest ?? wait, wait)
+        }
+        return longest
+    }
+
+    /// ``recordFailure(userName:address:)``, and the same count in the database when shared.
+    func fail(userName: String, address: String) async {
+        recordFailure(userName: userName, address: address)
+        guard let shared else { return }
+        let now = SharedLoginFailures.now()
+        let forget = now - Int(policy.memory.components.seconds * 1000)
+        for (key, free) in [(Self.userKey(userName, address), policy.userFailures),
+                            (Self.addressKey(address), policy.addressFailures)] {
+            guard let failures = try? await shared.count(Self.hash(key), now: now, forgetBefore: forget), failures > free else {
+                continue
+            }
+            let wait = wait(afterFailures: failures, free: free)
+            try? await shared.block(Self.hash(key), until: now + Int(wait.components.seconds * 1000))
+            remember(key, blockedFor: wait)
+        }
+    }
+
+    /// ``recordSuccess(userName:address:)``, also in the database when shared.
+    func succeed(userName: String, address: String) async {
+        recordSuccess(userName: userName, address: address)
+        try? await shared?.clear(Self.hash(Self.userKey(userName, address)))
+    }
+
+    /// 1 s, 2 s, 4 s … doubling per failure past the allowance, up to the lock.
+    private func wait(afterFailures failures: Int, free: Int) -> Duration {
+        let exponent = min(max(failures - free - 1, 0), 30)
+        return min(policy.firstDelay * (1 << exponent), policy.maximumDelay)
+    }
+
+    /// Keeps a block learned from the database (or counted there) in memory.
+    private func remember(_ key: String, blockedFor wait: Duration) {
+        let now = clock.now
+        entries.withLock { entries in
+            if entries.count >= capacity { prune(&entries, now: now) }
+            var entry = entries[key] ?? Entry(failures: 0, lastFailure: now, blockedUntil: now)
+            entry.blockedUntil = max(entry.blockedUntil, now + wait)
+            entries[key] = entry
+        }
+    }
+
+    private static func hash(_ key: String) -> String { Digest.sha256Hex(key.utf8) }
 
     /// How long the caller must wait before this attempt may be checked; nil when it may go ahead now.
     func delay(userName: String, address: String) -> Duration? {
@@ -50,11 +118,7 @@ final class LoginThrottle: Sendable {
                 if now - entry.lastFailure > policy.memory { entry.failures = 0 }
                 entry.failures = min(entry.failures + 1, 1_000)
                 entry.lastFailure = now
-                if entry.failures > free {
-                    // 1 s, 2 s, 4 s … doubling per failure past the allowance, up to the lock.
-                    let exponent = min(entry.failures - free - 1, 30)
-                    entry.blockedUntil = now + min(policy.firstDelay * (1 << exponent), policy.maximumDelay)
-                }
+                if entry.failures > free { entry.blockedUntil = now + wait(afterFailures: entry.failures, free: free) }
                 entries[key] = entry
             }
         }

@@ -23,6 +23,7 @@ enum SchemaStore {
         .once("2026-11-22-rate-counts") { db, _ in try await createRateCountTable(db) },
         .once("2026-11-22-task-assignee-index") { db, _ in try await ensureAssigneeIndex(db) },
         .once("2026-11-22-edit-sessions") { db, _ in try await createEditTable(db) },
+        .once("2026-11-23-login-failures") { db, _ in try await createLoginFailureTable(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -48,6 +49,7 @@ enum SchemaStore {
             try await createRateCountTable(db)
             try await ensureAssigneeIndex(db)
             try await createEditTable(db)
+            try await createLoginFailureTable(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
@@ -215,6 +217,15 @@ enum SchemaStore {
                 + " expires_at " + SQLFragment(db.dialect.integerType) + " NOT NULL)"
         )
         try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_edit_display ON docket_edit (display_id)")
+    }
+
+    /// Failed-login counts shared by every docketd on the database (see ``SharedLoginFailures``).
+    private static func createLoginFailureTable(_ db: SQLExecutor) async throws {
+        let integer = SQLFragment(db.dialect.integerType)
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_login_failure (key_hash TEXT PRIMARY KEY NOT NULL, failures " + integer
+                + " NOT NULL, last_failure " + integer + " NOT NULL, blocked_until " + integer + " NOT NULL)"
+        )
     }
 
     private static func createSideTables(_ db: SQLExecutor) async throws {

@@ -12,11 +12,13 @@ import Testing
 @Suite("Several instances, one service", .enabled(if: TestDatabase.postgres != nil))
 struct SharedInstancesTests {
     static func withTwoApps(
+        configure: (inout Configuration) -> Void = { _ in },
         _ test: @Sendable (any TestClientProtocol, any TestClientProtocol) async throws -> Void
     ) async throws {
         let directoryA = TemporaryDirectory()
         let directoryB = TemporaryDirectory()
-        let configuration = try await TestApp.demoConfiguration(dataDirectory: directoryA.path)
+        var configuration = try await TestApp.demoConfiguration(dataDirectory: directoryA.path)
+        configure(&configuration)
         var other = configuration
         other.dataDirectory = directoryB.path
         let a = try await buildApplication(configuration)
@@ -39,6 +41,22 @@ struct SharedInstancesTests {
             _ = try await b.execute(uri: "/logout.do", method: .post, headers: [.cookie: cookie], body: nil)
             #expect(try await a.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .unauthorized)
             #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .unauthorized)
+        }
+    }
+
+    @Test("wrong passwords spread over both instances are throttled as one")
+    func sharedThrottle() async throws {
+        // A first wait long enough that a machine busy with other tests cannot outlast it between two requests.
+        try await Self.withTwoApps(configure: { $0.loginThrottle.firstDelay = .seconds(30) }) { a, b in
+            // The demo allows five failures of one user from one address: three here, three there.
+            for client in [a, b, a, b, a] {
+                #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", .basic("beth.anglin", "wrong")).status == .unauthorized)
+            }
+            #expect(try await b.get("/api/now/table/incident?sysparm_limit=1", .basic("beth.anglin", "wrong")).status == .unauthorized)
+            // The sixth failure was past the allowance: the next attempt waits, on either instance.
+            let throttled = try await a.get("/api/now/table/incident?sysparm_limit=1", .basic("beth.anglin", "password"))
+            #expect(throttled.status == .tooManyRequests)
+            #expect(throttled.headers[.retryAfter] != nil)
         }
     }
 

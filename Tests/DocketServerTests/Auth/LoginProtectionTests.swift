@@ -40,6 +40,40 @@ struct LoginProtectionTests {
         #expect(throttle.delay(userName: "john", address: "10.0.0.1") == nil)
     }
 
+    @Test("with shared counts, failures on one instance throttle the next attempt on another; success clears them")
+    func sharedThrottle() async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let storage = try await TestDatabase.open(sqlitePath: directory.path + "/t.sqlite", readers: 2)
+        let hasher = PasswordHasher(cost: 4)
+        _ = try await RecordStore.open(storage: storage, logger: Logger(label: "t"), hashPassword: hasher.hash)
+        let policy = LoginThrottlePolicy(userFailures: 2, addressFailures: 100, maximumDelay: .seconds(8))
+        // Two instances: each its own memory, one database.
+        let a = LoginThrottle(policy: policy, shared: SharedLoginFailures(storage: storage))
+        let b = LoginThrottle(policy: policy, shared: SharedLoginFailures(storage: storage))
+        await a.fail(userName: "john", address: "10.0.0.1")
+        await b.fail(userName: "john", address: "10.0.0.1")
+        #expect(await a.check(userName: "john", address: "10.0.0.1") == nil)
+        // The third failure (counted on A) is past the allowance of two: B refuses the next attempt too.
+        await a.fail(userName: "john", address: "10.0.0.1")
+        let wait = try #require(await b.check(userName: "john", address: "10.0.0.1"))
+        #expect(wait > .zero && wait <= .seconds(1))
+        #expect(await b.check(userName: "john", address: "10.0.0.2") == nil)
+        #expect(await b.check(userName: "beth", address: "10.0.0.1") == nil)
+        // Nothing that names the user or the address is stored.
+        let stored = try await storage.read { db in try await db.rows("SELECT key_hash FROM docket_login_failure") }
+        #expect(stored.count == 2)
+        #expect(try stored.allSatisfy { try $0.value(at: "key_hash", kind: .text).text?.count == 64 })
+        // A success on B clears the user's count everywhere (A forgets its own memory of it on its next success).
+        await b.succeed(userName: "john", address: "10.0.0.1")
+        #expect(try await storage.read { db in try await db.rows("SELECT key_hash FROM docket_login_failure") }.count == 1)
+        // Pruning removes what is forgotten and no longer blocks.
+        try await SharedLoginFailures(storage: storage).prune(forgetBefore: SharedLoginFailures.now() + 1)
+        #expect(try await storage.read { db in try await db.rows("SELECT key_hash FROM docket_login_failure") }.isEmpty)
+        try await storage.close()
+        await hasher.shutdown()
+    }
+
     @Test("a full password queue refuses at once with Busy instead of queueing")
     func busy() async throws {
         let hasher = PasswordHasher(cost: 12, threads: 1, queueLimit: 1)
