@@ -172,8 +172,10 @@ def build(r, creds):
         path = "/api/x_snc_my_work/v1/tracker/task" + r.choice(["", "/cdb04ffc53247d4908555def767adca7/comment", "/" + rnd_text(r, 10) + "/comment"])
         if "comment" in path:
             method, ctype, body = "POST", "application/json", body_variants(r)
-    elif kind < 0.80:
+    elif kind < 0.77:
         method, path, body, ctype, headers = compass_request(r)
+    elif kind < 0.80:
+        method, path, body, ctype, headers = eto_request(r)
     else:
         return raw_malformed(r, creds), True
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
@@ -196,6 +198,32 @@ def build(r, creds):
 
 COMPASS = "/ccmweb/rest/repos/SampleRepository/databases/SAMPL"
 compass_tokens = []
+ETO_ENTERPRISES = ["7c9e6679-7425-40de-944b-e07fc1f90ae7", "c56a4180-65aa-42ec-a945-5fd21dec0538"]
+eto_tokens = {"sso": [], "site": []}
+
+def eto_request(r):
+    """ETO's sign-in chain and programs: good and forged tokens, paths in any case, odd ids and bodies."""
+    sso = r.choice(eto_tokens["sso"] * 3 + ["00000000-0000-0000-0000-000000000000", rnd_text(r, 10), ""])
+    site = r.choice(eto_tokens["site"] * 3 + [rnd_text(r, 36), '"x"', ""])
+    enterprise = r.choice(ETO_ENTERPRISES * 2 + [rnd_text(r, 8), ""])
+    number = r.choice(["101", "102", "201", "-1", "99999999999999999999", rnd_text(r, 3)])
+    headers = {} if r.random() < 0.1 else {r.choice(["enterpriseGuid", "ENTERPRISEGUID"]): enterprise, r.choice(["securityToken", "securitytoken"]): site}
+    base = r.choice(["/API/Security.svc", "/api/security.svc", "/API/SECURITY.SVC"])
+    k = r.random()
+    if k < 0.2:
+        body = json.dumps({"security": {"Email": r.choice(["john.doe@example.com", "ABEL.TUTER@example.com", rnd_text(r), ""]),
+                                        "Password": r.choice(["password", "x", None, 1])}}).encode() if r.random() < 0.8 else body_variants(r)
+        return "POST", base + "/SSOAuthenticate" + r.choice(["/", ""]), body, "application/json", {}
+    if k < 0.35: return "GET", base + "/GetSSOEnterprises/" + quote(sso), b"", None, {}
+    if k < 0.5: return "GET", base + "/GetSSOSites/" + quote(sso) + "/" + quote(enterprise), b"", None, {}
+    if k < 0.65:
+        offset = r.choice(["0", "-300", "8", "99999", "x", "-" + "9" * 30])
+        return "GET", base + f"/SSOSiteLogin/{quote(number)}/{quote(enterprise)}/{quote(sso)}/{quote(offset)}", b"", None, {}
+    if k < 0.82:
+        body = json.dumps({"ProgramID": r.choice([1001, "1002", 1003, 2001, "x", None, 10**30, -1])}).encode() if r.random() < 0.8 else body_variants(r)
+        return r.choice(["POST", "POST", "GET"]), base + "/UpdateCurrentProgram/", body, "application/json", headers
+    if k < 0.95: return "GET", r.choice(["/API/Form.svc", "/api/form.svc"]) + "/Forms/Program/GetPrograms/" + quote(number), b"", None, headers
+    return r.choice(["GET", "DELETE", "PUT"]), "/API/" + r.choice(["Nope.svc", "Actor.svc", ".svc", "Security.svc/" + rnd_text(r, 300)]), b"", None, headers
 
 def compass_request(r):
     """The Compass REST API: logins, records, edits, queries and result sets, with good and bad ids and bodies."""
@@ -376,6 +404,13 @@ def main():
                                              data=json.dumps({"username": user, "password": "password", "repo": "SampleRepository", "db": "SAMPL"}).encode(),
                                              headers={"Content-Type": "application/json"})
             compass_tokens.append(json.load(urllib.request.urlopen(request))["token"])
+        for email, site, enterprise in [("john.doe@example.com", 101, ETO_ENTERPRISES[0]), ("abel.tuter@example.com", 201, ETO_ENTERPRISES[1])]:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/API/Security.svc/SSOAuthenticate/", method="POST",
+                                             data=json.dumps({"security": {"Email": email, "Password": "password"}}).encode(),
+                                             headers={"Content-Type": "application/json"})
+            token = json.load(urllib.request.urlopen(request))["SSOAuthenticateResult"]["SSOAuthToken"]
+            eto_tokens["sso"].append(token)
+            eto_tokens["site"].append(json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/API/Security.svc/SSOSiteLogin/{site}/{enterprise}/{token}/0")))
         creds = ["john.doe:password"] * 4 + ["abel.tuter:password"] * 3 + ["beth.anglin:password", "abel.tuter:wrong", "nobody:x", ":", "john.doe:"]
         for i in range(args.requests):
             data, truncated = build(r, creds)

@@ -83,6 +83,8 @@ public func buildApplication(
     let dataSync = try DataSyncController(store: store, configuration: configuration)
     // Each dialect is a router of its own, with its own middlewares and not-found answer (``DialectMount``).
     let mounts = [
+        // ETO first: its `/API/*.svc` paths match in any case, `/api/…` included.
+        ETOAPI(store: store, authenticator: authenticator, sessions: ContextSessions(storage: storage)).mount(),
         ServiceNowAPI(
             store: store, configuration: configuration, authenticator: authenticator, oauth: oauth, rateLimiter: rateLimiter,
             compass: compassTokens, graphQL: nowGraphQL,
@@ -195,6 +197,7 @@ struct EventLogRetentionService: Service {
                     try await RateCounts(storage: store.storage).prune(before: hour)
                     try await SessionStore(storage: store.storage).prune()
                     try await EditSessions(storage: store.storage).prune()
+                    try await ContextSessions(storage: store.storage).prune()
                     let memory = Int(loginMemory.components.seconds * 1000)
                     try await SharedLoginFailures(storage: store.storage).prune(forgetBefore: SharedLoginFailures.now() - memory)
                 } catch {

@@ -13,9 +13,18 @@ struct DialectMount: Sendable {
     /// The path the dialect owns, with every path below it (whole segments: `/apix` is not below `/api`).
     let prefix: String
     let responder: any HTTPResponder<Context>
+    /// A test of its own instead of the prefix (ETO's `/API/*.svc` in any case, which `/api` must not take).
+    var matches: (@Sendable (String) -> Bool)? = nil
+
+    init(prefix: String, responder: any HTTPResponder<Context>, claims matches: (@Sendable (String) -> Bool)? = nil) {
+        self.prefix = prefix
+        self.responder = responder
+        self.matches = matches
+    }
 
     func claims(_ path: String) -> Bool {
-        path == prefix || (path.hasPrefix(prefix) && path.utf8.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/"))
+        if let matches { return matches(path) }
+        return path == prefix || (path.hasPrefix(prefix) && path.utf8.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/"))
     }
 }
 

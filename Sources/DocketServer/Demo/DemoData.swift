@@ -202,6 +202,7 @@ enum DemoData {
             )
         }
         try await DemoDefects.seed(store, now: now)
+        try await DemoContexts.seed(store)
         try await seedSystemLog(store, now: now)
     }
 

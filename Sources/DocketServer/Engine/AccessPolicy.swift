@@ -113,6 +113,8 @@ struct AccessPolicy: Sendable {
                 ),
                 // The DataSync showcase's shared task list: every signed-in user reads and changes every task.
                 AccessRule("datasync_task", [.read, .create, .write, .delete]),
+                // Each user reads where they are staff; enterprises, sites and programs are administered by admins.
+                AccessRule("sys_site_member", [.read], condition: .query(own)),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),
             ] + everyone.map { AccessRule($0, [.read]) }
         )

@@ -171,7 +171,7 @@ enum BaseSchema {
             ref("user", "Owner", "sys_user", defaultValue: "javascript:gs.getUserID()"), string("record_type", "Record type", 80),
             string("definition", "Definition", 65_000),
         ], indexes: [["user"], ["number"]]),
-    ] + WorkflowSchema.tables
+    ] + WorkflowSchema.tables + ContextSchema.tables
 
     static let taskFields: [FieldDefinition] = [
         FieldDefinition(table: "task", name: "number", label: "Number", type: .string, maxLength: 40, isDisplay: true),

@@ -24,6 +24,7 @@ enum SchemaStore {
         .once("2026-11-22-task-assignee-index") { db, _ in try await ensureAssigneeIndex(db) },
         .once("2026-11-22-edit-sessions") { db, _ in try await createEditTable(db) },
         .once("2026-11-23-login-failures") { db, _ in try await createLoginFailureTable(db) },
+        .once("2026-11-23-context-sessions") { db, _ in try await createContextTable(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -50,6 +51,7 @@ enum SchemaStore {
             try await ensureAssigneeIndex(db)
             try await createEditTable(db)
             try await createLoginFailureTable(db)
+            try await createContextTable(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
@@ -225,6 +227,16 @@ enum SchemaStore {
         try await db.run(
             "CREATE TABLE IF NOT EXISTS docket_login_failure (key_hash TEXT PRIMARY KEY NOT NULL, failures " + integer
                 + " NOT NULL, last_failure " + integer + " NOT NULL, blocked_until " + integer + " NOT NULL)"
+        )
+    }
+
+    /// The context of ETO logins (see ``ContextSessions``).
+    private static func createContextTable(_ db: SQLExecutor) async throws {
+        let integer = SQLFragment(db.dialect.integerType)
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_context (token_hash TEXT PRIMARY KEY NOT NULL, kind TEXT NOT NULL,"
+                + " enterprise TEXT NOT NULL, site " + integer + " NOT NULL, program " + integer + " NOT NULL, utc_offset "
+                + integer + " NOT NULL)"
         )
     }
 

@@ -1,0 +1,306 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// An ETO error: an HTTP status with `{"Message": …}`, the shape of a WCF service's faults.
+struct ETOError: Error, HTTPResponseError {
+    let status: HTTPResponse.Status
+    let message: String
+    var headers: HTTPFields = [:]
+
+    init(_ status: HTTPResponse.Status, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response = Response.json(JSONValue(members: [("Message", .string(message))]), status: status)
+        for field in headers { response.headers.append(field) }
+        return response
+    }
+}
+
+/// The ETO (Efforts to Outcomes) REST API at `/API/{Service}.svc/…`, paths matched case-insensitively: the
+/// authentication chain of `Security.svc` (SSO login → enterprises → sites → site login → current program) and
+/// `Form.svc`'s programs. Site-scoped calls carry the `enterpriseGuid` and `securityToken` headers, checked against
+/// each other. The context (enterprise, site, program) lives in the engine's tables (``ContextSchema``) and on the
+/// site token's session (``ContextSessions``).
+struct ETOAPI: HTTPResponder {
+    typealias Context = DocketRequestContext
+
+    let store: RecordStore
+    let authenticator: Authenticator
+    let sessions: ContextSessions
+
+    static let zeroGUID = "00000000-0000-0000-0000-000000000000"
+
+    /// Whether a path is ETO's: `/API/<name>.svc…` in any case.
+    static func claims(_ path: String) -> Bool {
+        let bytes = Array(path.utf8.prefix(64))
+        // "/api/" in any case (setting 0x20 lower-cases letters and keeps "/"), then a segment ending in ".svc".
+        guard bytes.count > 9, bytes.prefix(5).map({ $0 | 0x20 }) == Array("/api/".utf8) else { return false }
+        let segment = bytes.dropFirst(5).prefix { $0 != UInt8(ascii: "/") }.map { $0 | 0x20 }
+        return segment.count > 4 && segment.suffix(4) == Array(".svc".utf8)
+    }
+
+    func mount() -> DialectMount { DialectMount(prefix: "/API", responder: self, claims: Self.claims) }
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        do {
+            return try await route(request, context: context)
+        } catch let error as ETOError {
+            return try error.response(from: request, context: context)
+        } catch let error as EngineError {
+            return try ETOError(.badRequest, error.detail ?? error.message).response(from: request, context: context)
+        } catch is NIOTooManyBytesError {
+            return try ETOError(.contentTooLarge, "Request body too large").response(from: request, context: context)
+        } catch let failure as LoginFailure {
+            await failure.holdBack(authenticator)
+            return try ETOError(.serviceUnavailable, "Logins cannot be checked right now; try again").response(from: request, context: context)
+        } catch {
+            context.logger.error("ETO request failed", metadata: ["error": "\(error)"])
+            return try ETOError(.internalServerError, "Internal error").response(from: request, context: context)
+        }
+    }
+
+    private func route(_ request: Request, context: Context) async throws -> Response {
+        let raw = request.uri.path.split(separator: "/").map(String.init)
+        guard raw.count <= 12 else { throw ETOError(.notFound, "No such service operation") }
+        let parts = raw.map { $0.removingPercentEncoding ?? $0 }
+        let lower = parts.map { $0.lowercased() }
+        func expect(_ method: HTTPRequest.Method) throws {
+            guard request.method == method || (method == .get && request.method == .head) else {
+                throw ETOError(.methodNotAllowed, "\(request.method) is not allowed here; use \(method)")
+            }
+        }
+        switch Array(lower.dropFirst()) {
+        case ["security.svc", "ssoauthenticate"]:
+            try expect(.post)
+            return try await ssoAuthenticate(request, context: context)
+        case let path where path.count == 3 && path[0] == "security.svc" && path[1] == "getssoenterprises":
+            try expect(.get)
+            return try await enterprises(token: parts[3])
+        case let path where path.count == 4 && path[0] == "security.svc" && path[1] == "getssosites":
+            try expect(.get)
+            return try await sites(token: parts[3], enterprise: parts[4])
+        case let path where path.count == 6 && path[0] == "security.svc" && path[1] == "ssositelogin":
+            try expect(.get)
+            return try await siteLogin(site: parts[3], enterprise: parts[4], token: parts[5], offset: parts[6])
+        case ["security.svc", "updatecurrentprogram"]:
+            try expect(.post)
+            return try await updateCurrentProgram(request, context: context)
+        case let path where path.count == 5 && Array(path.prefix(4)) == ["form.svc", "forms", "program", "getprograms"]:
+            try expect(.get)
+            return try await programs(site: parts[5], request: request)
+        default:
+            throw ETOError(.notFound, "No such service operation: \(request.uri.path.prefix(200))")
+        }
+    }
+
+    // MARK: Security.svc
+
+    /// `POST SSOAuthenticate/ {"security":{"Email","Password"}}`: 200 always for a readable body; a failed login
+    /// has the all-zero GUID and a non-zero `AuthStatusCode` (1 wrong e-mail or password, 2 too many failures).
+    private func ssoAuthenticate(_ request: Request, context: Context) async throws -> Response {
+        let body = try await Self.body(request, context: context)
+        let security = body["security"] ?? body
+        guard let email = security["Email"]?.stringValue, let password = security["Password"]?.stringValue,
+            email.utf8.count <= 254
+        else { throw ETOError(.badRequest, "Send {\"security\":{\"Email\":…,\"Password\":…}}") }
+        // Staff sign in with their e-mail address; an unknown one is checked against a decoy like a wrong password.
+        let userName = try await userName(email: email) ?? "\u{0}eto:" + email
+        func answer(_ token: String, code: Int, offset: Int = 0) -> Response {
+            Response.json(JSONValue(members: [
+                ("SSOAuthenticateResult", JSONValue(members: [
+                    ("AccessKey", .string(token == Self.zeroGUID ? Self.zeroGUID : UUID().uuidString.lowercased())),
+                    ("AuthStatusCode", .integer(code)), ("Email", .string(email)), ("MarketplaceId", .integer(0)),
+                    ("Password", .string("")), ("SSOAuthToken", .string(token)), ("TimeZoneOffset", .integer(offset)),
+                ])),
+            ]))
+        }
+        let caller: Caller
+        do {
+            caller = try await authenticator.authenticate(userName: userName, password: password, address: context.clientAddress)
+        } catch {
+            await error.holdBack(authenticator)
+            switch error {
+            case .rejected: return answer(Self.zeroGUID, code: 1)
+            case .throttled(let wait):
+                var response = answer(Self.zeroGUID, code: 2)
+                response.headers[.retryAfter] = String(max(1, wait.components.seconds + 1))
+                return response
+            case .busy, .unavailable: throw ETOError(.serviceUnavailable, "Logins cannot be checked right now; try again")
+            }
+        }
+        let token = try await sessions.start(.init(kind: .sso, userID: caller.userID, enterprise: "", site: 0, program: 0, utcOffset: 0))
+        return answer(token, code: 0)
+    }
+
+    /// `GET GetSSOEnterprises/{SSOAuthToken}`: the enterprises where the user is staff of a site.
+    private func enterprises(token: String) async throws -> Response {
+        let user = try await ssoUser(token)
+        let memberships = try await staffSites(of: user)
+        var seen = Set<String>()
+        let list = memberships.filter { seen.insert($0.enterpriseGUID).inserted }.sorted { $0.enterpriseName < $1.enterpriseName }
+        return Response.json(.array(list.map {
+            JSONValue(members: [("Key", .string($0.enterpriseGUID)), ("Value", .string($0.enterpriseName))])
+        }))
+    }
+
+    /// `GET GetSSOSites/{SSOAuthToken}/{enterpriseGuid}`: the user's sites in that enterprise.
+    private func sites(token: String, enterprise: String) async throws -> Response {
+        let user = try await ssoUser(token)
+        let sites = try await staffSites(of: user).filter { $0.enterpriseGUID.caseInsensitiveCompare(enterprise) == .orderedSame }
+        guard !sites.isEmpty else { throw ETOError(.forbidden, "You are not staff of enterprise \(enterprise.prefix(40))") }
+        return Response.json(.array(sites.sorted { $0.number < $1.number }.map {
+            JSONValue(members: [("Key", .integer($0.number)), ("Value", .string($0.name))])
+        }))
+    }
+
+    /// `GET SSOSiteLogin/{SiteID}/{enterpriseGuid}/{SSOAuthToken}/{utcOffset}`: a site token, as a bare JSON string.
+    private func siteLogin(site: String, enterprise: String, token: String, offset: String) async throws -> Response {
+        let user = try await ssoUser(token)
+        guard let offset = Int(offset), (-1440...1440).contains(offset) else {
+            throw ETOError(.badRequest, "InvalidUTC: the UTC offset must be a whole number of hours or minutes")
+        }
+        guard let number = Int(site) else { throw ETOError(.badRequest, "The SiteID must be a number") }
+        let sites = try await staffSites(of: user)
+        guard let chosen = sites.first(where: { $0.number == number }) else {
+            throw ETOError(.forbidden, "You are not staff of site \(number)")
+        }
+        guard chosen.enterpriseGUID.caseInsensitiveCompare(enterprise) == .orderedSame else {
+            throw ETOError(.forbidden, "Site \(number) is not a site of enterprise \(enterprise.prefix(40))")
+        }
+        let siteToken = try await sessions.start(.init(
+            kind: .site, userID: user, enterprise: chosen.enterpriseGUID, site: number, program: 0, utcOffset: offset
+        ))
+        return Response.json(.string(siteToken))
+    }
+
+    /// `POST UpdateCurrentProgram/ {"ProgramID": n}` (a number or a string): the site session's current program.
+    private func updateCurrentProgram(_ request: Request, context: Context) async throws -> Response {
+        let (session, token) = try await siteSession(request)
+        let body = try await Self.body(request, context: context)
+        guard let id = body["ProgramID"]?.intValue ?? body["ProgramID"]?.stringValue.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) })
+        else { throw ETOError(.badRequest, "Send {\"ProgramID\": …}") }
+        guard let program = try await programs(ofSite: session.site).first(where: { $0.number == id }) else {
+            throw ETOError(.forbidden, "Program \(id) is not a program of site \(session.site)")
+        }
+        guard !program.disabled else { throw ETOError(.badRequest, "Program \(id) (\(program.name)) is disabled") }
+        try await sessions.setProgram(token, program: id)
+        let site = try await staffSites(of: session.userID).first { $0.number == session.site }
+        return Response.json(JSONValue(members: [
+            ("ProgramID", .integer(id)), ("ProgramName", .string(program.name)), ("SiteID", .integer(session.site)),
+            ("SiteName", .string(site?.name ?? "")), ("EnterpriseGuid", .string(session.enterprise)),
+        ]))
+    }
+
+    // MARK: Form.svc
+
+    /// `GET Forms/Program/GetPrograms/{SiteID}`: the site's programs, disabled ones flagged.
+    private func programs(site: String, request: Request) async throws -> Response {
+        let (session, _) = try await siteSession(request)
+        guard let number = Int(site) else { throw ETOError(.badRequest, "The SiteID must be a number") }
+        guard number == session.site else { throw ETOError(.forbidden, "This security token is for site \(session.site), not \(number)") }
+        return Response.json(.array(try await programs(ofSite: number).map {
+            JSONValue(members: [("ID", .integer($0.number)), ("Name", .string($0.name)), ("Disabled", .bool($0.disabled))])
+        }))
+    }
+
+    // MARK: Context
+
+    struct Site {
+        var number: Int
+        var name: String
+        var enterpriseGUID: String
+        var enterpriseName: String
+    }
+
+    /// The active sites of active enterprises where a user is staff.
+    func staffSites(of userID: String) async throws -> [Site] {
+        let members = try await store.list(
+            RecordQuery(
+                table: "sys_site_member", query: EncodedQuery().and("user", .equals, userID).and("site.active", .equals, "true")
+                    .and("site.enterprise.active", .equals, "true"),
+                fields: ["site.number", "site.name", "site.enterprise.guid", "site.enterprise.name"], limit: 1000, count: false
+            ),
+            caller: .system
+        )
+        var seen = Set<Int>()
+        return members.records.compactMap { record in
+            guard let number = Int(record["site.number"]), seen.insert(number).inserted else { return nil }
+            return Site(
+                number: number, name: record["site.name"], enterpriseGUID: record["site.enterprise.guid"],
+                enterpriseName: record["site.enterprise.name"]
+            )
+        }
+    }
+
+    struct Program {
+        var number: Int
+        var name: String
+        var disabled: Bool
+    }
+
+    func programs(ofSite site: Int) async throws -> [Program] {
+        let records = try await store.list(
+            RecordQuery(
+                table: "sys_program", query: EncodedQuery().and("site.number", .equals, String(site)).orderBy("number"),
+                fields: ["number", "name", "disabled"], limit: 1000, count: false
+            ),
+            caller: .system
+        )
+        return records.records.compactMap { record in
+            Int(record["number"]).map { Program(number: $0, name: record["name"], disabled: record["disabled"] == "true") }
+        }
+    }
+
+    private func userName(email: String) async throws -> String? {
+        let found = try await store.list(
+            RecordQuery(
+                table: "sys_user", query: EncodedQuery().and("email", .equals, email.lowercased()),
+                fields: ["user_name"], limit: 1, count: false
+            ),
+            caller: .system
+        )
+        return found.records.first.map { $0["user_name"] }
+    }
+
+    /// The user of a live SSO token (who must still be able to sign in).
+    private func ssoUser(_ token: String) async throws -> String {
+        guard let session = try await sessions.load(token, kind: .sso),
+            try await authenticator.caller(userID: session.userID) != nil
+        else { throw ETOError(.unauthorized, "NoSSOAuthToken: the SSO token is not valid; sign in again") }
+        return session.userID
+    }
+
+    /// The site session named by the `securityToken` header, which must belong to the `enterpriseGuid` header's
+    /// enterprise.
+    func siteSession(_ request: Request) async throws -> (ContextSessions.Context, String) {
+        guard let enterprise = request.headers[HTTPField.Name("enterpriseGuid")!], !enterprise.isEmpty else {
+            throw ETOError(.unauthorized, "NoEnterpriseIDSelected: send the enterpriseGuid header")
+        }
+        guard let token = request.headers[HTTPField.Name("securityToken")!], !token.isEmpty else {
+            throw ETOError(.unauthorized, "NoSiteIDSelected: send the securityToken header from SSOSiteLogin")
+        }
+        let bare = token.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+        guard let session = try await sessions.load(bare, kind: .site),
+            try await authenticator.caller(userID: session.userID) != nil
+        else { throw ETOError(.unauthorized, "The security token is not valid; sign in to the site again") }
+        guard session.enterprise.caseInsensitiveCompare(enterprise) == .orderedSame else {
+            throw ETOError(.unauthorized, "The security token is not for enterprise \(enterprise.prefix(40))")
+        }
+        return (session, bare)
+    }
+
+    static func body(_ request: Request, context: Context) async throws -> JSONValue {
+        let bytes = try await request.body.collect(upTo: min(context.maxBodySize, 1 << 20))
+        if bytes.readableBytes == 0 { return .object([:]) }
+        guard let json = try? JSONValue.parse(Array(bytes.readableBytesView)), json.objectValue != nil else {
+            throw ETOError(.badRequest, "The body must be a JSON object")
+        }
+        return json
+    }
+}

@@ -1,0 +1,206 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOCore
+import Testing
+
+@testable import DocketServer
+
+/// ETO's authentication chain (`Security.svc`) and programs (`Form.svc`), as the Swift seed calls them, decoded as
+/// strictly as a Codable client would; and the refusals: a wrong password, another enterprise's site, a token with the
+/// wrong enterprise header, a disabled program.
+@Suite("ETO Security.svc and programs")
+struct ETOSecurityTests {
+    struct AuthResult: Decodable {
+        struct Result: Decodable {
+            var AccessKey: String; var AuthStatusCode: Int; var Email: String; var MarketplaceId: Int; var SSOAuthToken: String
+        }
+        var SSOAuthenticateResult: Result
+    }
+    struct Enterprise: Decodable { var Key: String; var Value: String }
+    struct Site: Decodable { var Key: Int; var Value: String }
+    struct Program: Decodable { var ID: Int; var Name: String; var Disabled: Bool }
+    struct Failure: Decodable { var Message: String }
+
+    static let first = DemoContexts.enterprises[0].guid
+    static let second = DemoContexts.enterprises[1].guid
+
+    static func decode<T: Decodable>(
+        _ type: T.Type, _ response: TestResponse, _ status: HTTPResponse.Status = .ok, _ source: SourceLocation = #_sourceLocation
+    ) throws -> T {
+        #expect(response.status == status, "\(response.text)", sourceLocation: source)
+        return try JSONDecoder().decode(type, from: Data(response.body.readableBytesView))
+    }
+
+    static func post(_ client: any TestClientProtocol, _ path: String, _ body: String, _ headers: HTTPFields = [:]) async throws -> TestResponse {
+        var headers = headers
+        headers[.contentType] = "application/json"
+        return try await client.execute(uri: path, method: .post, headers: headers, body: ByteBuffer(string: body))
+    }
+
+    static func ssoToken(_ client: any TestClientProtocol, _ email: String, _ password: String = "password") async throws -> String {
+        let response = try await post(
+            client, "/API/Security.svc/SSOAuthenticate/", #"{"security":{"Email":"\#(email)","Password":"\#(password)"}}"#
+        )
+        return try decode(AuthResult.self, response).SSOAuthenticateResult.SSOAuthToken
+    }
+
+    /// The seed's chain up to a site token: login, enterprises, sites, site login (offset in minutes).
+    static func siteToken(_ client: any TestClientProtocol, _ email: String = "john.doe@example.com", site: Int = 101) async throws
+        -> (sso: String, site: String, headers: HTTPFields)
+    {
+        let sso = try await ssoToken(client, email)
+        let enterprises = try decode([Enterprise].self, try await client.get("/API/Security.svc/GetSSOEnterprises/\(sso)", [:]))
+        let enterprise = try #require(enterprises.first)
+        _ = try decode([Site].self, try await client.get("/API/Security.svc/GetSSOSites/\(sso)/\(enterprise.Key)", [:]))
+        let login = try await client.get("/API/Security.svc/SSOSiteLogin/\(site)/\(enterprise.Key)/\(sso)/-300", [:])
+        let token = try decode(String.self, login)
+        return (sso, token, [HTTPField.Name("enterpriseGuid")!: enterprise.Key, HTTPField.Name("securityToken")!: token])
+    }
+
+    @Test("the seed's sequence: SSOAuthenticate, enterprises, sites, site login, programs, UpdateCurrentProgram with a string id")
+    func seedSequence() async throws {
+        try await TestApp.withRouter { client in
+            let auth = try Self.decode(AuthResult.self, try await Self.post(
+                client, "/API/Security.svc/SSOAuthenticate/", #"{"security":{"Email":"john.doe@example.com","Password":"password"}}"#
+            ))
+            let sso = auth.SSOAuthenticateResult.SSOAuthToken
+            #expect(auth.SSOAuthenticateResult.AuthStatusCode == 0)
+            #expect(sso != ETOAPI.zeroGUID && UUID(uuidString: sso) != nil)
+            let enterprises = try Self.decode([Enterprise].self, try await client.get("/API/Security.svc/GetSSOEnterprises/\(sso)", [:]))
+            #expect(enterprises.map(\.Value) == ["Docket Outreach"])
+            #expect(enterprises.first?.Key == Self.first)
+            let sites = try Self.decode([Site].self, try await client.get("/API/Security.svc/GetSSOSites/\(sso)/\(Self.first)", [:]))
+            #expect(sites.map(\.Key) == [101, 102])
+            // The seed sends secondsFromGMT / 60 (minutes); the answer is a bare JSON string.
+            let login = try await client.get("/API/Security.svc/SSOSiteLogin/101/\(Self.first)/\(sso)/-300", [:])
+            #expect(login.text.hasPrefix("\"") && login.text.hasSuffix("\""))
+            let token = try Self.decode(String.self, login)
+            let headers: HTTPFields = [HTTPField.Name("enterpriseGuid")!: Self.first, HTTPField.Name("securityToken")!: token]
+            let programs = try Self.decode([Program].self, try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", headers))
+            #expect(programs.map(\.ID) == [1001, 1002, 1003])
+            #expect(programs.filter(\.Disabled).map(\.Name) == ["Winter Response 2019"])
+            let chosen = try await Self.post(client, "/API/Security.svc/UpdateCurrentProgram/", #"{"ProgramID":"1001"}"#, headers)
+            #expect(chosen.status == .ok)
+            #expect(try chosen.json["ProgramName"]?.stringValue == "Street Outreach")
+            // A number works as well, and paths match in any case.
+            #expect(try await Self.post(client, "/api/security.svc/updatecurrentprogram/", #"{"ProgramID":1002}"#, headers).status == .ok)
+            #expect(try await client.get("/api/FORM.svc/forms/program/getPrograms/101", headers).status == .ok)
+        }
+    }
+
+    @Test("a wrong password or an unknown e-mail is 200 with the zero GUID and a non-zero AuthStatusCode")
+    func failedLogin() async throws {
+        try await TestApp.withRouter { client in
+            for body in [#"{"security":{"Email":"john.doe@example.com","Password":"nope"}}"#,
+                         #"{"security":{"Email":"nobody@example.com","Password":"password"}}"#] {
+                let result = try Self.decode(AuthResult.self, try await Self.post(client, "/API/Security.svc/SSOAuthenticate/", body))
+                #expect(result.SSOAuthenticateResult.SSOAuthToken == ETOAPI.zeroGUID)
+                #expect(result.SSOAuthenticateResult.AccessKey == ETOAPI.zeroGUID)
+                #expect(result.SSOAuthenticateResult.AuthStatusCode != 0)
+            }
+            // The zero GUID (or any other) is no SSO token.
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/GetSSOEnterprises/\(ETOAPI.zeroGUID)", [:]), .unauthorized)
+            for bad in ["", "[]", "not json", #"{"security":{"Email":1}}"#] {
+                _ = try Self.decode(Failure.self, try await Self.post(client, "/API/Security.svc/SSOAuthenticate/", bad), .badRequest)
+            }
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/SSOAuthenticate/", [:]), .methodNotAllowed)
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/Nothing", [:]), .notFound)
+        }
+    }
+
+    @Test("enterprises keep apart: another enterprise's sites, a site of another enterprise, a token with the wrong header")
+    func isolation() async throws {
+        try await TestApp.withRouter { client in
+            let abel = try await Self.ssoToken(client, "abel.tuter@example.com")
+            let abelEnterprises = try Self.decode([Enterprise].self, try await client.get("/API/Security.svc/GetSSOEnterprises/\(abel)", [:]))
+            #expect(abelEnterprises.map(\.Key) == [Self.second])
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/GetSSOSites/\(abel)/\(Self.first)", [:]), .forbidden)
+            // john is not staff of Harbor House, and site 102 is not a site of the second enterprise.
+            let john = try await Self.ssoToken(client, "john.doe@example.com")
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/SSOSiteLogin/201/\(Self.second)/\(john)/0", [:]), .forbidden)
+            let wrongPair = try Self.decode(Failure.self, try await client.get("/API/Security.svc/SSOSiteLogin/102/\(Self.second)/\(john)/0", [:]), .forbidden)
+            #expect(wrongPair.Message.contains("not a site of enterprise"))
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/SSOSiteLogin/101/\(Self.first)/\(john)/99999", [:]), .badRequest)
+            // A site token presented with another enterprise's GUID, or without headers, is refused.
+            let (_, token, headers) = try await Self.siteToken(client)
+            let wrongHeader: HTTPFields = [HTTPField.Name("enterpriseGuid")!: Self.second, HTTPField.Name("securityToken")!: token]
+            let refused = try Self.decode(Failure.self, try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", wrongHeader), .unauthorized)
+            #expect(refused.Message.contains("not for enterprise"))
+            _ = try Self.decode(Failure.self, try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", [:]), .unauthorized)
+            // Another site's programs, a disabled program, a program of another site.
+            _ = try Self.decode(Failure.self, try await client.get("/API/Form.svc/Forms/Program/GetPrograms/102", headers), .forbidden)
+            let disabled = try Self.decode(Failure.self, try await Self.post(client, "/API/Security.svc/UpdateCurrentProgram/", #"{"ProgramID":1003}"#, headers), .badRequest)
+            #expect(disabled.Message.contains("disabled"))
+            _ = try Self.decode(Failure.self, try await Self.post(client, "/API/Security.svc/UpdateCurrentProgram/", #"{"ProgramID":2001}"#, headers), .forbidden)
+            _ = try Self.decode(Failure.self, try await Self.post(client, "/API/Security.svc/UpdateCurrentProgram/", #"{"ProgramID":"x"}"#, headers), .badRequest)
+            // An SSO token is no site token, and the other way round.
+            let (sso, _, _) = try await Self.siteToken(client)
+            let ssoAsSite: HTTPFields = [HTTPField.Name("enterpriseGuid")!: Self.first, HTTPField.Name("securityToken")!: sso]
+            _ = try Self.decode(Failure.self, try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", ssoAsSite), .unauthorized)
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/GetSSOEnterprises/\(token)", [:]), .unauthorized)
+        }
+    }
+
+    @Test("a password change ends the user's ETO tokens")
+    func passwordChangeEndsTokens() async throws {
+        try await TestApp.withRouter { client in
+            let (sso, _, headers) = try await Self.siteToken(client, "beth.anglin@example.com")
+            let patched = try await client.send(
+                .patch, "/api/now/table/sys_user/\(DemoData.userID("beth.anglin"))", json: #"{"password":"changed-password"}"#, headers: .admin
+            )
+            #expect(patched.status == .ok)
+            _ = try Self.decode(Failure.self, try await client.get("/API/Security.svc/GetSSOEnterprises/\(sso)", [:]), .unauthorized)
+            _ = try Self.decode(Failure.self, try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", headers), .unauthorized)
+        }
+    }
+
+    @Test("many site logins and program changes at once: each gets its own token, and every token holds")
+    func concurrentSessions() async throws {
+        try await TestApp.withRouter { client in
+            let sso = try await Self.ssoToken(client, "john.doe@example.com")
+            let tokens = try await withThrowingTaskGroup(of: (String, Int).self) { group in
+                for index in 0..<8 {
+                    group.addTask {
+                        let token = try Self.decode(String.self, try await client.get("/API/Security.svc/SSOSiteLogin/101/\(Self.first)/\(sso)/0", [:]))
+                        let program = index % 2 == 0 ? 1001 : 1002
+                        let headers: HTTPFields = [HTTPField.Name("enterpriseGuid")!: Self.first, HTTPField.Name("securityToken")!: token]
+                        #expect(try await Self.post(client, "/API/Security.svc/UpdateCurrentProgram/", #"{"ProgramID":\#(program)}"#, headers).status == .ok)
+                        return (token, program)
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(tokens.map(\.0)).count == 8)
+            for (token, _) in tokens {
+                let headers: HTTPFields = [HTTPField.Name("enterpriseGuid")!: Self.first, HTTPField.Name("securityToken")!: token]
+                #expect(try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", headers).status == .ok)
+            }
+        }
+    }
+
+    @Test("context sessions: a site token keeps its enterprise, site and program; kinds do not mix; ended sessions go")
+    func contextSessions() async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let storage = try await TestDatabase.open(sqlitePath: directory.path + "/t.sqlite", readers: 2)
+        let hasher = PasswordHasher(cost: 4)
+        _ = try await RecordStore.open(storage: storage, logger: Logger(label: "t"), hashPassword: hasher.hash)
+        let sessions = ContextSessions(storage: storage)
+        let site = try await sessions.start(.init(kind: .site, userID: "u1", enterprise: Self.first, site: 101, program: 0, utcOffset: -300))
+        try await sessions.setProgram(site.uppercased(), program: 1002)
+        let loaded = try #require(try await sessions.load(site.uppercased(), kind: .site))
+        #expect(loaded == .init(kind: .site, userID: "u1", enterprise: Self.first, site: 101, program: 1002, utcOffset: -300))
+        #expect(try await sessions.load(site, kind: .sso) == nil)
+        #expect(try await sessions.load(site, kind: .site, now: SessionStore.now() + ContextSessions.lifetime + 1) == nil)
+        try await sessions.sessions.delete(site)
+        #expect(try await sessions.load(site, kind: .site) == nil)
+        try await sessions.prune()
+        #expect(try await storage.read { db in try await db.rows("SELECT kind FROM docket_context") }.isEmpty)
+        try await storage.close()
+        await hasher.shutdown()
+    }
+}
