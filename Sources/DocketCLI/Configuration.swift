@@ -45,6 +45,9 @@ struct ConnectionOptions: ParsableArguments {
     /// A client for a command that speaks the ServiceNow APIs only: a Compass login is told what to use instead.
     func serviceNowClient(_ command: String) throws -> DocketClient {
         let client = try client()
+        if case .eto = client.session.credentials {
+            throw CLIFailure("'docket \(command)' speaks the ServiceNow APIs, and you are signed in to ETO: use 'docket context'")
+        }
         if let compass = client.session.credentials.compassDatabase {
             throw CLIFailure(
                 "'docket \(command)' speaks the ServiceNow APIs, and you are logged in to Compass (\(compass.repository)/"
@@ -54,9 +57,21 @@ struct ConnectionOptions: ParsableArguments {
         return client
     }
 
+    /// A client for a command that speaks ServiceNow or Compass (not ETO).
+    func workClient(_ command: String) throws -> DocketClient {
+        let client = try client()
+        if case .eto = client.session.credentials {
+            throw CLIFailure("'docket \(command)' needs a ServiceNow or Compass login; with ETO use 'docket context'")
+        }
+        return client
+    }
+
     /// The work backend of the saved login: Compass or the ServiceNow Table API.
     func backend() throws -> (client: DocketClient, backend: any WorkBackend) {
         let client = try client()
+        if case .eto = client.session.credentials {
+            throw CLIFailure("this command needs a ServiceNow or Compass login; ETO participants and TouchPoints are not served yet")
+        }
         return (client, client.workBackend())
     }
 }

@@ -17,7 +17,7 @@ public struct DocketCommand: AsyncParsableCommand {
         subcommands: [
             LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
             CommentCommand.self, RecordsCommand.self, WatchCommand.self, DefectsCommand.self, CreateCommand.self,
-            EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self,
+            EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self, ContextCommand.self,
         ]
     )
 
@@ -91,6 +91,16 @@ public struct DocketCommand: AsyncParsableCommand {
         guard let password = environment.readPassword("Your login to \(target) has expired. Password for \(saved.userName): "),
             !password.isEmpty
         else { return false }
+        if case .eto = old {
+            let client = DocketClient(session: DocketSession(
+                instance: target, credentials: .eto(ETOLogin(email: saved.userName)), transport: environment.transport
+            ))
+            try await client.eto.signIn(email: saved.userName, password: password)
+            guard let login = await client.session.etoLogin else { return false }
+            try environment.credentialStore.save(.eto(login), for: target)
+            environment.err("docket: signed in again; choose where to work with 'docket context'\n")
+            return false
+        }
         if let compass = old.compassDatabase {
             let credentials = try await LoginCommand.logIn(
                 target, repository: compass.repository, database: compass.database, user: saved.userName,

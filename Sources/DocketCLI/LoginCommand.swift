@@ -45,9 +45,15 @@ struct LoginCommand: AsyncParsableCommand {
     @Option(help: "Compass database (SAMPL), with --repo.")
     var db: String?
 
+    @Flag(help: "Sign in to the ETO (Efforts to Outcomes) API with your e-mail address as --user; then choose where to work with 'docket context'.")
+    var eto = false
+
     func validate() throws {
         if (repo == nil) != (db == nil) { throw ValidationError("--repo and --db go together") }
         if repo != nil, clientID != nil { throw ValidationError("--client-id is for ServiceNow logins, not with --repo") }
+        if eto, repo != nil || clientID != nil || savePassword {
+            throw ValidationError("--eto goes without --repo, --client-id and --save-password")
+        }
     }
 
     func run() async throws {
@@ -56,6 +62,16 @@ struct LoginCommand: AsyncParsableCommand {
         if clientID != nil, clientSecret == nil { throw ValidationError("--client-id needs --client-secret") }
         let password = passwordStdin ? environment.readLine() : environment.readPassword("Password for \(user): ")
         guard let password, !password.isEmpty else { throw CLIFailure("no password given") }
+        if eto {
+            let client = DocketClient(session: DocketSession(
+                instance: target, credentials: .eto(ETOLogin(email: user)), transport: environment.transport
+            ))
+            try await client.eto.signIn(email: user, password: password)
+            guard let login = await client.session.etoLogin else { throw CLIFailure("the ETO sign-in returned no token") }
+            try environment.credentialStore.save(.eto(login), for: target)
+            try CLIConfiguration(instance: target.description, userName: user).save(to: environment.configDirectory)
+            return environment.print("Signed in to \(target) as \(user) (ETO). Choose where to work with 'docket context'.")
+        }
         if let repo, let db {
             let credentials = try await Self.logIn(
                 target, repository: repo, database: db, user: user, password: password, savePassword: savePassword,
@@ -171,6 +187,9 @@ struct WhoAmICommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try connection.client()
+        if case .eto(let login) = client.session.credentials {
+            return CLIEnvironment.current.print("\(login.email) on \(client.session.instance) (ETO)")
+        }
         if let compass = client.session.credentials.compassDatabase {
             let user = client.session.credentials.userName
             _ = try await client.compass.databases()  // the login still holds

@@ -26,7 +26,7 @@ struct ShowCommand: AsyncParsableCommand {
     ]
 
     func run() async throws {
-        let client = try connection.client()
+        let client = try connection.workClient("show")
         if client.session.credentials.compassDatabase != nil {
             return WorkOutput.show(try await client.workBackend().item(task), json: output.json)
         }
@@ -99,7 +99,7 @@ struct CommentCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try connection.client()
+        let client = try connection.workClient("comment")
         if client.session.credentials.compassDatabase != nil {
             if workNote { throw CLIFailure("Compass records have notes, not work notes: leave out --work-note") }
             try await client.workBackend().comment(on: task, text)

@@ -50,7 +50,7 @@ struct WatchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try connection.client()
+        let client = try connection.workClient("watch")
         let environment = CLIEnvironment.current
         if client.session.credentials.compassDatabase != nil {
             guard table == nil, query == nil, since == nil, !websocket else {

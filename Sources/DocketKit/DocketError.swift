@@ -74,8 +74,8 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
                 detail = error["detail"]?.stringValue
             } else if let description = body["error_description"]?.stringValue {
                 message = description
-            } else if let text = body["message"]?.stringValue, !text.isEmpty {
-                // Compass: `{status, message}`.
+            } else if let text = (body["message"] ?? body["Message"])?.stringValue, !text.isEmpty {
+                // Compass: `{status, message}`; ETO: `{Message}`.
                 message = text
             }
         }

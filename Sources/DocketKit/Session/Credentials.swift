@@ -16,6 +16,9 @@ public enum Credentials: Sendable, Equatable, Codable {
     /// A Compass token from an earlier login, and no password: it works until it expires (24 hours) or is logged
     /// off, then the user must log in again.
     case compassToken(repository: String, database: String, userName: String, token: String)
+    /// An ETO sign-in and the context chosen since (enterprise, site, program), with its tokens and no password:
+    /// ``ETOService/signIn(email:password:)`` fills it in; it works until the tokens expire (24 hours).
+    case eto(ETOLogin)
 
     /// The user name these credentials log in as.
     public var userName: String {
@@ -23,6 +26,8 @@ public enum Credentials: Sendable, Equatable, Codable {
         case .basic(let userName, _), .oauth(_, _, let userName, _), .refreshToken(_, _, let userName, _),
             .sessionCookies(let userName, _), .compass(_, _, let userName, _), .compassToken(_, _, let userName, _):
             return userName
+        case .eto(let login):
+            return login.email
         }
     }
 
@@ -30,7 +35,7 @@ public enum Credentials: Sendable, Equatable, Codable {
     public var containsPassword: Bool {
         switch self {
         case .basic, .oauth, .compass: return true
-        case .refreshToken, .sessionCookies, .compassToken: return false
+        case .refreshToken, .sessionCookies, .compassToken, .eto: return false
         }
     }
 
@@ -45,4 +50,33 @@ public enum Credentials: Sendable, Equatable, Codable {
 
     /// Saved logins without a password, which cannot log in again by themselves.
     var isSaved: Bool { !containsPassword }
+}
+
+/// Where an ETO user signed in and chose to work: the SSO token, then the enterprise and site (with the site's
+/// security token), then the program. Nothing here is a password.
+public struct ETOLogin: Sendable, Equatable, Codable {
+    /// The e-mail address the user signed in with.
+    public var email: String
+    /// The SSO token of ``ETOService/signIn(email:password:)`` ("" before).
+    public var ssoToken: String
+    /// The chosen enterprise's GUID.
+    public var enterprise: String?
+    /// The chosen site (ETO's SiteID).
+    public var site: Int?
+    /// The site's security token, from ``ETOService/selectSite(_:enterprise:utcOffsetMinutes:)``.
+    public var siteToken: String?
+    /// The chosen program (ETO's ProgramID).
+    public var program: Int?
+
+    public init(
+        email: String, ssoToken: String = "", enterprise: String? = nil, site: Int? = nil, siteToken: String? = nil,
+        program: Int? = nil
+    ) {
+        self.email = email
+        self.ssoToken = ssoToken
+        self.enterprise = enterprise
+        self.site = site
+        self.siteToken = siteToken
+        self.program = program
+    }
 }

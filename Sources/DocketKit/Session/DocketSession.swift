@@ -38,6 +38,7 @@ public actor DocketSession {
     private var cookies: [String: String] = [:]
     private var token: OAuthToken?
     private var compassToken: String?
+    private var eto: ETOLogin?
 
     /// Creates a session; nothing is sent until the first request.
     public init(
@@ -50,7 +51,14 @@ public actor DocketSession {
         self.retryPolicy = retryPolicy
         if case .sessionCookies(_, let saved) = credentials { cookies = saved }
         if case .compassToken(_, _, _, let saved) = credentials { compassToken = saved }
+        if case .eto(let saved) = credentials { eto = saved }
     }
+
+    /// The ETO sign-in and context as they stand, to save (``Credentials/eto(_:)``).
+    public var etoLogin: ETOLogin? { eto }
+
+    /// Replaces the ETO context (``ETOService`` does, as the user signs in and chooses).
+    func setETO(_ login: ETOLogin) { eto = login }
 
     /// The token of the last Compass login, to save instead of a password
     /// (``Credentials/compassToken(repository:database:userName:token:)``).
@@ -236,6 +244,13 @@ public actor DocketSession {
             return true
         case .compass, .compassToken:
             request.headers["Authorization"] = "Bearer " + (try await compassLogin())
+            return false
+        case .eto:
+            // Site-scoped calls carry the enterprise and the site's token as headers.
+            if let eto, let enterprise = eto.enterprise, let token = eto.siteToken {
+                request.headers["enterpriseGuid"] = enterprise
+                request.headers["securityToken"] = token
+            }
             return false
         }
     }

@@ -1,0 +1,60 @@
+import DocketKit
+import DocketModel
+import DocketTestSupport
+import Foundation
+import Testing
+
+/// `ETOService` against a live docketd: the context chain, the errors that name what is missing, and a saved context
+/// used again without the password.
+@Suite("ETOService against docketd")
+struct ETOServiceTests {
+    static func client(_ base: String, _ login: ETOLogin) throws -> DocketClient {
+        try DocketClient(instance: base, credentials: .eto(login))
+    }
+
+    @Test("sign in, enterprises, sites, site, programs, program; the saved context works in a new client")
+    func chain() async throws {
+        try await withLiveServer { base in
+            let client = try Self.client(base, ETOLogin(email: "john.doe@example.com"))
+            let eto = client.eto
+            // Each step before its time names what is missing.
+            await #expect { try await eto.enterprises() } throws: { ($0 as? DocketError)?.message.hasPrefix("NoSSOAuthToken") == true }
+            try await eto.signIn(email: "john.doe@example.com", password: "password")
+            await #expect { try await eto.programs() } throws: { ($0 as? DocketError)?.message.hasPrefix("NoEnterpriseIDSelected") == true }
+            await #expect { try await eto.selectedProgram() } throws: { ($0 as? DocketError)?.message.hasPrefix("NoEnterpriseIDSelected") == true }
+            let enterprises = try await eto.enterprises()
+            #expect(enterprises.map(\.name) == ["Docket Outreach"])
+            let sites = try await eto.sites(enterprise: enterprises[0].id)
+            #expect(sites.map(\.id) == [101, 102])
+            try await eto.selectSite(101, enterprise: enterprises[0].id)
+            await #expect { try await eto.selectedProgram() } throws: { ($0 as? DocketError)?.message.hasPrefix("NoProgramIDSelected") == true }
+            let programs = try await eto.programs()
+            #expect(programs.map(\.id) == [1001, 1002, 1003])
+            #expect(programs.filter(\.disabled).map(\.id) == [1003])
+            await #expect { try await eto.selectProgram(1003) } throws: { ($0 as? DocketError)?.status == 400 }
+            try await eto.selectProgram(1002)
+            #expect(try await eto.selectedProgram() == 1002)
+            // The context as saved (no password in it) works for a new client.
+            let saved = try #require(await client.session.etoLogin)
+            #expect(saved.site == 101 && saved.program == 1002 && saved.siteToken != nil)
+            let again = try Self.client(base, saved).eto
+            #expect(try await again.programs().count == 3)
+            #expect(try await again.selectedProgram() == 1002)
+        }
+    }
+
+    @Test("a wrong password is a 401; a site of another enterprise is refused")
+    func refusals() async throws {
+        try await withLiveServer { base in
+            let eto = try Self.client(base, ETOLogin(email: "john.doe@example.com")).eto
+            await #expect { try await eto.signIn(email: "john.doe@example.com", password: "nope") } throws: {
+                ($0 as? DocketError)?.status == 401
+            }
+            try await eto.signIn(email: "john.doe@example.com", password: "password")
+            await #expect { try await eto.selectSite(201, enterprise: "c56a4180-65aa-42ec-a945-5fd21dec0538") } throws: {
+                ($0 as? DocketError)?.status == 403
+            }
+            #expect(try await eto.sites(enterprise: "7c9e6679-7425-40de-944b-e07fc1f90ae7").count == 2)
+        }
+    }
+}
