@@ -26,30 +26,47 @@ enum DemoContexts {
         ),
     ]
 
+    /// Participants: (site, CLID, first name, last name, date of birth).
+    static let participants: [(Int, Int, String, String, String)] = [
+        (101, 5001, "Maria", "Lopez", "1984-03-12"), (101, 5002, "James", "Carter", "1979-11-02"),
+        (102, 5003, "Aisha", "Rahman", "1991-06-25"), (201, 7001, "Tom", "Becker", "1968-01-30"),
+        (201, 7002, "Lena", "Hoffmann", "2001-09-14"),
+    ]
+
     static func seed(_ store: RecordStore) async throws {
         for (index, enterprise) in enterprises.enumerated() {
             let enterpriseID = DemoData.id("sys_enterprise", index + 1)
             try await store.insert(
-                into: "sys_enterprise", values: ["sys_id": enterpriseID, "name": enterprise.name, "guid": enterprise.guid],
+                into: "sys_enterprise", values: ["sys_id": enterpriseID, "name": enterprise.name, "guid": enterprise.guid, "sys_domain": enterpriseID],
                 caller: .system
             )
             for (site, name, programs, staff) in enterprise.sites {
                 let siteID = DemoData.id("sys_site", site)
                 try await store.insert(
-                    into: "sys_site", values: ["sys_id": siteID, "name": name, "enterprise": enterpriseID, "number": String(site)],
+                    into: "sys_site", values: ["sys_id": siteID, "name": name, "enterprise": enterpriseID, "number": String(site),
+                             "sys_domain": enterpriseID],
                     caller: .system
                 )
                 for (program, programName, disabled) in programs {
                     try await store.insert(
                         into: "sys_program",
                         values: ["sys_id": DemoData.id("sys_program", program), "name": programName, "site": siteID,
-                                 "number": String(program), "disabled": disabled ? "true" : "false"],
+                                 "number": String(program), "disabled": disabled ? "true" : "false", "sys_domain": enterpriseID],
                         caller: .system
                     )
                 }
                 for user in staff {
                     try await store.insert(
                         into: "sys_site_member", values: ["user": DemoData.userID(user), "site": siteID, "roles": "staff"],
+                        caller: .system
+                    )
+                }
+                for (at, clid, first, last, born) in participants where at == site {
+                    try await store.insert(
+                        into: "eto_participant",
+                        values: ["sys_id": DemoData.id("eto_participant", clid), "first_name": first, "last_name": last,
+                                 "date_of_birth": born, "site": siteID, "clid": String(clid), "subject_id": String(clid + 100_000),
+                                 "sys_domain": enterpriseID],
                         caller: .system
                     )
                 }

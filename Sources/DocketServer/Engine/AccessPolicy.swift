@@ -115,6 +115,10 @@ struct AccessPolicy: Sendable {
                 AccessRule("datasync_task", [.read, .create, .write, .delete]),
                 // Each user reads where they are staff; enterprises, sites and programs are administered by admins.
                 AccessRule("sys_site_member", [.read], condition: .query(own)),
+                // Participants: every signed-in user works with them, within the user's enterprises (the engine
+                // adds that to every rule of a scoped table).
+                AccessRule("eto_participant", [.read, .create, .write]),
+                AccessRule("sys_enterprise", [.read]), AccessRule("sys_site", [.read]), AccessRule("sys_program", [.read]),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),
             ] + everyone.map { AccessRule($0, [.read]) }
         )

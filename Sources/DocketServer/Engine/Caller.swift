@@ -8,6 +8,18 @@ struct Caller: Sendable, Equatable {
     var roles: Set<String>
     /// The user's time zone (`sys_user.time_zone`, an IANA name); display values of dates use it.
     var timeZoneName: String = ""
+    /// The enterprises (`sys_enterprise` sys_ids) where the user is staff of a site: the domains whose records of
+    /// scoped tables (those with a `sys_domain` field) the caller may see at all.
+    var domains: Set<String> = []
+    /// The enterprise of the caller's active context (an ETO site login), which narrows ``domains`` to it and is
+    /// where the caller's new scoped records go; nil without one.
+    var activeDomain: String? = nil
+
+    /// The domains the caller works in now: the active one, else all of them.
+    var visibleDomains: Set<String> {
+        guard let activeDomain else { return domains }
+        return domains.contains(activeDomain) ? [activeDomain] : []
+    }
 
     /// The user's time zone, or nil for UTC.
     var timeZone: TimeZone? {

@@ -3,28 +3,40 @@ import DocketModel
 /// The context hierarchy of the base schema: enterprises (tenants), their sites, the programs of each site, and the
 /// users who are staff of a site. ETO's enterprise → site → program is this hierarchy as it is; a Compass
 /// repository and database, or a ServiceNow domain, are the same idea. Like the rest of ``BaseSchema`` these tables
-/// are catalog data; only administrators change them through the generic APIs.
+/// are catalog data; only administrators change them through the generic APIs. Enterprises, sites and programs are
+/// scoped like participants (`sys_domain`, an enterprise's being itself): staff read their own enterprise's.
 enum ContextSchema {
     typealias S = BaseSchema
 
     static let tables: [TableDefinition] = [
         // A tenant; `guid` is how ETO clients name it (its `enterpriseGuid`).
         S.table("sys_enterprise", "Enterprise", display: "name", [
-            S.string("name", "Name", 100), S.string("guid", "GUID", 36), S.bool("active", "Active", "true"),
+            S.string("name", "Name", 100), S.string("guid", "GUID", 36), S.bool("active", "Active", "true"), scope,
         ], indexes: [["guid"]]),
         // An office or service location of an enterprise; `number` is ETO's SiteID.
         S.table("sys_site", "Site", display: "name", [
             S.string("name", "Name", 100), S.ref("enterprise", "Enterprise", "sys_enterprise"), S.int("number", "Site ID"),
-            S.bool("active", "Active", "true"),
+            S.bool("active", "Active", "true"), scope,
         ], indexes: [["enterprise"], ["number"]]),
         // A service line of a site; `number` is ETO's ProgramID. A disabled program is listed but cannot be chosen.
         S.table("sys_program", "Program", display: "name", [
             S.string("name", "Name", 100), S.ref("site", "Site", "sys_site"), S.int("number", "Program ID"),
-            S.bool("disabled", "Disabled", "false"),
+            S.bool("disabled", "Disabled", "false"), scope,
         ], indexes: [["site"], ["number"]]),
         // A user is staff of a site, with roles there (comma-separated).
         S.table("sys_site_member", "Site Member", display: "user", [
             S.ref("user", "User", "sys_user"), S.ref("site", "Site", "sys_site"), S.string("roles", "Roles", 1000),
         ], indexes: [["user"], ["site"]]),
+        // A person a site serves (ETO's participant). Scoped: `sys_domain` is the enterprise it belongs to, and the
+        // engine shows it to staff of that enterprise only, through every API.
+        S.table("eto_participant", "Participant", display: "last_name", [
+            S.string("first_name", "First name", 100), S.string("last_name", "Last name", 100),
+            S.string("date_of_birth", "Date of birth", 10), S.string("address1", "Address", 200),
+            S.string("zip_code", "ZIP code", 20), S.ref("site", "Site", "sys_site"), S.int("clid", "Participant ID"),
+            S.int("subject_id", "Subject ID"), scope,
+        ], indexes: [["sys_domain"], ["site"], ["clid"]]),
     ]
+
+    /// The field that scopes a table's records to an enterprise.
+    static let scope = S.ref("sys_domain", "Domain", "sys_enterprise")
 }

@@ -325,6 +325,18 @@ struct QueryCompiler {
     /// The records of this table the caller may `operation`, as a condition; nil means all of them.
     mutating func accessFilter(_ operation: AccessOperation) throws(EngineError) -> SQLFragment? {
         if caller.isAdmin { return nil }
+        let rules = try ruleFilter(operation)
+        // Scoped tables (a `sys_domain` field): only records of the caller's domains, whatever the rules say.
+        guard table.field("sys_domain") != nil else { return rules }
+        let domains = caller.visibleDomains
+        let scope: SQLFragment = domains.isEmpty
+            ? "1 = 0" : column("sys_domain") + " IN (" + .bindList(domains.sorted()) + ")"
+        guard let rules else { return scope }
+        return (rules.parenthesized() + " AND " + scope).parenthesized()
+    }
+
+    /// What the access rules alone let the caller `operation`; nil means everything.
+    private mutating func ruleFilter(_ operation: AccessOperation) throws(EngineError) -> SQLFragment? {
         let rules = policy.rules(for: operation, on: table, caller: caller)
         var parts: [SQLFragment] = []
         for rule in rules {

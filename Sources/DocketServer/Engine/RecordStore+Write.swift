@@ -51,6 +51,7 @@ extension RecordStore {
                 values[field.name] = resolved ?? value
             }
             values.merge(prepared.values) { _, new in new }
+            try Self.assignDomain(&values, table: table, caller: caller)
             let given = Set(prepared.values.filter { !$0.value.isEmpty }.keys)
             var changed = given
             // Imports (admins keeping sys_ fields as given) write read-only fields too.
@@ -114,6 +115,20 @@ extension RecordStore {
         return events[0].sysID
     }
 
+    /// A new record of a scoped table (one with a `sys_domain` field) belongs to the caller's active enterprise,
+    /// or to the caller's only one; a caller with several and none active must say which (and may only name one of
+    /// theirs: the create access check sees to that).
+    static func assignDomain(_ values: inout [String: String], table: SchemaCatalog.Table, caller: Caller) throws {
+        guard table.field("sys_domain") != nil, values["sys_domain", default: ""].isEmpty else { return }
+        if let domain = caller.activeDomain ?? (caller.domains.count == 1 ? caller.domains.first : nil) {
+            values["sys_domain"] = domain
+            return
+        }
+        throw EngineError.badRequest(
+            "Operation Failed", detail: "Choose a context: a \(table.label) belongs to an enterprise (sys_domain)", field: "sys_domain"
+        )
+    }
+
     /// Changes a record (only the given fields); returns the sys_id. Journal fields add entries. `within` runs in
     /// the same transaction after the row is written (to read back what is committed); not when nothing changed.
     @discardableResult
@@ -126,6 +141,11 @@ extension RecordStore {
         // Validation needs the concrete class (PATCH /table/task/<incident> may set incident fields).
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
         let prepared = try await prepare(input, for: concrete, isInsert: false, options: options.allowed(for: caller))
+        if !caller.isAdmin, concrete.field("sys_domain") != nil, prepared.values["sys_domain"] != nil {
+            throw EngineError.badRequest(
+                "Operation Failed", detail: "The enterprise of a record (sys_domain) cannot be changed", field: "sys_domain"
+            )
+        }
         let events = try await storage.write { db -> [ChangeEvent] in
             let page = try await self.select(
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,

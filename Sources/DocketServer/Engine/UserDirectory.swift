@@ -52,10 +52,15 @@ struct UserDirectory: Sendable {
                 "SELECT r.name FROM sys_user_has_role AS h JOIN sys_user_role AS r ON r.sys_id = h.role WHERE h."
                     + .identifier("user") + " = " + .bind(userID)
             ).compactMap { try $0.value(at: "name", kind: .text).text }
+            // The enterprises of the active sites where the user is staff.
+            let domains = try await db.rows(
+                "SELECT s.enterprise FROM sys_site_member AS m JOIN sys_site AS s ON s.sys_id = m.site WHERE m."
+                    + .identifier("user") + " = " + .bind(userID) + " AND s.active = 1"
+            ).compactMap { try $0.value(at: "enterprise", kind: .text).text }
             return Caller(
                 userID: userID, userName: try row.value(at: "user_name", kind: .text).text ?? "",
                 displayName: try row.value(at: "name", kind: .text).text ?? "", roles: Set(roles),
-                timeZoneName: try row.value(at: "time_zone", kind: .text).text ?? ""
+                timeZoneName: try row.value(at: "time_zone", kind: .text).text ?? "", domains: Set(domains)
             )
         }
     }
