@@ -203,7 +203,10 @@ struct PostgresRunner: SQLRunner {
         var bindings = PostgresBindings(capacity: binds.count)
         for bind in binds {
             switch bind {
-            case let value as String: bindings.append(UntypedText(value))
+            // PostgreSQL's text cannot hold NUL: it becomes U+FFFD (SQLite keeps it), so such input is stored or
+            // matched like any other text instead of failing the statement.
+            case let value as String:
+                bindings.append(UntypedText(value.contains("\u{0}") ? value.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : value))
             case let value as Int: bindings.append(UntypedText(String(value)))
             // Typed, so that an integer expression compared with it is widened rather than the number narrowed.
             case let value as Double: bindings.append(value)

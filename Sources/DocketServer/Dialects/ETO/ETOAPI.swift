@@ -110,7 +110,7 @@ struct ETOAPI: HTTPResponder {
             email.utf8.count <= 254
         else { throw ETOError(.badRequest, "Send {\"security\":{\"Email\":…,\"Password\":…}}") }
         // Staff sign in with their e-mail address; an unknown one is checked against a decoy like a wrong password.
-        let userName = try await userName(email: email) ?? "\u{0}eto:" + email
+        let userName = try await userName(email: email) ?? " unknown e-mail " + email
         func answer(_ token: String, code: Int, offset: Int = 0) -> Response {
             Response.json(JSONValue(members: [
                 ("SSOAuthenticateResult", JSONValue(members: [

@@ -29,6 +29,22 @@ struct BadInputTests {
         }
     }
 
+    @Test("NUL characters in values, queries and user names are text like any other, on every storage")
+    func nulCharacters() async throws {
+        try await TestApp.withRouter { client in
+            let created = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"nul\u0000here"}"#)
+            #expect(created.status == .created)
+            let found = try await client.get("/api/now/table/incident?sysparm_query=short_descriptionSTARTSWITHnul%00&sysparm_fields=sys_id")
+            #expect(found.status == .ok)
+            #expect(try await client.get("/api/now/table/incident?sysparm_query=number%3DINC%00", .john).status == .ok)
+            #expect(try await client.get("/api/now/table/incident", .basic("john.doe\u{0}", "password")).status == .unauthorized)
+            let eto = try await client.send(
+                .post, "/API/Security.svc/SSOAuthenticate/", json: #"{"security":{"Email":"a\u0000@example.com","Password":"x"}}"#, headers: [:]
+            )
+            #expect(eto.status == .ok)
+        }
+    }
+
     @Test("a negative offset has ServiceNow's exact message")
     func negativeOffset() async throws {
         try await TestApp.withRouter { client throws in
