@@ -145,6 +145,34 @@ struct ETOSecurityTests {
         }
     }
 
+    struct Participant: Decodable {
+        var ID: Int; var FirstName: String; var LastName: String; var DateOfBirth: String?; var SubjectID: Int; var SiteID: Int
+    }
+
+    @Test("participants: one by CLID and a search in a program, only of the token's site and enterprise")
+    func participants() async throws {
+        try await TestApp.withRouter { client in
+            let (_, _, john) = try await Self.siteToken(client)
+            let maria = try Self.decode(Participant.self, try await client.get("/API/Actor.svc/participant/5001", john))
+            #expect(maria.FirstName == "Maria" && maria.LastName == "Lopez" && maria.SiteID == 101)
+            #expect(maria.DateOfBirth == "/Date(447897600000)/")  // 1984-03-12, midnight UTC
+            // Another site of the same enterprise, and another enterprise: not found.
+            _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/5003", john), .notFound)
+            _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/7001", john), .notFound)
+            _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/x", john), .badRequest)
+            let found = try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1001/lo", john))
+            #expect(found.map(\.ID) == [5001])
+            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1001/a", john)).map(\.ID) == [5002, 5001])
+            _ = try Self.decode(Failure.self, try await client.get("/API/Search.svc/Search/2001/a", john), .forbidden)
+            _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/5001", [:]), .unauthorized)
+            // abel, in the other enterprise, finds his own and none of john's.
+            let (_, _, abel) = try await Self.siteToken(client, "abel.tuter@example.com", site: 201)
+            #expect(try Self.decode(Participant.self, try await client.get("/API/Actor.svc/participant/7001", abel)).LastName == "Becker")
+            _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/5001", abel), .notFound)
+            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/2001/o", abel)).map(\.ID) == [7001, 7002])
+        }
+    }
+
     @Test("a password change ends the user's ETO tokens")
     func passwordChangeEndsTokens() async throws {
         try await TestApp.withRouter { client in

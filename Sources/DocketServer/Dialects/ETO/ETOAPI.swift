@@ -24,7 +24,7 @@ struct ETOError: Error, HTTPResponseError {
 
 /// The ETO (Efforts to Outcomes) REST API at `/API/{Service}.svc/…`, paths matched case-insensitively: the
 /// authentication chain of `Security.svc` (SSO login → enterprises → sites → site login → current program) and
-/// `Form.svc`'s programs. Site-scoped calls carry the `enterpriseGuid` and `securityToken` headers, checked against
+/// `Form.svc`'s programs, and participant reads (``ETOParticipants``). Site-scoped calls carry the `enterpriseGuid` and `securityToken` headers, checked against
 /// each other. The context (enterprise, site, program) lives in the engine's tables (``ContextSchema``) and on the
 /// site token's session (``ContextSessions``).
 struct ETOAPI: HTTPResponder {
@@ -94,6 +94,12 @@ struct ETOAPI: HTTPResponder {
         case let path where path.count == 5 && Array(path.prefix(4)) == ["form.svc", "forms", "program", "getprograms"]:
             try expect(.get)
             return try await programs(site: parts[5], request: request)
+        case let path where path.count == 3 && path[0] == "actor.svc" && path[1] == "participant":
+            try expect(.get)
+            return try await participant(parts[3], request: request)
+        case let path where path.count == 4 && path[0] == "search.svc" && path[1] == "search":
+            try expect(.get)
+            return try await search(program: parts[3], term: parts[4], request: request)
         default:
             throw ETOError(.notFound, "No such service operation: \(request.uri.path.prefix(200))")
         }
