@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 
 /// An ETO error: an HTTP status with `{"Message": …}`, the shape of a WCF service's faults.
 struct ETOError: Error, HTTPResponseError {
@@ -56,6 +57,10 @@ struct ETOAPI: HTTPResponder {
             return try ETOError(.badRequest, error.detail ?? error.message).response(from: request, context: context)
         } catch is NIOTooManyBytesError {
             return try ETOError(.contentTooLarge, "Request body too large").response(from: request, context: context)
+        } catch let error as HTTPParserError {
+            return try ETOError(.badRequest, "Malformed HTTP request: \(error)").response(from: request, context: context)
+        } catch let error as HTTPError {
+            return try ETOError(error.status, error.body ?? error.status.reasonPhrase).response(from: request, context: context)
         } catch let failure as LoginFailure {
             await failure.holdBack(authenticator)
             return try ETOError(.serviceUnavailable, "Logins cannot be checked right now; try again").response(from: request, context: context)
