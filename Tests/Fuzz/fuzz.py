@@ -223,6 +223,12 @@ def eto_request(r):
         body = json.dumps({"ProgramID": r.choice([1001, "1002", 1003, 2001, "x", None, 10**30, -1])}).encode() if r.random() < 0.8 else body_variants(r)
         return r.choice(["POST", "POST", "GET"]), base + "/UpdateCurrentProgram/", body, "application/json", headers
     if k < 0.88: return "GET", r.choice(["/API/Form.svc", "/api/form.svc"]) + "/Forms/Program/GetPrograms/" + quote(number), b"", None, headers
+    if k < 0.90:
+        person = {"FirstName": r.choice(["Ann", "", None, 1, rnd_text(r)]), "LastName": r.choice(["Lee", rnd_text(r), None]),
+                  "DateOfBirth": r.choice(["/Date(631152000000)/", "01/31/1990", "1990-02-30", "/Date(" + "9" * 30 + ")/", None, rnd_text(r, 8)]),
+                  "SiteID": r.choice([101, "201", None, "x"]), "ID": r.choice([None, None, 5001, "7001", -1, rnd_text(r, 3)])}
+        body = json.dumps({"participant": person}).encode() if r.random() < 0.8 else body_variants(r)
+        return "POST", "/API/Actor.svc/participant/" + r.choice(["", "true"]), body, "application/json", headers
     if k < 0.92: return "GET", "/API/Actor.svc/participant/" + quote(r.choice(["5001", "7001", "0", "-1", "9" * 30, rnd_text(r, 4)])), b"", None, headers
     if k < 0.95: return "GET", "/API/Search.svc/Search/" + quote(r.choice(["1001", "2001", "x"])) + "/" + quote(r.choice(["a", "%", "_", rnd_text(r, 6)]) or "a"), b"", None, headers
     return r.choice(["GET", "DELETE", "PUT"]), "/API/" + r.choice(["Nope.svc", "Actor.svc", ".svc", "Security.svc/" + rnd_text(r, 300)]), b"", None, headers

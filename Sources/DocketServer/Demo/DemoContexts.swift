@@ -65,7 +65,7 @@ enum DemoContexts {
                     try await store.insert(
                         into: "eto_participant",
                         values: ["sys_id": DemoData.id("eto_participant", clid), "first_name": first, "last_name": last,
-                                 "date_of_birth": born, "site": siteID, "clid": String(clid), "subject_id": String(clid + 100_000),
+                                 "date_of_birth": born, "site": siteID, "number": String(clid), "subject_id": String(clid + 100_000),
                                  "sys_domain": enterpriseID],
                         caller: .system
                     )

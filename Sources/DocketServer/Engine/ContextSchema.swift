@@ -27,15 +27,22 @@ enum ContextSchema {
         S.table("sys_site_member", "Site Member", display: "user", [
             S.ref("user", "User", "sys_user"), S.ref("site", "Site", "sys_site"), S.string("roles", "Roles", 1000),
         ], indexes: [["user"], ["site"]]),
-        // A person a site serves (ETO's participant). Scoped: `sys_domain` is the enterprise it belongs to, and the
-        // engine shows it to staff of that enterprise only, through every API.
-        S.table("eto_participant", "Participant", display: "last_name", [
-            S.string("first_name", "First name", 100), S.string("last_name", "Last name", 100),
-            S.string("date_of_birth", "Date of birth", 10), S.string("address1", "Address", 200),
-            S.string("zip_code", "ZIP code", 20), S.ref("site", "Site", "sys_site"), S.int("clid", "Participant ID"),
-            S.int("subject_id", "Subject ID"), scope,
-        ], indexes: [["sys_domain"], ["site"], ["clid"]]),
+        participant,
     ]
+
+    /// A person a site serves (ETO's participant). Scoped: `sys_domain` is the enterprise it belongs to, and the
+    /// engine shows it to staff of that enterprise only, through every API. `number` is ETO's participant id (CLID),
+    /// taken from the engine's counter (unpadded, from 10001).
+    static let participant: TableDefinition = {
+        var table = S.table("eto_participant", "Participant", display: "last_name", prefix: "", start: 10001, [
+            S.string("number", "Participant ID", 40), S.string("first_name", "First name", 100),
+            S.string("last_name", "Last name", 100), S.string("date_of_birth", "Date of birth", 10),
+            S.string("address1", "Address", 200), S.string("zip_code", "ZIP code", 20), S.ref("site", "Site", "sys_site"),
+            S.int("subject_id", "Subject ID"), scope,
+        ], indexes: [["sys_domain"], ["site"], ["number"]])
+        table.numberDigits = 1
+        return table
+    }()
 
     /// The field that scopes a table's records to an enterprise.
     static let scope = S.ref("sys_domain", "Domain", "sys_enterprise")

@@ -173,6 +173,53 @@ struct ETOSecurityTests {
         }
     }
 
+    @Test("participants: add (numbered, in the token's enterprise), duplicate check, edit, refusals, many at once")
+    func saveParticipants() async throws {
+        try await TestApp.withRouter { client in
+            let (_, _, john) = try await Self.siteToken(client)
+            let path = "/API/Actor.svc/participant/"
+            let added = try Self.decode(Participant.self, try await Self.post(
+                client, path, #"{"participant":{"FirstName":"Nina","LastName":"Park","DateOfBirth":"/Date(631152000000)/","SiteID":101,"ProgramID":1001}}"#, john
+            ))
+            #expect(added.ID == 10001 && added.SiteID == 101)
+            #expect(added.DateOfBirth == "/Date(631152000000)/")  // 1990-01-01
+            let duplicate = try Self.decode(Failure.self, try await Self.post(
+                client, path, #"{"participant":{"FirstName":"Nina","LastName":"Park","DateOfBirth":"01/01/1990"}}"#, john
+            ), .conflict)
+            #expect(duplicate.Message.contains("10001"))
+            let edited = try await Self.post(client, path, #"{"participant":{"ID":"10001","ZipCode":"94110"}}"#, john)
+            #expect(try edited.json["ZipCode"]?.stringValue == "94110")
+            #expect(try Self.decode(Participant.self, try await client.get("/API/Actor.svc/participant/10001", john)).LastName == "Park")
+            // The new participant is a record of john's enterprise: the Table API shows it to him, not to abel.
+            let rows = try await client.get("/api/now/table/eto_participant?sysparm_query=number%3D10001&sysparm_fields=sys_domain", .john).results
+            #expect(rows.first?["sys_domain"]?["value"]?.stringValue == DemoData.id("sys_enterprise", 1))
+            #expect(try await client.get("/api/now/table/eto_participant?sysparm_query=number%3D10001", .abel).results.isEmpty)
+            // Refusals.
+            for (body, status) in [
+                (#"{"participant":{"FirstName":"A","LastName":"B","SiteID":102}}"#, HTTPResponse.Status.forbidden),
+                (#"{"participant":{"FirstName":"A"}}"#, .badRequest),
+                (#"{"participant":{"FirstName":"A","LastName":"B","DateOfBirth":"02/30/1990"}}"#, .badRequest),
+                (#"{"participant":{"ID":7001,"ZipCode":"1"}}"#, .notFound),
+                (#"{"participant":{"ID":"x"}}"#, .badRequest),
+                (#"{"participant":"x"}"#, .badRequest),
+            ] {
+                _ = try Self.decode(Failure.self, try await Self.post(client, path, body, john), status)
+            }
+            // Many at once: each gets its own number.
+            let ids = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<6 {
+                    group.addTask {
+                        try Self.decode(Participant.self, try await Self.post(
+                            client, path, #"{"participant":{"FirstName":"Many","LastName":"Person\#(index)"}}"#, john
+                        )).ID
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(ids).count == 6)
+        }
+    }
+
     @Test("a password change ends the user's ETO tokens")
     func passwordChangeEndsTokens() async throws {
         try await TestApp.withRouter { client in

@@ -99,6 +99,9 @@ struct ETOAPI: HTTPResponder {
         case let path where path.count == 5 && Array(path.prefix(4)) == ["form.svc", "forms", "program", "getprograms"]:
             try expect(.get)
             return try await programs(site: parts[5], request: request)
+        case let path where path.count >= 2 && path.count <= 3 && path[0] == "actor.svc" && path[1] == "participant"
+            && request.method == .post:
+            return try await saveParticipant(request, context: context)
         case let path where path.count == 3 && path[0] == "actor.svc" && path[1] == "participant":
             try expect(.get)
             return try await participant(parts[3], request: request)

@@ -20,7 +20,7 @@ extension ETOAPI {
         let (session, _) = try await siteSession(request)
         guard let number = Int(clid), number > 0 else { throw ETOError(.badRequest, "The participant id (CLID) must be a number") }
         let found = try await participants(
-            EncodedQuery().and("clid", .equals, String(number)), session: session, limit: 1
+            EncodedQuery().and("number", .equals, String(number)), session: session, limit: 1
         )
         guard let record = found.first else { throw ETOError(.notFound, "No participant \(number) at site \(session.site)") }
         return Response.json(Self.participantJSON(record, site: session.site))
@@ -40,13 +40,96 @@ extension ETOAPI {
         return Response.json(.array(found.map { Self.participantJSON($0, site: session.site) }))
     }
 
+    /// `POST Actor.svc/participant/` (or `participant/{useNullValues}`) `{"participant":{…}}`: adds a participant to the
+    /// token's site, or with `ID` changes one of its participants. A new participant with the same names and date of
+    /// birth as one of the site's is refused (409, naming it), as ETO's duplicate check does.
+    func saveParticipant(_ request: Request, context: Context) async throws -> Response {
+        let (session, _) = try await siteSession(request)
+        let body = try await Self.body(request, context: context)
+        guard let participant = body["participant"], participant.objectValue != nil else {
+            throw ETOError(.badRequest, "Send {\"participant\": {FirstName, LastName, DateOfBirth, …}}")
+        }
+        func number(_ key: String) throws -> Int? {
+            guard let value = participant[key], value != .null else { return nil }
+            guard let number = value.intValue ?? value.stringValue.flatMap({ Int($0) }) else {
+                throw ETOError(.badRequest, "\(key) must be a number")
+            }
+            return number
+        }
+        if let site = try number("SiteID"), site != session.site {
+            throw ETOError(.forbidden, "This security token is for site \(session.site), not \(site)")
+        }
+        var values: [String: String] = [:]
+        for (key, field) in [("FirstName", "first_name"), ("LastName", "last_name"), ("Address1", "address1"), ("ZipCode", "zip_code")] {
+            guard let value = participant[key], value != .null else { continue }
+            guard let text = value.stringValue, text.count <= 200 else { throw ETOError(.badRequest, "\(key) must be text (at most 200 characters)") }
+            values[field] = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        if let born = participant["DateOfBirth"], born != .null {
+            guard let text = born.stringValue, let date = Self.date(text) else {
+                throw ETOError(.badRequest, "DateOfBirth must be /Date(ms)/, MM/dd/yyyy or yyyy-MM-dd")
+            }
+            values["date_of_birth"] = date
+        }
+        let caller = try await caller(of: session)
+        let sysID: String
+        if let id = try number("ID"), id > 0 {
+            guard let existing = try await participants(EncodedQuery().and("number", .equals, String(id)), session: session, limit: 1).first
+            else { throw ETOError(.notFound, "No participant \(id) at site \(session.site)") }
+            sysID = try await store.update(existing.sysID, in: "eto_participant", values: values, caller: caller)
+        } else {
+            guard !values["first_name", default: ""].isEmpty, !values["last_name", default: ""].isEmpty else {
+                throw ETOError(.badRequest, "A new participant needs FirstName and LastName")
+            }
+            var same = EncodedQuery().and("first_name", .equals, values["first_name"]!).and("last_name", .equals, values["last_name"]!)
+            if let born = values["date_of_birth"] { same = same.and("date_of_birth", .equals, born) }
+            if let duplicate = try await participants(same, session: session, limit: 1).first {
+                throw ETOError(.conflict, "Participant \(duplicate["number"]) has the same name and date of birth")
+            }
+            guard let site = try await store.list(
+                RecordQuery(table: "sys_site", query: EncodedQuery().and("number", .equals, String(session.site)), fields: ["sys_id"], limit: 1, count: false),
+                caller: .system
+            ).records.first else { throw ETOError(.forbidden, "Site \(session.site) no longer exists") }
+            values["site"] = site.sysID
+            sysID = try await store.insert(into: "eto_participant", values: values, caller: caller)
+        }
+        let saved = try await participants(EncodedQuery().and("sys_id", .equals, sysID), session: session, limit: 1)
+        guard let record = saved.first else { throw ETOError(.notFound, "The participant is not at site \(session.site)") }
+        return Response.json(Self.participantJSON(record, site: session.site))
+    }
+
+    /// `/Date(ms)/` (with an optional offset), `MM/dd/yyyy` or `yyyy-MM-dd` as `yyyy-MM-dd`; nil for anything else.
+    static func date(_ text: String) -> String? {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        func format(_ year: Int, _ month: Int, _ day: Int) -> String? {
+            guard (1800...2200).contains(year), let date = calendar.date(from: DateComponents(year: year, month: month, day: day)),
+                calendar.component(.day, from: date) == day, calendar.component(.month, from: date) == month
+            else { return nil }
+            return String(format: "%04d-%02d-%02d", year, month, day)
+        }
+        if text.hasPrefix("/Date("), text.hasSuffix(")/") {
+            let inner = text.dropFirst(6).dropLast(2)
+            let digits = inner.prefix { $0.isNumber || $0 == "-" }
+            guard let ms = Int(digits), abs(ms) < 10_000_000_000_000 else { return nil }
+            let date = Date(timeIntervalSince1970: Double(ms) / 1000)
+            let parts = calendar.dateComponents([.year, .month, .day], from: date)
+            return format(parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
+        }
+        let us = text.split(separator: "/").compactMap { Int($0) }
+        if us.count == 3, text.filter({ $0 == "/" }).count == 2 { return format(us[2], us[0], us[1]) }
+        let iso = text.split(separator: "-").compactMap { Int($0) }
+        if iso.count == 3, text.filter({ $0 == "-" }).count == 2 { return format(iso[0], iso[1], iso[2]) }
+        return nil
+    }
+
     private func participants(_ query: EncodedQuery, session: ContextSessions.Context, limit: Int) async throws -> [Record] {
         let caller = try await caller(of: session)
         let scoped = query.and("site.number", .equals, String(session.site)).orderBy("last_name").orderBy("first_name")
         return try await store.list(
             RecordQuery(
                 table: "eto_participant", query: scoped,
-                fields: ["clid", "first_name", "last_name", "date_of_birth", "address1", "zip_code", "subject_id"],
+                fields: ["number", "first_name", "last_name", "date_of_birth", "address1", "zip_code", "subject_id"],
                 limit: limit, count: false
             ),
             caller: caller
@@ -62,7 +145,7 @@ extension ETOAPI {
 
     static func participantJSON(_ record: Record, site: Int) -> JSONValue {
         JSONValue(members: [
-            ("ID", .integer(Int(record["clid"]) ?? 0)), ("FirstName", .string(record["first_name"])),
+            ("ID", .integer(Int(record["number"]) ?? 0)), ("FirstName", .string(record["first_name"])),
             ("LastName", .string(record["last_name"])), ("DateOfBirth", dotNetDate(record["date_of_birth"])),
             ("Address1", .string(record["address1"])), ("ZipCode", .string(record["zip_code"])),
             ("SubjectID", .integer(Int(record["subject_id"]) ?? 0)), ("SiteID", .integer(site)),
