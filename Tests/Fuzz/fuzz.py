@@ -229,6 +229,11 @@ def eto_request(r):
                   "SiteID": r.choice([101, "201", None, "x"]), "ID": r.choice([None, None, 5001, "7001", -1, rnd_text(r, 3)])}
         body = json.dumps({"participant": person}).encode() if r.random() < 0.8 else body_variants(r)
         return "POST", "/API/Actor.svc/participant/" + r.choice(["", "true"]), body, "application/json", headers
+    if k < 0.91:
+        body = json.dumps({"participantID": r.choice([5001, "5002", 7001, "x", None]), "programID": r.choice([1001, "1003", 2001, None]),
+                           "startDate": r.choice(["/Date(1790000000000)/", "13/45/2020", None, rnd_text(r, 6)])}).encode() if r.random() < 0.8 else body_variants(r)
+        return "POST", "/API/Actor.svc/participant/enrollment/", body, "application/json", headers
+    if k < 0.915: return "GET", "/API/Actor.svc/participant/enrollment/" + quote(r.choice(["5001", "7001", "x", ""])), b"", None, headers
     if k < 0.92: return "GET", "/API/Actor.svc/participant/" + quote(r.choice(["5001", "7001", "0", "-1", "9" * 30, rnd_text(r, 4)])), b"", None, headers
     if k < 0.95: return "GET", "/API/Search.svc/Search/" + quote(r.choice(["1001", "2001", "x"])) + "/" + quote(r.choice(["a", "%", "_", rnd_text(r, 6)]) or "a"), b"", None, headers
     return r.choice(["GET", "DELETE", "PUT"]), "/API/" + r.choice(["Nope.svc", "Actor.svc", ".svc", "Security.svc/" + rnd_text(r, 300)]), b"", None, headers

@@ -33,6 +33,12 @@ enum DemoContexts {
         (201, 7002, "Lena", "Hoffmann", "2001-09-14"),
     ]
 
+    /// Enrollments: (CLID, ProgramID, start date).
+    static let enrollments: [(Int, Int, String)] = [
+        (5001, 1001, "2026-09-01"), (5002, 1002, "2026-10-15"), (5003, 1004, "2026-01-28"), (7001, 2001, "2026-08-03"),
+        (7002, 2001, "2026-11-02"),
+    ]
+
     static func seed(_ store: RecordStore) async throws {
         for (index, enterprise) in enterprises.enumerated() {
             let enterpriseID = DemoData.id("sys_enterprise", index + 1)
@@ -70,6 +76,15 @@ enum DemoContexts {
                         caller: .system
                     )
                 }
+            }
+            let programs = Set(enterprise.sites.flatMap { $0.2.map(\.0) })
+            for (index, (clid, program, start)) in enrollments.enumerated() where programs.contains(program) {
+                try await store.insert(
+                    into: "eto_enrollment",
+                    values: ["number": String(index + 1), "participant": DemoData.id("eto_participant", clid),
+                             "program": DemoData.id("sys_program", program), "start_date": start, "sys_domain": enterpriseID],
+                    caller: .system
+                )
             }
         }
     }

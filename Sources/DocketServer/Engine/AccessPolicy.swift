@@ -118,6 +118,7 @@ struct AccessPolicy: Sendable {
                 // Participants: every signed-in user works with them, within the user's enterprises (the engine
                 // adds that to every rule of a scoped table).
                 AccessRule("eto_participant", [.read, .create, .write]),
+                AccessRule("eto_enrollment", [.read, .create, .write]),
                 AccessRule("sys_enterprise", [.read]), AccessRule("sys_site", [.read]), AccessRule("sys_program", [.read]),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),
             ] + everyone.map { AccessRule($0, [.read]) }

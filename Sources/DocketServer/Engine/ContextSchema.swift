@@ -27,8 +27,19 @@ enum ContextSchema {
         S.table("sys_site_member", "Site Member", display: "user", [
             S.ref("user", "User", "sys_user"), S.ref("site", "Site", "sys_site"), S.string("roles", "Roles", 1000),
         ], indexes: [["user"], ["site"]]),
-        participant,
+        participant, enrollment,
     ]
+
+    /// A participant's enrollment in a program (scoped like participants); `number` is its ETO id.
+    static let enrollment: TableDefinition = {
+        var table = S.table("eto_enrollment", "Enrollment", display: "number", prefix: "", start: 101, [
+            S.string("number", "Enrollment ID", 40), S.ref("participant", "Participant", "eto_participant"),
+            S.ref("program", "Program", "sys_program"), S.string("start_date", "Start date", 10),
+            S.string("projected_end_date", "Projected end date", 10), S.string("end_date", "End date", 10), scope,
+        ], indexes: [["sys_domain"], ["participant"], ["program"]])
+        table.numberDigits = 1
+        return table
+    }()
 
     /// A person a site serves (ETO's participant). Scoped: `sys_domain` is the enterprise it belongs to, and the
     /// engine shows it to staff of that enterprise only, through every API. `number` is ETO's participant id (CLID),

@@ -162,7 +162,9 @@ struct ETOSecurityTests {
             _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/x", john), .badRequest)
             let found = try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1001/lo", john))
             #expect(found.map(\.ID) == [5001])
-            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1001/a", john)).map(\.ID) == [5002, 5001])
+            // Only those enrolled in the program: James Carter (5002) is in Shelter Check-in (1002).
+            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1001/a", john)).map(\.ID) == [5001])
+            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1002/a", john)).map(\.ID) == [5002])
             _ = try Self.decode(Failure.self, try await client.get("/API/Search.svc/Search/2001/a", john), .forbidden)
             _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/5001", [:]), .unauthorized)
             // abel, in the other enterprise, finds his own and none of john's.
@@ -217,6 +219,49 @@ struct ETOSecurityTests {
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(Set(ids).count == 6)
+        }
+    }
+
+    struct Enrollment: Decodable {
+        var ID: Int; var ParticipantID: Int; var ProgramID: Int; var ProgramName: String; var StartDate: String?
+        var ProjectedEndDate: String?
+    }
+    struct SavedEnrollment: Decodable {
+        struct Result: Decodable { var ID: Int }
+        var SaveParticipantEnrollmentResult: Result
+    }
+
+    @Test("enrollments: list a participant's, enroll in a program of the site; disabled and foreign programs refused")
+    func enrollments() async throws {
+        try await TestApp.withRouter { client in
+            let (_, _, john) = try await Self.siteToken(client)
+            let listed = try Self.decode([Enrollment].self, try await client.get("/API/Actor.svc/participant/enrollment/5001", john))
+            #expect(listed.map(\.ProgramID) == [1001])
+            #expect(listed.first?.ProgramName == "Street Outreach")
+            #expect(listed.first?.ProjectedEndDate == nil)
+            let saved = try Self.decode(SavedEnrollment.self, try await Self.post(
+                client, "/API/Actor.svc/participant/enrollment/",
+                #"{"participantID":5001,"programID":"1002","startDate":"/Date(1790000000000)/","projectedEndDate":null}"#, john
+            ))
+            #expect(saved.SaveParticipantEnrollmentResult.ID >= 101)
+            let after = try Self.decode([Enrollment].self, try await client.get("/API/Actor.svc/participant/enrollment/5001", john))
+            #expect(Set(after.map(\.ProgramID)) == [1001, 1002])
+            #expect(after.first?.ID == saved.SaveParticipantEnrollmentResult.ID)
+            // Now Maria is found in Shelter Check-in too.
+            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1002/lopez", john)).map(\.ID) == [5001])
+            for (body, status) in [
+                (#"{"participantID":5001,"programID":1003,"startDate":"/Date(1790000000000)/"}"#, HTTPResponse.Status.badRequest),
+                (#"{"participantID":5001,"programID":2001,"startDate":"/Date(1790000000000)/"}"#, .forbidden),
+                (#"{"participantID":7001,"programID":1001,"startDate":"/Date(1790000000000)/"}"#, .notFound),
+                (#"{"participantID":5001,"programID":1001}"#, .badRequest),
+                (#"{"participantID":"x","programID":1001,"startDate":"/Date(0)/"}"#, .badRequest),
+            ] {
+                _ = try Self.decode(Failure.self, try await Self.post(client, "/API/Actor.svc/participant/enrollment/", body, john), status)
+            }
+            _ = try Self.decode(Failure.self, try await client.get("/API/Actor.svc/participant/enrollment/7001", john), .notFound)
+            // abel sees none of it.
+            #expect(try await client.get("/api/now/table/eto_enrollment", .abel).results.count == 2)
+            #expect(try await client.get("/api/now/table/eto_enrollment", .john).results.count == 4)
         }
     }
 

@@ -99,6 +99,12 @@ struct ETOAPI: HTTPResponder {
         case let path where path.count == 5 && Array(path.prefix(4)) == ["form.svc", "forms", "program", "getprograms"]:
             try expect(.get)
             return try await programs(site: parts[5], request: request)
+        case ["actor.svc", "participant", "enrollment"]:
+            try expect(.post)
+            return try await saveEnrollment(request, context: context)
+        case let path where path.count == 4 && Array(path.prefix(3)) == ["actor.svc", "participant", "enrollment"]:
+            try expect(.get)
+            return try await enrollments(parts[4], request: request)
         case let path where path.count >= 2 && path.count <= 3 && path[0] == "actor.svc" && path[1] == "participant"
             && request.method == .post:
             return try await saveParticipant(request, context: context)

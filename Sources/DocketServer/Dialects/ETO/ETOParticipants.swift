@@ -26,7 +26,8 @@ extension ETOAPI {
         return Response.json(Self.participantJSON(record, site: session.site))
     }
 
-    /// `GET Search.svc/Search/{ProgramID}/{term}`: the site's participants whose first or last name contains `term`.
+    /// `GET Search.svc/Search/{ProgramID}/{term}`: the participants enrolled in the program (one of the token's site)
+    /// whose first or last name contains `term`.
     func search(program: String, term: String, request: Request) async throws -> Response {
         let (session, _) = try await siteSession(request)
         guard let number = Int(program) else { throw ETOError(.badRequest, "The ProgramID must be a number") }
@@ -34,10 +35,98 @@ extension ETOAPI {
             throw ETOError(.forbidden, "Program \(number) is not a program of site \(session.site)")
         }
         let text = String(term.prefix(100))
-        let found = try await participants(
-            EncodedQuery().and("first_name", .like, text).or("last_name", .like, text), session: session, limit: 200
-        )
+        let enrolled = try await store.list(
+            RecordQuery(
+                table: "eto_enrollment",
+                query: EncodedQuery().and("participant.first_name", .like, text).or("participant.last_name", .like, text)
+                    .and("program.number", .equals, String(number)),
+                fields: ["participant"], limit: 1000, count: false
+            ),
+            caller: try await caller(of: session)
+        ).records.map { $0["participant"] }
+        guard !enrolled.isEmpty else { return Response.json(.array([])) }
+        let found = try await participants(EncodedQuery().and("sys_id", .in, Set(enrolled).joined(separator: ",")), session: session, limit: 200)
         return Response.json(.array(found.map { Self.participantJSON($0, site: session.site) }))
+    }
+
+    /// `GET Actor.svc/participant/enrollment/{CLID}`: the participant's enrollments, newest first.
+    func enrollments(_ clid: String, request: Request) async throws -> Response {
+        let (session, _) = try await siteSession(request)
+        let participant = try await participant(number: clid, session: session)
+        let rows = try await store.list(
+            RecordQuery(
+                table: "eto_enrollment",
+                query: EncodedQuery().and("participant", .equals, participant.sysID).orderBy("start_date", descending: true),
+                fields: ["number", "program.number", "program.name", "start_date", "projected_end_date", "end_date"],
+                limit: 1000, count: false
+            ),
+            caller: try await caller(of: session)
+        ).records
+        return Response.json(.array(rows.map { row in
+            JSONValue(members: [
+                ("ID", .integer(Int(row["number"]) ?? 0)), ("ParticipantID", .integer(Int(participant["number"]) ?? 0)),
+                ("ProgramID", .integer(Int(row["program.number"]) ?? 0)), ("ProgramName", .string(row["program.name"])),
+                ("StartDate", Self.dotNetDate(row["start_date"])), ("ProjectedEndDate", Self.dotNetDate(row["projected_end_date"])),
+                ("EndDate", Self.dotNetDate(row["end_date"])),
+            ])
+        }))
+    }
+
+    /// `POST Actor.svc/participant/enrollment/` `{participantID, programID, startDate, projectedEndDate}` →
+    /// `{"SaveParticipantEnrollmentResult":{"ID": n}}`. The program must be an enabled one of the token's site.
+    func saveEnrollment(_ request: Request, context: Context) async throws -> Response {
+        let (session, _) = try await siteSession(request)
+        let body = try await Self.body(request, context: context)
+        func value(_ key: String) -> JSONValue? {
+            body.objectValue?.first { $0.key.caseInsensitiveCompare(key) == .orderedSame }?.value
+        }
+        func number(_ key: String) throws -> Int {
+            guard let raw = value(key), let number = raw.intValue ?? raw.stringValue.flatMap({ Int($0) }) else {
+                throw ETOError(.badRequest, "\(key) must be a number")
+            }
+            return number
+        }
+        let participant = try await participant(number: String(try number("participantID")), session: session)
+        let programID = try number("programID")
+        guard let program = try await programs(ofSite: session.site).first(where: { $0.number == programID }) else {
+            throw ETOError(.forbidden, "Program \(programID) is not a program of site \(session.site)")
+        }
+        guard !program.disabled else { throw ETOError(.badRequest, "Program \(programID) (\(program.name)) is disabled") }
+        func date(_ key: String, required: Bool) throws -> String? {
+            guard let raw = value(key), raw != .null else {
+                if required { throw ETOError(.badRequest, "\(key) is needed, as /Date(ms)/") }
+                return nil
+            }
+            guard let text = raw.stringValue, let date = Self.date(text) else {
+                throw ETOError(.badRequest, "\(key) must be /Date(ms)/, MM/dd/yyyy or yyyy-MM-dd")
+            }
+            return date
+        }
+        var values = [
+            "participant": participant.sysID, "program": try await programSysID(programID),
+            "start_date": try date("startDate", required: true) ?? "",
+        ]
+        if let end = try date("projectedEndDate", required: false) { values["projected_end_date"] = end }
+        let sysID = try await store.insert(into: "eto_enrollment", values: values, caller: try await caller(of: session))
+        let saved = try await store.get(sysID, in: "eto_enrollment", fields: ["number"], caller: try await caller(of: session))
+        return Response.json(JSONValue(members: [
+            ("SaveParticipantEnrollmentResult", JSONValue(members: [("ID", .integer(Int(saved.record["number"]) ?? 0))])),
+        ]))
+    }
+
+    /// A participant of the token's site by its number (CLID).
+    private func participant(number clid: String, session: ContextSessions.Context) async throws -> Record {
+        guard let number = Int(clid), number > 0 else { throw ETOError(.badRequest, "The participant id (CLID) must be a number") }
+        guard let found = try await participants(EncodedQuery().and("number", .equals, String(number)), session: session, limit: 1).first
+        else { throw ETOError(.notFound, "No participant \(number) at site \(session.site)") }
+        return found
+    }
+
+    private func programSysID(_ number: Int) async throws -> String {
+        try await store.list(
+            RecordQuery(table: "sys_program", query: EncodedQuery().and("number", .equals, String(number)), fields: ["sys_id"], limit: 1, count: false),
+            caller: .system
+        ).records.first?.sysID ?? ""
     }
 
     /// `POST Actor.svc/participant/` (or `participant/{useNullValues}`) `{"participant":{…}}`: adds a participant to the
