@@ -236,6 +236,16 @@ def eto_request(r):
     if k < 0.915: return "GET", "/API/Actor.svc/participant/enrollment/" + quote(r.choice(["5001", "7001", "x", ""])), b"", None, headers
     if k < 0.92: return "GET", "/API/Actor.svc/participant/" + quote(r.choice(["5001", "7001", "0", "-1", "9" * 30, rnd_text(r, 4)])), b"", None, headers
     if k < 0.95: return "GET", "/API/Search.svc/Search/" + quote(r.choice(["1001", "2001", "x"])) + "/" + quote(r.choice(["a", "%", "_", rnd_text(r, 6)]) or "a"), b"", None, headers
+    if k < 0.975:
+        q = r.choice(["TouchPointID=301", "TouchPointID=401", "TouchPointID=x", ""]) + "&" + r.choice(["SubjectID=105001", "SubjectID=107001", "SubjectID=-1", "TouchPointResponseID=5001", ""])
+        return "GET", "/API/TouchPoint.svc/" + r.choice(["ListTouchPoint", "GetTouchPoint", "ListTouchPointResponses", "GetTouchPointResponse"]) + "?" + q, b"", None, headers
+    if k < 0.99:
+        elements = [{"ElementID": r.choice([1, 2, 3, 99, "x"]), "ElementType": r.choice([4, 5, 9]), "Value": r.choice(["x", "11/20/2026", None, 5, rnd_text(r)]),
+                     "ResponseElementChoices": r.choice([[{"TouchPointElementChoiceID": r.choice([11, 21, "x"])}], [], None])} for _ in range(r.randint(0, 4))]
+        body = json.dumps({"TouchPointResponse": {"TouchPointID": r.choice([301, 401, "x"]), "SubjectID": r.choice([105001, 107001, None]),
+                                                  "TouchPointResponseID": r.choice([None, 5001, "x"]), "ProgramID": r.choice([None, 1001, 1003]),
+                                                  "ResponseElements": r.choice([elements, "x", None])}}).encode() if r.random() < 0.8 else body_variants(r)
+        return "POST", "/API/TouchPoint.svc/" + r.choice(["TouchPointResponseAdd/", "TouchPointResponseUpdate/"]), body, "application/json", headers
     return r.choice(["GET", "DELETE", "PUT"]), "/API/" + r.choice(["Nope.svc", "Actor.svc", ".svc", "Security.svc/" + rnd_text(r, 300)]), b"", None, headers
 
 def compass_request(r):

@@ -39,6 +39,18 @@ enum DemoContexts {
         (7002, 2001, "2026-11-02"),
     ]
 
+    /// TouchPoints per enterprise: (TouchPointID, name, elements as JSON).
+    static let touchpoints: [[(Int, String, String)]] = [
+        [(301, "Street Outreach Contact", #"[{"ElementID":1,"ElementType":5,"Stimulus":"Contact notes","IsRequired":true},{"ElementID":2,"ElementType":4,"Stimulus":"Sleeping location","IsRequired":true,"Choices":[{"TouchPointElementChoiceID":11,"ChoiceText":"Street"},{"TouchPointElementChoiceID":12,"ChoiceText":"Vehicle"},{"TouchPointElementChoiceID":13,"ChoiceText":"Shelter"}]},{"ElementID":3,"ElementType":9,"Stimulus":"Date of contact","IsRequired":false}]"#)],
+        [(401, "Family Intake", #"[{"ElementID":21,"ElementType":5,"Stimulus":"Household size","IsRequired":true}]"#)],
+    ]
+
+    /// Responses: (TouchPointResponseID, TouchPointID, CLID, ProgramID, date, answers as JSON).
+    static let responses: [(Int, Int, Int, Int, String, String)] = [
+        (5001, 301, 5001, 1001, "2026-11-18", #"[{"ElementID":1,"ElementType":5,"Value":"Met at the library steps; accepted a blanket."},{"ElementID":2,"ElementType":4,"ResponseElementChoices":[{"TouchPointElementChoiceID":11}]},{"ElementID":3,"ElementType":9,"Value":"11/18/2026"}]"#),
+        (5002, 401, 7001, 2001, "2026-11-10", #"[{"ElementID":21,"ElementType":5,"Value":"3"}]"#),
+    ]
+
     static func seed(_ store: RecordStore) async throws {
         for (index, enterprise) in enterprises.enumerated() {
             let enterpriseID = DemoData.id("sys_enterprise", index + 1)
@@ -71,13 +83,30 @@ enum DemoContexts {
                     try await store.insert(
                         into: "eto_participant",
                         values: ["sys_id": DemoData.id("eto_participant", clid), "first_name": first, "last_name": last,
-                                 "date_of_birth": born, "site": siteID, "number": String(clid), "subject_id": String(clid + 100_000),
+                                 "date_of_birth": born, "site": siteID, "number": String(clid),
                                  "sys_domain": enterpriseID],
                         caller: .system
                     )
                 }
             }
+            for (touchpoint, name, elements) in touchpoints[index] {
+                try await store.insert(
+                    into: "eto_touchpoint",
+                    values: ["sys_id": DemoData.id("eto_touchpoint", touchpoint), "number": String(touchpoint), "name": name,
+                             "elements": elements, "sys_domain": enterpriseID],
+                    caller: .system
+                )
+            }
             let programs = Set(enterprise.sites.flatMap { $0.2.map(\.0) })
+            for (response, touchpoint, clid, program, date, answers) in responses where programs.contains(program) {
+                try await store.insert(
+                    into: "eto_response",
+                    values: ["number": String(response), "touchpoint": DemoData.id("eto_touchpoint", touchpoint),
+                             "participant": DemoData.id("eto_participant", clid), "program": DemoData.id("sys_program", program),
+                             "response_date": date, "answers": answers, "sys_domain": enterpriseID],
+                    caller: .system
+                )
+            }
             for (index, (clid, program, start)) in enrollments.enumerated() where programs.contains(program) {
                 try await store.insert(
                     into: "eto_enrollment",

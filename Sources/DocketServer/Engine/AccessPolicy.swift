@@ -119,6 +119,7 @@ struct AccessPolicy: Sendable {
                 // adds that to every rule of a scoped table).
                 AccessRule("eto_participant", [.read, .create, .write]),
                 AccessRule("eto_enrollment", [.read, .create, .write]),
+                AccessRule("eto_touchpoint", [.read]), AccessRule("eto_response", [.read, .create, .write]),
                 AccessRule("sys_enterprise", [.read]), AccessRule("sys_site", [.read]), AccessRule("sys_program", [.read]),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),
             ] + everyone.map { AccessRule($0, [.read]) }

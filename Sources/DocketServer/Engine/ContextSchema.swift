@@ -27,8 +27,32 @@ enum ContextSchema {
         S.table("sys_site_member", "Site Member", display: "user", [
             S.ref("user", "User", "sys_user"), S.ref("site", "Site", "sys_site"), S.string("roles", "Roles", 1000),
         ], indexes: [["user"], ["site"]]),
-        participant, enrollment,
+        participant, enrollment, touchpoint, response,
     ]
+
+    /// A TouchPoint: a form staff fill in about a participant. `elements` holds its questions as JSON
+    /// (`[{"ElementID", "ElementType", "Stimulus", "IsRequired", "Choices": [{"TouchPointElementChoiceID", "ChoiceText"}]}]`;
+    /// element types 4 single choice, 5 text, 9 date). Scoped like participants.
+    static let touchpoint: TableDefinition = {
+        var table = S.table("eto_touchpoint", "TouchPoint", display: "name", prefix: "", start: 1001, [
+            S.string("number", "TouchPoint ID", 40), S.string("name", "Name", 200), S.string("elements", "Elements", 65_536),
+            scope,
+        ], indexes: [["sys_domain"], ["number"]])
+        table.numberDigits = 1
+        return table
+    }()
+
+    /// A filled-in TouchPoint about a participant, in a program; `answers` holds its response elements as JSON (so
+    /// that a response is written, and its event logged, as one record).
+    static let response: TableDefinition = {
+        var table = S.table("eto_response", "TouchPoint Response", display: "number", prefix: "", start: 10001, [
+            S.string("number", "Response ID", 40), S.ref("touchpoint", "TouchPoint", "eto_touchpoint"),
+            S.ref("participant", "Participant", "eto_participant"), S.ref("program", "Program", "sys_program"),
+            S.string("response_date", "Response date", 10), S.string("answers", "Answers", 65_536), scope,
+        ], indexes: [["sys_domain"], ["participant"], ["touchpoint"]])
+        table.numberDigits = 1
+        return table
+    }()
 
     /// A participant's enrollment in a program (scoped like participants); `number` is its ETO id.
     static let enrollment: TableDefinition = {
@@ -43,13 +67,13 @@ enum ContextSchema {
 
     /// A person a site serves (ETO's participant). Scoped: `sys_domain` is the enterprise it belongs to, and the
     /// engine shows it to staff of that enterprise only, through every API. `number` is ETO's participant id (CLID),
-    /// taken from the engine's counter (unpadded, from 10001).
+    /// taken from the engine's counter (unpadded, from 10001); its SubjectID is 100000 more.
     static let participant: TableDefinition = {
         var table = S.table("eto_participant", "Participant", display: "last_name", prefix: "", start: 10001, [
             S.string("number", "Participant ID", 40), S.string("first_name", "First name", 100),
             S.string("last_name", "Last name", 100), S.string("date_of_birth", "Date of birth", 10),
             S.string("address1", "Address", 200), S.string("zip_code", "ZIP code", 20), S.ref("site", "Site", "sys_site"),
-            S.int("subject_id", "Subject ID"), scope,
+            scope,
         ], indexes: [["sys_domain"], ["site"], ["number"]])
         table.numberDigits = 1
         return table

@@ -99,6 +99,21 @@ struct ETOAPI: HTTPResponder {
         case let path where path.count == 5 && Array(path.prefix(4)) == ["form.svc", "forms", "program", "getprograms"]:
             try expect(.get)
             return try await programs(site: parts[5], request: request)
+        case ["touchpoint.svc", "listtouchpoint"]:
+            try expect(.get)
+            return try await listTouchPoints(request: request)
+        case ["touchpoint.svc", "gettouchpoint"]:
+            try expect(.get)
+            return try await getTouchPoint(request: request)
+        case ["touchpoint.svc", "listtouchpointresponses"]:
+            try expect(.get)
+            return try await listResponses(request: request)
+        case ["touchpoint.svc", "gettouchpointresponse"]:
+            try expect(.get)
+            return try await getResponse(request: request)
+        case ["touchpoint.svc", "touchpointresponseadd"], ["touchpoint.svc", "touchpointresponseupdate"]:
+            try expect(.post)
+            return try await saveResponse(request, context: context, update: lower.last == "touchpointresponseupdate")
         case ["actor.svc", "participant", "enrollment"]:
             try expect(.post)
             return try await saveEnrollment(request, context: context)

@@ -115,7 +115,7 @@ extension ETOAPI {
     }
 
     /// A participant of the token's site by its number (CLID).
-    private func participant(number clid: String, session: ContextSessions.Context) async throws -> Record {
+    func participant(number clid: String, session: ContextSessions.Context) async throws -> Record {
         guard let number = Int(clid), number > 0 else { throw ETOError(.badRequest, "The participant id (CLID) must be a number") }
         guard let found = try await participants(EncodedQuery().and("number", .equals, String(number)), session: session, limit: 1).first
         else { throw ETOError(.notFound, "No participant \(number) at site \(session.site)") }
@@ -218,7 +218,7 @@ extension ETOAPI {
         return try await store.list(
             RecordQuery(
                 table: "eto_participant", query: scoped,
-                fields: ["number", "first_name", "last_name", "date_of_birth", "address1", "zip_code", "subject_id"],
+                fields: ["number", "first_name", "last_name", "date_of_birth", "address1", "zip_code"],
                 limit: limit, count: false
             ),
             caller: caller
@@ -232,12 +232,15 @@ extension ETOAPI {
         ).records.first?.sysID
     }
 
+    /// A participant's SubjectID (what TouchPoint responses point at): its CLID plus 100000.
+    static func subjectID(of clid: Int) -> Int { clid + 100_000 }
+
     static func participantJSON(_ record: Record, site: Int) -> JSONValue {
         JSONValue(members: [
             ("ID", .integer(Int(record["number"]) ?? 0)), ("FirstName", .string(record["first_name"])),
             ("LastName", .string(record["last_name"])), ("DateOfBirth", dotNetDate(record["date_of_birth"])),
             ("Address1", .string(record["address1"])), ("ZipCode", .string(record["zip_code"])),
-            ("SubjectID", .integer(Int(record["subject_id"]) ?? 0)), ("SiteID", .integer(site)),
+            ("SubjectID", .integer(subjectID(of: Int(record["number"]) ?? 0))), ("SiteID", .integer(site)),
             ("CustomDemoData", .array([])),
         ])
     }
