@@ -17,7 +17,8 @@ public struct DocketCommand: AsyncParsableCommand {
         subcommands: [
             LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
             CommentCommand.self, RecordsCommand.self, WatchCommand.self, DefectsCommand.self, CreateCommand.self,
-            EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self, ContextCommand.self,
+            EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self, ContextCommand.self, ParticipantsCommand.self,
+            ParticipantCommand.self, TouchPointCommand.self,
         ]
     )
 

@@ -60,4 +60,34 @@ struct ContextCommandTests {
             #expect(await cli.run("context").code == 1)
         }
     }
+
+    @Test("participants search, participant show, touchpoint list and add, in the chosen context")
+    func participantsAndTouchPoints() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            #expect(await cli.run("login", base, "--user", "john.doe@example.com", "--eto", "--password-stdin", stdin: ["password"]).code == 0)
+            let early = await cli.run("participants", "search", "a")
+            #expect(early.code == 1)
+            #expect(early.err.contains("NoEnterpriseIDSelected"))
+            #expect(await cli.run("context", "--enterprise", "Docket Outreach", "--site", "101", "--program", "1001").code == 0)
+            #expect(await cli.run("participants", "search", "lo").out == "5001  Lopez, Maria  born 1984-03-12\n")
+            let shown = await cli.run("participant", "show", "5001")
+            #expect(shown.out.contains("Name           Maria Lopez"))
+            #expect(await cli.run("participant", "show", "7001").code == 1)
+            let forms = await cli.run("touchpoint", "list")
+            #expect(forms.out.contains("301  Street Outreach Contact"))
+            #expect(forms.out.contains("Sleeping location (choice, required): Street, Vehicle, Shelter"))
+            let added = await cli.run(
+                "touchpoint", "add", "Street Outreach Contact", "--participant", "5001", "Contact notes=Shared a coffee",
+                "Sleeping location=Shelter", "3=11/21/2026"
+            )
+            #expect(added.code == 0, "\(added.err)")
+            #expect(added.out.hasPrefix("Recorded response 1"))
+            #expect(added.out.hasSuffix("to Street Outreach Contact for Maria Lopez.\n"))
+            let missing = await cli.run("touchpoint", "add", "301", "--participant", "5001", "Contact notes=x")
+            #expect(missing.code == 1)
+            #expect(missing.err.contains("Sleeping location"))
+            #expect(await cli.run("touchpoint", "add", "301", "--participant", "5001", "Nope=x").code == 1)
+        }
+    }
 }

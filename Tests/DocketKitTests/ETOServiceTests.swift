@@ -57,4 +57,32 @@ struct ETOServiceTests {
             #expect(try await eto.sites(enterprise: "7c9e6679-7425-40de-944b-e07fc1f90ae7").count == 2)
         }
     }
+
+    @Test("participants and TouchPoints in the chosen program: search, show, forms, a response")
+    func participantsAndTouchPoints() async throws {
+        try await withLiveServer { base in
+            let eto = try Self.client(base, ETOLogin(email: "john.doe@example.com")).eto
+            try await eto.signIn(email: "john.doe@example.com", password: "password")
+            try await eto.selectSite(101, enterprise: "7c9e6679-7425-40de-944b-e07fc1f90ae7")
+            await #expect { try await eto.searchParticipants("a") } throws: { ($0 as? DocketError)?.message.hasPrefix("NoProgramIDSelected") == true }
+            try await eto.selectProgram(1001)
+            let found = try await eto.searchParticipants("lo")
+            #expect(found.map(\.id) == [5001])
+            let maria = try await eto.participant(5001)
+            #expect(maria.dateOfBirth == "1984-03-12" && maria.subjectID == 105_001)
+            await #expect { try await eto.participant(7001) } throws: { ($0 as? DocketError)?.status == 404 }
+            let forms = try await eto.touchPoints()
+            #expect(forms.map(\.name) == ["Street Outreach Contact"])
+            let form = forms[0]
+            let id = try await eto.addResponse(to: form, participant: maria, answers: [1: "Brought a sleeping bag", 2: "vehicle", 3: "11/21/2026"])
+            #expect(id >= 10001)
+            await #expect { try await eto.addResponse(to: form, participant: maria, answers: [1: "x", 2: "boat"]) } throws: {
+                ($0 as? DocketError)?.message.contains("not a choice") == true
+            }
+            // A required element left out: the server names it.
+            await #expect { try await eto.addResponse(to: form, participant: maria, answers: [1: "x"]) } throws: {
+                ($0 as? DocketError)?.message.contains("Sleeping location") == true
+            }
+        }
+    }
 }

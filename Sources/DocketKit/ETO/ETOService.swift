@@ -16,6 +16,37 @@ public struct ETOChoice: Sendable, Equatable {
     public var disabled: Bool
 }
 
+/// A participant (ETO's `Actor.svc`).
+public struct ETOParticipant: Sendable, Equatable {
+    /// The participant id (CLID).
+    public var id: Int
+    public var firstName: String
+    public var lastName: String
+    /// `yyyy-MM-dd`, or nil.
+    public var dateOfBirth: String?
+    /// What TouchPoint responses point at.
+    public var subjectID: Int
+    public var siteID: Int
+}
+
+/// A TouchPoint element: a question of a form.
+public struct ETOElement: Sendable, Equatable {
+    public var id: Int
+    /// 4 single choice, 5 text or number, 9 date.
+    public var type: Int
+    public var stimulus: String
+    public var isRequired: Bool
+    /// (TouchPointElementChoiceID, text) for choice elements.
+    public var choices: [ETOChoice]
+}
+
+/// A TouchPoint (a form) with its elements.
+public struct ETOTouchPoint: Sendable, Equatable {
+    public var id: Int
+    public var name: String
+    public var elements: [ETOElement]
+}
+
 /// ETO's (Efforts to Outcomes) context chain, as typed calls: sign in with an e-mail address, choose an enterprise and
 /// a site (which gives the site's security token), then a program. The session keeps the choices
 /// (``DocketSession/etoLogin``) so that they can be saved and used again without the password.
@@ -125,6 +156,106 @@ public struct ETOService: Sendable {
         return program
     }
 
+    // MARK: Participants and TouchPoints
+
+    /// Participants enrolled in the chosen program whose first or last name contains `term`.
+    public func searchParticipants(_ term: String) async throws -> [ETOParticipant] {
+        let program = try await selectedProgram()
+        return try await json("GET", "/API/Search.svc/Search/\(program)/" + Instance.encode(term)).arrayValue?.compactMap(Self.participant) ?? []
+    }
+
+    /// A participant of the chosen site by id (CLID).
+    public func participant(_ id: Int) async throws -> ETOParticipant {
+        _ = try await selectedSite()
+        guard let participant = Self.participant(try await json("GET", "/API/Actor.svc/participant/\(id)")) else {
+            throw DocketError(kind: .decoding, message: "unexpected response from the instance", detail: "not a participant")
+        }
+        return participant
+    }
+
+    /// The enterprise's TouchPoints, with their elements.
+    public func touchPoints() async throws -> [ETOTouchPoint] {
+        _ = try await selectedSite()
+        let listed = try await json("GET", "/API/TouchPoint.svc/ListTouchPoint").arrayValue ?? []
+        var forms: [ETOTouchPoint] = []
+        for item in listed {
+            guard let id = item["TouchPointID"]?.intValue else { continue }
+            forms.append(try await touchPoint(id))
+        }
+        return forms
+    }
+
+    /// One TouchPoint with its elements and choices.
+    public func touchPoint(_ id: Int) async throws -> ETOTouchPoint {
+        _ = try await selectedSite()
+        let form = try await json("GET", "/API/TouchPoint.svc/GetTouchPoint", query: [("TouchPointID", String(id)), ("PopulateElementCollection", "true")])
+        let elements = (form["ElementCollection"]?.arrayValue ?? []).compactMap { item -> ETOElement? in
+            guard let id = item["ElementID"]?.intValue, let type = item["ElementType"]?.intValue else { return nil }
+            let choices = (item["ElementChoices"]?.arrayValue ?? []).compactMap { choice -> ETOChoice? in
+                guard let id = choice["TouchPointElementChoiceID"]?.intValue else { return nil }
+                return ETOChoice(id: id, name: choice["ChoiceText"]?.stringValue ?? "", disabled: false)
+            }
+            return ETOElement(
+                id: id, type: type, stimulus: item["Stimulus"]?.stringValue ?? "", isRequired: item["IsRequired"] == .bool(true),
+                choices: choices
+            )
+        }
+        return ETOTouchPoint(id: form["TouchPointID"]?.intValue ?? id, name: form["TouchPointName"]?.stringValue ?? "", elements: elements)
+    }
+
+    /// Records a response to a TouchPoint about a participant, in the chosen program. `answers` maps element ids to
+    /// values: text for text elements, `MM/dd/yyyy` for dates, the choice's text or id for choice elements. Returns
+    /// the new response's id.
+    public func addResponse(to touchPoint: ETOTouchPoint, participant: ETOParticipant, answers: [Int: String]) async throws -> Int {
+        let program = try await selectedProgram()
+        var elements: [JSONValue] = []
+        for (id, value) in answers.sorted(by: { $0.key < $1.key }) {
+            guard let element = touchPoint.elements.first(where: { $0.id == id }) else {
+                throw DocketError(kind: .invalidRequest, message: "\(touchPoint.name) has no element \(id)")
+            }
+            var members: [(String, JSONValue)] = [("ElementID", .integer(id)), ("ElementType", .integer(element.type))]
+            if element.type == 4 {
+                guard let choice = element.choices.first(where: { $0.name.caseInsensitiveCompare(value) == .orderedSame || String($0.id) == value }) else {
+                    throw DocketError(
+                        kind: .invalidRequest,
+                        message: "'\(value)' is not a choice of \(element.stimulus): " + element.choices.map(\.name).joined(separator: ", ")
+                    )
+                }
+                members.append(("ResponseElementChoices", .array([JSONValue(members: [("TouchPointElementChoiceID", .integer(choice.id))])])))
+            } else {
+                members.append(("Value", .string(value)))
+            }
+            elements.append(JSONValue(members: members))
+        }
+        let body = JSONValue(members: [("TouchPointResponse", JSONValue(members: [
+            ("TouchPointID", .integer(touchPoint.id)), ("SubjectID", .integer(participant.subjectID)), ("ProgramID", .integer(program)),
+            ("ResponseCreatedDate", .string("/Date(\(Int(Date().timeIntervalSince1970 * 1000)))/")), ("ResponseElements", .array(elements)),
+        ]))])
+        let answer = try await json("POST", "/API/TouchPoint.svc/TouchPointResponseAdd/", body: Data(body.serialized()))
+        guard let id = answer["AddTouchPointResponseResult"]?["TouchPointResponseID"]?.intValue else {
+            throw DocketError(kind: .decoding, message: "unexpected response from the instance", detail: "no TouchPointResponseID")
+        }
+        return id
+    }
+
+    static func participant(_ json: JSONValue) -> ETOParticipant? {
+        guard let id = json["ID"]?.intValue else { return nil }
+        var born: String? = nil
+        if let text = json["DateOfBirth"]?.stringValue, text.hasPrefix("/Date("),
+            let ms = Int(text.dropFirst(6).prefix { $0.isNumber || $0 == "-" })
+        {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "UTC")
+            formatter.dateFormat = "yyyy-MM-dd"
+            born = formatter.string(from: Date(timeIntervalSince1970: Double(ms) / 1000))
+        }
+        return ETOParticipant(
+            id: id, firstName: json["FirstName"]?.stringValue ?? "", lastName: json["LastName"]?.stringValue ?? "", dateOfBirth: born,
+            subjectID: json["SubjectID"]?.intValue ?? 0, siteID: json["SiteID"]?.intValue ?? 0
+        )
+    }
+
     // MARK: Helpers
 
     private func ssoToken() async throws -> String {
@@ -145,11 +276,11 @@ public struct ETOService: Sendable {
         return site
     }
 
-    private func json(_ method: String, _ path: String, body: Data? = nil) async throws -> JSONValue {
+    private func json(_ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil) async throws -> JSONValue {
         guard case .eto = session.credentials else {
             throw DocketError(kind: .invalidRequest, message: "the ETO API needs an ETO login (Credentials.eto)")
         }
-        let response = try await session.send(method, path, body: body)
+        let response = try await session.send(method, path, query: query, body: body)
         do {
             return try JSONValue.parse(response.body)
         } catch {
