@@ -122,7 +122,7 @@ extension ETOAPI {
         return found
     }
 
-    private func programSysID(_ number: Int) async throws -> String {
+    func programSysID(_ number: Int) async throws -> String {
         try await store.list(
             RecordQuery(table: "sys_program", query: EncodedQuery().and("number", .equals, String(number)), fields: ["sys_id"], limit: 1, count: false),
             caller: .system

@@ -128,10 +128,7 @@ extension ETOAPI {
             }
             values["touchpoint"] = form.sysID
             values["participant"] = participant.sysID
-            values["program"] = try await store.list(
-                RecordQuery(table: "sys_program", query: EncodedQuery().and("number", .equals, String(program.number)), fields: ["sys_id"], limit: 1, count: false),
-                caller: .system
-            ).records.first?.sysID ?? ""
+            values["program"] = try await programSysID(program.number)
             if values["response_date"] == nil { values["response_date"] = String(GlideDateTime.format(Date()).prefix(10)) }
             sysID = try await store.insert(into: "eto_response", values: values, caller: caller)
         }
