@@ -69,9 +69,6 @@ struct ConnectionOptions: ParsableArguments {
     /// The work backend of the saved login: Compass or the ServiceNow Table API.
     func backend() throws -> (client: DocketClient, backend: any WorkBackend) {
         let client = try client()
-        if case .eto = client.session.credentials {
-            throw CLIFailure("this command needs a ServiceNow or Compass login; ETO participants and TouchPoints are not served yet")
-        }
         return (client, client.workBackend())
     }
 }

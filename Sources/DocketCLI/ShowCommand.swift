@@ -10,7 +10,7 @@ struct ShowCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Argument(help: "Task number (INC0010001), sys_id, or a Compass record id (SAMPL00000001).")
+    @Argument(help: "Task number (INC0010001), sys_id, a Compass record id (SAMPL00000001) or an ETO participant id (5001).")
     var task: String
 
     @Option(help: "How many journal entries to show.")
@@ -26,8 +26,8 @@ struct ShowCommand: AsyncParsableCommand {
     ]
 
     func run() async throws {
-        let client = try connection.workClient("show")
-        if client.session.credentials.compassDatabase != nil {
+        let client = try connection.client()
+        if client.session.credentials.compassDatabase != nil || client.session.credentials.isETO {
             return WorkOutput.show(try await client.workBackend().item(task), json: output.json)
         }
         let record = try await Self.find(task, client: client)

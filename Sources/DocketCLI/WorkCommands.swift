@@ -29,6 +29,9 @@ enum WorkOutput {
         return JSONValue(members: members)
     }
 
+    /// " (State)", or nothing for an item without states.
+    static func state(_ item: WorkItem) -> String { item.state.isEmpty ? "" : " (\(item.state))" }
+
     static func text(_ value: JSONValue) -> String { String(decoding: value.serialized(), as: UTF8.self) }
 
     /// The main fields of an item, one per line.
@@ -117,7 +120,7 @@ struct CreateCommand: AsyncParsableCommand {
         let (_, backend) = try connection.backend()
         let item = try await backend.create(type: type, fields: values)
         if output.json { return WorkOutput.show(item, json: true) }
-        CLIEnvironment.current.print("Created \(item.id) (\(item.state)): \(item.title)")
+        CLIEnvironment.current.print("Created \(item.id)\(WorkOutput.state(item)): \(item.title)")
     }
 }
 
@@ -145,7 +148,7 @@ struct EditCommand: AsyncParsableCommand {
         let (_, backend) = try connection.backend()
         let item = try await backend.edit(id, fields: values)
         if output.json { return WorkOutput.show(item, json: true) }
-        CLIEnvironment.current.print("Updated \(item.id) (\(item.state)): \(item.title)")
+        CLIEnvironment.current.print("Updated \(item.id)\(WorkOutput.state(item)): \(item.title)")
     }
 }
 

@@ -88,6 +88,14 @@ struct ContextCommandTests {
             #expect(missing.code == 1)
             #expect(missing.err.contains("Sleeping location"))
             #expect(await cli.run("touchpoint", "add", "301", "--participant", "5001", "Nope=x").code == 1)
+            // The work commands where they apply: show, create and edit participants.
+            #expect(await cli.run("show", "5001").out.contains("Title        Maria Lopez"))
+            let created = await cli.run("create", "participant", "FirstName=Ana", "LastName=Ruiz")
+            #expect(created.out == "Created 10001: Ana Ruiz\n", "\(created.err)")
+            #expect(await cli.run("edit", "10001", "ZipCode=94110").out == "Updated 10001: Ana Ruiz\n")
+            let defects = await cli.run("defects")
+            #expect(defects.code == 1)
+            #expect(defects.err.contains("ETO has no list"))
         }
     }
 }

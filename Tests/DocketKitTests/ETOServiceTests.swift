@@ -85,4 +85,25 @@ struct ETOServiceTests {
             }
         }
     }
+
+    @Test("WorkBackend over ETO: show, create and edit participants; the rest says it does not apply")
+    func backend() async throws {
+        try await withLiveServer { base in
+            let client = try Self.client(base, ETOLogin(email: "john.doe@example.com"))
+            try await client.eto.signIn(email: "john.doe@example.com", password: "password")
+            try await client.eto.selectSite(101, enterprise: "7c9e6679-7425-40de-944b-e07fc1f90ae7")
+            let backend = client.workBackend()
+            #expect(backend is ETOBackend)
+            let maria = try await backend.item("5001")
+            #expect(maria.title == "Maria Lopez" && maria.type == "participant" && maria.fields["DateOfBirth"] == "1984-03-12")
+            let created = try await backend.create(type: "participant", fields: [("FirstName", "Ana"), ("LastName", "Ruiz"), ("DateOfBirth", "02/03/1995")])
+            #expect(created.id == "10001" && created.fields["DateOfBirth"] == "1995-02-03")
+            #expect(try await backend.edit(created.id, fields: [("lastname", "Ruiz Soto")]).title == "Ana Ruiz Soto")
+            await #expect { try await backend.edit(created.id, fields: [("Nope", "x")]) } throws: { ($0 as? DocketError)?.kind == .invalidRequest }
+            await #expect { try await backend.create(type: "defect", fields: []) } throws: { ($0 as? DocketError)?.kind == .invalidRequest }
+            await #expect { try await backend.myItems(type: nil) } throws: { ($0 as? DocketError)?.message.hasPrefix("ETO has no") == true }
+            await #expect { try await backend.delete("5001") } throws: { ($0 as? DocketError)?.message.hasPrefix("ETO has no") == true }
+            await #expect { try await backend.item("7001") } throws: { ($0 as? DocketError)?.status == 404 }
+        }
+    }
 }

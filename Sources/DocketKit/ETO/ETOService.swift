@@ -238,6 +238,26 @@ public struct ETOService: Sendable {
         return id
     }
 
+    /// Adds a participant to the chosen site, or with `id` changes one of its participants. `fields` take ETO's names
+    /// (`FirstName`, `LastName`, `DateOfBirth` as `MM/dd/yyyy` or `yyyy-MM-dd`, `Address1`, `ZipCode`).
+    public func saveParticipant(id: Int? = nil, fields: [(String, String)]) async throws -> ETOParticipant {
+        let site = try await selectedSite()
+        let known = ["FirstName", "LastName", "DateOfBirth", "Address1", "ZipCode"]
+        var members: [(String, JSONValue)] = [("SiteID", .integer(site))]
+        if let id { members.append(("ID", .integer(id))) }
+        for (name, value) in fields {
+            guard let key = known.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) else {
+                throw DocketError(kind: .invalidRequest, message: "a participant has no field \(name); its fields: " + known.joined(separator: ", "))
+            }
+            members.append((key, .string(value)))
+        }
+        let body = JSONValue(members: [("participant", JSONValue(members: members))])
+        guard let saved = Self.participant(try await json("POST", "/API/Actor.svc/participant/", body: Data(body.serialized()))) else {
+            throw DocketError(kind: .decoding, message: "unexpected response from the instance", detail: "not a participant")
+        }
+        return saved
+    }
+
     static func participant(_ json: JSONValue) -> ETOParticipant? {
         guard let id = json["ID"]?.intValue else { return nil }
         var born: String? = nil

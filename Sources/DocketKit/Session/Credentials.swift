@@ -39,6 +39,12 @@ public enum Credentials: Sendable, Equatable, Codable {
         }
     }
 
+    /// Whether this is an ETO login.
+    public var isETO: Bool {
+        if case .eto = self { return true }
+        return false
+    }
+
     /// The Compass repository and database of a Compass login; nil for the ServiceNow APIs.
     public var compassDatabase: (repository: String, database: String)? {
         switch self {

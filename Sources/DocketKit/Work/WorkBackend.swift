@@ -140,9 +140,11 @@ public protocol WorkBackend: Sendable {
 }
 
 extension DocketClient {
-    /// The backend for this client's login: Compass for a Compass login, else the ServiceNow Table API.
+    /// The backend for this client's login: Compass for a Compass login, ETO for an ETO login, else the ServiceNow
+    /// Table API.
     public func workBackend() -> any WorkBackend {
-        session.credentials.compassDatabase != nil ? CompassBackend(client: self) : ServiceNowBackend(client: self)
+        if case .eto = session.credentials { return ETOBackend(client: self) }
+        return session.credentials.compassDatabase != nil ? CompassBackend(client: self) : ServiceNowBackend(client: self)
     }
 }
 
