@@ -133,4 +133,28 @@ struct ContextIsolationTests {
             #expect(Self.johns.allSatisfy { johnsReplay.contains($0) })
         }
     }
+
+    @Test("a GraphQL subscription to a scoped table replays and follows only the subscriber's enterprise", .timeLimit(.minutes(1)))
+    func subscriptions() async throws {
+        try await GraphQLSocketTests.withServer { client, port in
+            let john = try await TestSocket.open(port)
+            try await john.initialize()
+            try await john.subscribe("p", "subscription { eto_participant(since: 0) { sequence change sys_id } }")
+            // Written after the subscription: one participant in each enterprise (by an administrator).
+            let theirs = try await client.send(
+                .post, "/api/now/table/eto_participant", json: #"{"last_name":"Other","sys_domain":"\#(Self.second)"}"#, headers: .admin
+            ).result.string("sys_id")
+            let mine = try await client.send(
+                .post, "/api/now/table/eto_participant", json: #"{"last_name":"Mine","sys_domain":"\#(Self.first)"}"#, headers: .admin
+            ).result.string("sys_id")
+            var seen: [String] = []
+            while !seen.contains(mine), let message = try await john.receive() {
+                #expect(message["type"]?.stringValue == "next")
+                if let id = message["payload"]?["data"]?["eto_participant"]?["sys_id"]?.stringValue { seen.append(id) }
+            }
+            #expect(Set(Self.johns).isSubset(of: Set(seen)))
+            #expect(!seen.contains(theirs))
+            #expect(Set(seen).isDisjoint(with: Self.abels))
+        }
+    }
 }
