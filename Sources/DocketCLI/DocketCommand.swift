@@ -11,7 +11,9 @@ public struct DocketCommand: AsyncParsableCommand {
             Start with 'docket login INSTANCE --user NAME'. INSTANCE is a URL (http://127.0.0.1:8080) or a
             ServiceNow instance name (acme → https://acme.service-now.com). Add --repo and --db to log in to a
             Compass (Traxiem) repository instead; defects, show, comment, create, edit, transition, delete, choices
-            and watch --mine then speak Compass. Read commands take --json for scripts.
+            and watch --mine then speak Compass. With --eto (and an e-mail address as --user) it signs in to ETO:
+            choose where to work with 'docket context', then use participants, participant, touchpoint, and show,
+            create and edit on participants. Read commands take --json for scripts.
             Exit codes: 0 success, 1 failure, 2 wrong usage.
             """,
         subcommands: [

@@ -186,9 +186,9 @@ struct TransitionCommand: AsyncParsableCommand {
                     JSONValue(members: [("name", .string($0.name)), ("destination", .string($0.destination))])
                 })))
             }
-            let state = try await backend.item(id).state
-            guard !actions.isEmpty else { return environment.print("No action is possible for \(id) (\(state)) now.") }
-            environment.print("Possible actions for \(id) (\(state)):")
+            let state = WorkOutput.state(try await backend.item(id))
+            guard !actions.isEmpty else { return environment.print("No action is possible for \(id)\(state) now.") }
+            environment.print("Possible actions for \(id)\(state):")
             for action in actions {
                 environment.print("  " + action.name + (action.destination.isEmpty || action.destination == action.name ? "" : " → \(action.destination)"))
             }

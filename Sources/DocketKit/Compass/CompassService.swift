@@ -23,28 +23,28 @@ public struct CompassService: Sendable {
     /// The repositories the server offers (`GET /repos`).
     public func repositories() async throws -> [String] {
         struct Repo: Decodable { var name: String }
-        return try await decode([Repo].self, try await send("GET", "/ccmweb/rest/repos")).map(\.name)
+        return try decode([Repo].self, try await send("GET", "/ccmweb/rest/repos")).map(\.name)
     }
 
     /// The databases of the login's repository.
     public func databases() async throws -> [CompassDatabase] {
-        try await decode([CompassDatabase].self, try await send("GET", "/ccmweb/rest/repos/\(Self.segment(repository))/databases"))
+        try decode([CompassDatabase].self, try await send("GET", "/ccmweb/rest/repos/\(Self.segment(repository))/databases"))
     }
 
     /// A record type with its actions.
     public func recordType(_ type: String = "Defect") async throws -> CompassRecordType {
-        try await decode(CompassRecordType.self, try await send("GET", records(type)))
+        try decode(CompassRecordType.self, try await send("GET", records(type)))
     }
 
     /// A record by display id (`SAMPL00000001`).
     public func record(_ id: String, type: String = "Defect") async throws -> CompassRecord {
-        try await decode(CompassRecord.self, try await send("GET", records(type, id)))
+        try decode(CompassRecord.self, try await send("GET", records(type, id)))
     }
 
     /// Creates and commits a record in one call (`POST …?operation=Commit`); a missing mandatory field or a value
     /// outside its choice list fails with the server's message and creates nothing.
     public func createRecord(type: String = "Defect", fields: [(String, String)]) async throws -> CompassRecord {
-        try await decode(
+        try decode(
             CompassRecord.self,
             try await send("POST", records(type), query: [("operation", "Commit")], body: Self.fieldsBody(fields))
         )
@@ -53,7 +53,7 @@ public struct CompassService: Sendable {
     /// Starts creating a record (`POST …?operation=Edit`): it has a provisional id until ``commit(_:type:fields:)``,
     /// and ``revert(_:type:)`` leaves no trace of it.
     public func newRecord(type: String = "Defect") async throws -> CompassRecord {
-        try await decode(
+        try decode(
             CompassRecord.self, try await send("POST", records(type), query: [("operation", "Edit")], body: Data("{}".utf8))
         )
     }
@@ -65,14 +65,14 @@ public struct CompassService: Sendable {
     ) async throws -> CompassRecord {
         var query = [("operation", "Edit")]
         if let action { query.append(("actionName", action)) }
-        return try await decode(
+        return try decode(
             CompassRecord.self, try await send("PATCH", records(type, id), query: query, body: Self.fieldsBody(fields))
         )
     }
 
     /// Commits the running edit with the given fields (only the changed ones are needed).
     public func commit(_ id: String, type: String = "Defect", fields: [(String, String)] = []) async throws -> CompassRecord {
-        try await decode(
+        try decode(
             CompassRecord.self,
             try await send("PATCH", records(type, id), query: [("operation", "Commit")], body: Self.fieldsBody(fields))
         )
@@ -105,23 +105,23 @@ public struct CompassService: Sendable {
     /// One field of a record, with the values its picker offers (`fieldChoiceList`), as they are in the running
     /// edit if there is one.
     public func field(_ name: String, of id: String, type: String = "Defect") async throws -> CompassField {
-        try await decode(CompassField.self, try await send("GET", records(type, id) + "/fields/" + Self.segment(name)))
+        try decode(CompassField.self, try await send("GET", records(type, id) + "/fields/" + Self.segment(name)))
     }
 
     /// The workspace's root folders ("Personal Queries", "Public Queries") with their children.
     public func folders() async throws -> [CompassWorkspaceItem] {
-        try await decode([CompassWorkspaceItem].self, try await send("GET", base + "/workspace/folders"))
+        try decode([CompassWorkspaceItem].self, try await send("GET", base + "/workspace/folders"))
     }
 
     /// Saves a query definition; returns it with its `dbId`.
     public func createQuery(_ query: CompassQueryDef) async throws -> CompassQueryDef {
         let body = try JSONEncoder().encode(query)
-        return try await decode(CompassQueryDef.self, try await send("POST", base + "/workspace/queryDefs", body: body))
+        return try decode(CompassQueryDef.self, try await send("POST", base + "/workspace/queryDefs", body: body))
     }
 
     /// A saved query definition.
     public func query(_ dbId: String) async throws -> CompassQueryDef {
-        try await decode(CompassQueryDef.self, try await send("GET", base + "/workspace/queryDefs/" + Self.segment(dbId)))
+        try decode(CompassQueryDef.self, try await send("GET", base + "/workspace/queryDefs/" + Self.segment(dbId)))
     }
 
     /// Deletes a saved query definition.
@@ -136,11 +136,11 @@ public struct CompassService: Sendable {
             ("resultSetOptions", JSONValue(members: [("pageSize", .integer(pageSize)), ("maxResultSetRows", .integer(limit))])),
         ])
         struct Handle: Decodable { var result_set_id: String }
-        let handle = try await decode(Handle.self, try await send("POST", path, body: Data(options.serialized())))
+        let handle = try decode(Handle.self, try await send("POST", path, body: Data(options.serialized())))
         struct Page: Decodable { var rows: [CompassRow] }
         var rows: [CompassRow] = []
         for number in 1... {
-            let page = try await decode(
+            let page = try decode(
                 Page.self,
                 try await send("GET", path + "/" + Self.segment(handle.result_set_id), query: [("pageNumber", String(number))])
             )
@@ -178,7 +178,7 @@ public struct CompassService: Sendable {
         return try await session.send(method, path, query: query, body: body)
     }
 
-    private func decode<T: Decodable>(_ type: T.Type, _ response: HTTPResponseData) async throws -> T {
+    private func decode<T: Decodable>(_ type: T.Type, _ response: HTTPResponseData) throws -> T {
         do {
             return try JSONDecoder().decode(type, from: response.body)
         } catch {

@@ -186,7 +186,7 @@ public actor DocketSession {
         retries: inout Int
     ) async throws {
         switch response.status {
-        case 401 where !loggedInAgain && (token != nil || !credentials.isSaved && (usedCookies || compassToken != nil)):
+        case 401 where !loggedInAgain && (token != nil || (!credentials.isSaved && (usedCookies || compassToken != nil))):
             // The session or token expired: log in again (or refresh), once.
             cookies = [:]
             compassToken = nil

@@ -115,8 +115,8 @@ public struct CompassBackend: WorkBackend {
             }
             let before = lastState[id]
             lastState[id] = change.kind == .entered || change.kind == .changed ? state : nil
-            var states: (String, String)? = nil
-            if change.fields.contains("state"), let state, let before, state != before { states = (before, state) }
+            var states: WorkNotification.StateChange? = nil
+            if change.fields.contains("state"), let state, let before, state != before { states = .init(from: before, to: state) }
             if let note = maker.notification(for: change, id: id, title: title, states: states) { deliver(note) }
         }
     }

@@ -87,7 +87,7 @@ public struct ServiceNowBackend: WorkBackend {
                     let maker = NotificationMaker(myUserName: client.session.credentials.userName)
                     var labels: [String: [String: String]] = [:]
                     for try await change in client.liveUpdates(table: "task", query: "assigned_to=\(Self.me)") {
-                        var states: (String, String)? = nil
+                        var states: WorkNotification.StateChange? = nil
                         if change.kind == .changed, change.fields.contains("state") {
                             if labels[change.table] == nil {
                                 let list = (try? await ServiceNowBackend(client: client).choices(table: change.table, field: "state")) ?? []
@@ -95,7 +95,7 @@ public struct ServiceNowBackend: WorkBackend {
                             }
                             let table = labels[change.table] ?? [:]
                             let old = change.previous["state"] ?? ""
-                            states = (table[old] ?? old, table[change["state"]] ?? change["state"])
+                            states = .init(from: table[old] ?? old, to: table[change["state"]] ?? change["state"])
                         }
                         let id = change["number"].isEmpty ? change.sysID : change["number"]
                         if let note = maker.notification(for: change, id: id, title: change["short_description"], states: states) {

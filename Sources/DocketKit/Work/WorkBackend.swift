@@ -72,13 +72,24 @@ public struct WorkNotification: Sendable, Equatable {
         case deleted
     }
 
+    /// A state before and after.
+    public struct StateChange: Sendable, Equatable {
+        public var from: String
+        public var to: String
+
+        public init(from: String, to: String) {
+            self.from = from
+            self.to = to
+        }
+    }
+
     public var kind: Kind
     /// The item's display id.
     public var id: String
     /// Who did it (user name).
     public var user: String
     /// The state before and after, for a change of state.
-    public var stateChange: (from: String, to: String)?
+    public var stateChange: StateChange?
     /// The item's summary, when known.
     public var title: String
     /// The event log's sequence number (resume after it).
@@ -94,12 +105,6 @@ public struct WorkNotification: Sendable, Equatable {
         case .unassigned: return "\(id) assigned away from you by \(user)"
         case .deleted: return "\(id) deleted by \(user)"
         }
-    }
-
-    public static func == (lhs: WorkNotification, rhs: WorkNotification) -> Bool {
-        lhs.kind == rhs.kind && lhs.id == rhs.id && lhs.user == rhs.user && lhs.title == rhs.title
-            && lhs.sequence == rhs.sequence && lhs.stateChange?.from == rhs.stateChange?.from
-            && lhs.stateChange?.to == rhs.stateChange?.to
     }
 }
 
@@ -155,7 +160,7 @@ struct NotificationMaker {
     /// The notification for a change made by someone else; nil for my own changes. `states` gives the state's
     /// label before and after (when the change moved it).
     func notification(
-        for change: RecordChange, id: String, title: String, states: (from: String, to: String)?
+        for change: RecordChange, id: String, title: String, states: WorkNotification.StateChange?
     ) -> WorkNotification? {
         guard change.user != myUserName else { return nil }
         let kind: WorkNotification.Kind

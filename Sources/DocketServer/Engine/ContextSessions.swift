@@ -43,14 +43,18 @@ struct ContextSessions: Sendable {
     /// The context of a live token of `kind`; nil for anything else (unknown, expired, ended, the other kind).
     func load(_ token: String, kind: Kind, now: Int = SessionStore.now()) async throws -> Context? {
         let token = token.lowercased()
-        guard token.utf8.count <= 64, let session = try await sessions.load(token), session.expires > now else { return nil }
+        guard token.utf8.count <= 64 else { return nil }
+        // One read: the session (which a password change ends) joined with its context.
         return try await storage.read { db in
             guard let row = try await db.rows(
-                "SELECT kind, enterprise, site, program, utc_offset FROM docket_context WHERE token_hash = "
-                    + .bind(SessionStore.hash(token))
-            ).first, try row.value(at: "kind", kind: .text).text == kind.rawValue else { return nil }
+                "SELECT s.user_id, s.expires_at, c.kind, c.enterprise, c.site, c.program, c.utc_offset FROM docket_context AS c"
+                    + " JOIN docket_session AS s ON s.token_hash = c.token_hash WHERE c.token_hash = " + .bind(SessionStore.hash(token))
+            ).first, try row.value(at: "kind", kind: .text).text == kind.rawValue,
+                let userID = try row.value(at: "user_id", kind: .text).text,
+                let expires = try row.value(at: "expires_at", kind: .integer).intValue, expires > now
+            else { return nil }
             return Context(
-                kind: kind, userID: session.userID, enterprise: try row.value(at: "enterprise", kind: .text).text ?? "",
+                kind: kind, userID: userID, enterprise: try row.value(at: "enterprise", kind: .text).text ?? "",
                 site: try row.value(at: "site", kind: .integer).intValue ?? 0,
                 program: try row.value(at: "program", kind: .integer).intValue ?? 0,
                 utcOffset: try row.value(at: "utc_offset", kind: .integer).intValue ?? 0

@@ -125,6 +125,8 @@ struct CompassStockAppTests {
             let draftPath = Self.base + "/records/defect/" + draft.fields[7].value
             #expect(!(try Self.decode(ChoiceField.self, try await client.get(draftPath + "/fields/Severity", john))).fieldChoiceList.isEmpty)
             _ = try await Self.call(client, .patch, draftPath + "?operation=Revert", john, body: "{}")
+            // The reverted draft left no trace: its provisional id no longer answers.
+            _ = try Self.decode(ErrorBody.self, try await client.get(draftPath, john), .notFound)
             // … and again, committed this time (a missing Headline first: an error as the app decodes it).
             let second = try Self.decode(Record.self, try await Self.call(client, .post, Self.base + "/records/defect/?operation=Edit", john, body: "{}"), .created)
             let secondPath = Self.base + "/records/defect/" + second.fields[7].value

@@ -265,6 +265,25 @@ struct ETOSecurityTests {
         }
     }
 
+    @Test("extreme dates and ids, given or stored, are refused or shown as null, never a crash")
+    func extremes() async throws {
+        try await TestApp.withRouter { client in
+            let (_, _, john) = try await Self.siteToken(client)
+            for born in ["/Date(-9223372036854775808)/", "/Date(9223372036854775807)/", "99999999999-01-01", "01/9223372036854775807/2000"] {
+                let body = #"{"participant":{"FirstName":"Ext","LastName":"Reme","DateOfBirth":"\#(born)"}}"#
+                _ = try Self.decode(Failure.self, try await Self.post(client, "/API/Actor.svc/participant/", body, john), .badRequest)
+            }
+            // Values an administrator stored through the Table API.
+            let stored = try await client.send(
+                .patch, "/api/now/table/eto_participant/\(DemoData.id("eto_participant", 5002))",
+                json: #"{"date_of_birth":"99999999999-1-1","number":"9223372036854775807"}"#, headers: .admin
+            )
+            #expect(stored.status == .ok)
+            let odd = try Self.decode(Participant.self, try await client.get("/API/Actor.svc/participant/9223372036854775807", john))
+            #expect(odd.DateOfBirth == nil && odd.SubjectID == 0)
+        }
+    }
+
     @Test("a password change ends the user's ETO tokens")
     func passwordChangeEndsTokens() async throws {
         try await TestApp.withRouter { client in

@@ -105,4 +105,29 @@ struct ETOTouchPointTests {
             #expect(try await client.get("/api/now/table/eto_response", .john).results.count == 2)
         }
     }
+
+    @Test("responses added at once each get their own id, and all are listed", .timeLimit(.minutes(1)))
+    func concurrentAdds() async throws {
+        try await TestApp.withRouter { client in
+            let (_, _, john) = try await ETOSecurityTests.siteToken(client)
+            let ids = try await withThrowingTaskGroup(of: Int.self) { group in
+                for index in 0..<6 {
+                    group.addTask {
+                        let body = Self.answer(
+                            #"[{"ElementID":1,"ElementType":5,"Value":"visit \#(index)"},{"ElementID":2,"ElementType":4,"ResponseElementChoices":[{"TouchPointElementChoiceID":12}]}]"#,
+                            extra: #""ProgramID":1001,"#
+                        )
+                        return try ETOSecurityTests.decode(Added.self, try await ETOSecurityTests.post(client, Self.base + "TouchPointResponseAdd/", body, john))
+                            .AddTouchPointResponseResult.TouchPointResponseID
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(Set(ids).count == 6)
+            let listed = try ETOSecurityTests.decode(
+                [TouchPointResponse].self, try await client.get(Self.base + "ListTouchPointResponses?SubjectID=105002&TouchPointID=301", john)
+            )
+            #expect(Set(listed.map(\.TouchPointResponseID)) == Set(ids))
+        }
+    }
 }

@@ -286,9 +286,7 @@ struct CompassRecords {
 
     /// A JSON object body; `{}` when empty.
     static func body(_ request: Request, context: Context) async throws -> JSONValue {
-        let bytes = try await request.body.collect(upTo: context.maxBodySize)
-        if bytes.readableBytes == 0 { return .object([:]) }
-        guard let json = try? JSONValue.parse(Array(bytes.readableBytesView)), json.objectValue != nil else {
+        guard let json = try await RequestBody.object(from: request, upTo: context.maxBodySize) else {
             throw CompassError(.badRequest, "The body must be a JSON object")
         }
         return json

@@ -216,7 +216,7 @@ struct ETOAPI: HTTPResponder {
 
     /// `POST UpdateCurrentProgram/ {"ProgramID": n}` (a number or a string): the site session's current program.
     private func updateCurrentProgram(_ request: Request, context: Context) async throws -> Response {
-        let (session, token) = try await siteSession(request)
+        let session = try await siteSession(request)
         let body = try await Self.body(request, context: context)
         guard let id = body["ProgramID"]?.intValue ?? body["ProgramID"]?.stringValue.flatMap({ Int($0.trimmingCharacters(in: .whitespaces)) })
         else { throw ETOError(.badRequest, "Send {\"ProgramID\": …}") }
@@ -224,8 +224,8 @@ struct ETOAPI: HTTPResponder {
             throw ETOError(.forbidden, "Program \(id) is not a program of site \(session.site)")
         }
         guard !program.disabled else { throw ETOError(.badRequest, "Program \(id) (\(program.name)) is disabled") }
-        try await sessions.setProgram(token, program: id)
-        let site = try await staffSites(of: session.userID).first { $0.number == session.site }
+        try await sessions.setProgram(session.token, program: id)
+        let site = try await staffSites(of: session.caller.userID).first { $0.number == session.site }
         return Response.json(JSONValue(members: [
             ("ProgramID", .integer(id)), ("ProgramName", .string(program.name)), ("SiteID", .integer(session.site)),
             ("SiteName", .string(site?.name ?? "")), ("EnterpriseGuid", .string(session.enterprise)),
@@ -236,7 +236,7 @@ struct ETOAPI: HTTPResponder {
 
     /// `GET Forms/Program/GetPrograms/{SiteID}`: the site's programs, disabled ones flagged.
     private func programs(site: String, request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         guard let number = Int(site) else { throw ETOError(.badRequest, "The SiteID must be a number") }
         guard number == session.site else { throw ETOError(.forbidden, "This security token is for site \(session.site), not \(number)") }
         return Response.json(.array(try await programs(ofSite: number).map {
@@ -311,9 +311,19 @@ struct ETOAPI: HTTPResponder {
         return session.userID
     }
 
+    /// A signed-in site: the session's context, its token, and its user as a caller with the session's enterprise
+    /// active (so that the engine's scoping narrows to it).
+    struct SiteLogin: Sendable {
+        var site: Int
+        var program: Int
+        var enterprise: String
+        var token: String
+        var caller: Caller
+    }
+
     /// The site session named by the `securityToken` header, which must belong to the `enterpriseGuid` header's
     /// enterprise.
-    func siteSession(_ request: Request) async throws -> (ContextSessions.Context, String) {
+    func siteSession(_ request: Request) async throws -> SiteLogin {
         guard let enterprise = request.headers[HTTPField.Name("enterpriseGuid")!], !enterprise.isEmpty else {
             throw ETOError(.unauthorized, "NoEnterpriseIDSelected: send the enterpriseGuid header")
         }
@@ -322,18 +332,24 @@ struct ETOAPI: HTTPResponder {
         }
         let bare = token.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
         guard let session = try await sessions.load(bare, kind: .site),
-            try await authenticator.caller(userID: session.userID) != nil
+            var caller = try await authenticator.caller(userID: session.userID)
         else { throw ETOError(.unauthorized, "The security token is not valid; sign in to the site again") }
         guard session.enterprise.caseInsensitiveCompare(enterprise) == .orderedSame else {
             throw ETOError(.unauthorized, "The security token is not for enterprise \(enterprise.prefix(40))")
         }
-        return (session, bare)
+        caller.activeDomain = try await enterpriseID(guid: session.enterprise)
+        return SiteLogin(site: session.site, program: session.program, enterprise: session.enterprise, token: bare, caller: caller)
+    }
+
+    private func enterpriseID(guid: String) async throws -> String? {
+        try await store.list(
+            RecordQuery(table: "sys_enterprise", query: EncodedQuery().and("guid", .equals, guid), fields: ["sys_id"], limit: 1, count: false),
+            caller: .system
+        ).records.first?.sysID
     }
 
     static func body(_ request: Request, context: Context) async throws -> JSONValue {
-        let bytes = try await request.body.collect(upTo: min(context.maxBodySize, 1 << 20))
-        if bytes.readableBytes == 0 { return .object([:]) }
-        guard let json = try? JSONValue.parse(Array(bytes.readableBytesView)), json.objectValue != nil else {
+        guard let json = try await RequestBody.object(from: request, upTo: min(context.maxBodySize, 1 << 20)) else {
             throw ETOError(.badRequest, "The body must be a JSON object")
         }
         return json

@@ -6,18 +6,9 @@ import Hummingbird
 /// the site token's user with the token's enterprise active, so the engine's scoping holds; ETO's partition by site
 /// is added here (a participant of another site of the same enterprise is not found).
 extension ETOAPI {
-    /// The caller of a site session: its user, with the session's enterprise as the active domain.
-    func caller(of session: ContextSessions.Context) async throws -> Caller {
-        guard var caller = try await authenticator.caller(userID: session.userID) else {
-            throw ETOError(.unauthorized, "The security token is not valid; sign in to the site again")
-        }
-        caller.activeDomain = try await enterpriseID(guid: session.enterprise)
-        return caller
-    }
-
     /// `GET Actor.svc/participant/{CLID}`.
     func participant(_ clid: String, request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         guard let number = Int(clid), number > 0 else { throw ETOError(.badRequest, "The participant id (CLID) must be a number") }
         let found = try await participants(
             EncodedQuery().and("number", .equals, String(number)), session: session, limit: 1
@@ -29,7 +20,7 @@ extension ETOAPI {
     /// `GET Search.svc/Search/{ProgramID}/{term}`: the participants enrolled in the program (one of the token's site)
     /// whose first or last name contains `term`.
     func search(program: String, term: String, request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         guard let number = Int(program) else { throw ETOError(.badRequest, "The ProgramID must be a number") }
         guard try await programs(ofSite: session.site).contains(where: { $0.number == number }) else {
             throw ETOError(.forbidden, "Program \(number) is not a program of site \(session.site)")
@@ -42,7 +33,7 @@ extension ETOAPI {
                     .and("program.number", .equals, String(number)),
                 fields: ["participant"], limit: 1000, count: false
             ),
-            caller: try await caller(of: session)
+            caller: session.caller
         ).records.map { $0["participant"] }
         guard !enrolled.isEmpty else { return Response.json(.array([])) }
         let found = try await participants(EncodedQuery().and("sys_id", .in, Set(enrolled).joined(separator: ",")), session: session, limit: 200)
@@ -51,7 +42,7 @@ extension ETOAPI {
 
     /// `GET Actor.svc/participant/enrollment/{CLID}`: the participant's enrollments, newest first.
     func enrollments(_ clid: String, request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let participant = try await participant(number: clid, session: session)
         let rows = try await store.list(
             RecordQuery(
@@ -60,7 +51,7 @@ extension ETOAPI {
                 fields: ["number", "program.number", "program.name", "start_date", "projected_end_date", "end_date"],
                 limit: 1000, count: false
             ),
-            caller: try await caller(of: session)
+            caller: session.caller
         ).records
         return Response.json(.array(rows.map { row in
             JSONValue(members: [
@@ -75,7 +66,7 @@ extension ETOAPI {
     /// `POST Actor.svc/participant/enrollment/` `{participantID, programID, startDate, projectedEndDate}` →
     /// `{"SaveParticipantEnrollmentResult":{"ID": n}}`. The program must be an enabled one of the token's site.
     func saveEnrollment(_ request: Request, context: Context) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let body = try await Self.body(request, context: context)
         func value(_ key: String) -> JSONValue? {
             body.objectValue?.first { $0.key.caseInsensitiveCompare(key) == .orderedSame }?.value
@@ -107,15 +98,15 @@ extension ETOAPI {
             "start_date": try date("startDate", required: true) ?? "",
         ]
         if let end = try date("projectedEndDate", required: false) { values["projected_end_date"] = end }
-        let sysID = try await store.insert(into: "eto_enrollment", values: values, caller: try await caller(of: session))
-        let saved = try await store.get(sysID, in: "eto_enrollment", fields: ["number"], caller: try await caller(of: session))
+        let sysID = try await store.insert(into: "eto_enrollment", values: values, caller: session.caller)
+        let saved = try await store.get(sysID, in: "eto_enrollment", fields: ["number"], caller: session.caller)
         return Response.json(JSONValue(members: [
             ("SaveParticipantEnrollmentResult", JSONValue(members: [("ID", .integer(Int(saved.record["number"]) ?? 0))])),
         ]))
     }
 
     /// A participant of the token's site by its number (CLID).
-    func participant(number clid: String, session: ContextSessions.Context) async throws -> Record {
+    func participant(number clid: String, session: SiteLogin) async throws -> Record {
         guard let number = Int(clid), number > 0 else { throw ETOError(.badRequest, "The participant id (CLID) must be a number") }
         guard let found = try await participants(EncodedQuery().and("number", .equals, String(number)), session: session, limit: 1).first
         else { throw ETOError(.notFound, "No participant \(number) at site \(session.site)") }
@@ -133,7 +124,7 @@ extension ETOAPI {
     /// token's site, or with `ID` changes one of its participants. A new participant with the same names and date of
     /// birth as one of the site's is refused (409, naming it), as ETO's duplicate check does.
     func saveParticipant(_ request: Request, context: Context) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let body = try await Self.body(request, context: context)
         guard let participant = body["participant"], participant.objectValue != nil else {
             throw ETOError(.badRequest, "Send {\"participant\": {FirstName, LastName, DateOfBirth, …}}")
@@ -160,7 +151,7 @@ extension ETOAPI {
             }
             values["date_of_birth"] = date
         }
-        let caller = try await caller(of: session)
+        let caller = session.caller
         let sysID: String
         if let id = try number("ID"), id > 0 {
             guard let existing = try await participants(EncodedQuery().and("number", .equals, String(id)), session: session, limit: 1).first
@@ -189,10 +180,9 @@ extension ETOAPI {
 
     /// `/Date(ms)/` (with an optional offset), `MM/dd/yyyy` or `yyyy-MM-dd` as `yyyy-MM-dd`; nil for anything else.
     static func date(_ text: String) -> String? {
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let calendar = utcCalendar
         func format(_ year: Int, _ month: Int, _ day: Int) -> String? {
-            guard (1800...2200).contains(year), let date = calendar.date(from: DateComponents(year: year, month: month, day: day)),
+            guard (1800...2200).contains(year), (1...12).contains(month), (1...31).contains(day), let date = calendar.date(from: DateComponents(year: year, month: month, day: day)),
                 calendar.component(.day, from: date) == day, calendar.component(.month, from: date) == month
             else { return nil }
             return String(format: "%04d-%02d-%02d", year, month, day)
@@ -200,7 +190,7 @@ extension ETOAPI {
         if text.hasPrefix("/Date("), text.hasSuffix(")/") {
             let inner = text.dropFirst(6).dropLast(2)
             let digits = inner.prefix { $0.isNumber || $0 == "-" }
-            guard let ms = Int(digits), abs(ms) < 10_000_000_000_000 else { return nil }
+            guard let ms = Int(digits), ms.magnitude < 10_000_000_000_000 else { return nil }
             let date = Date(timeIntervalSince1970: Double(ms) / 1000)
             let parts = calendar.dateComponents([.year, .month, .day], from: date)
             return format(parts.year ?? 0, parts.month ?? 0, parts.day ?? 0)
@@ -212,8 +202,8 @@ extension ETOAPI {
         return nil
     }
 
-    private func participants(_ query: EncodedQuery, session: ContextSessions.Context, limit: Int) async throws -> [Record] {
-        let caller = try await caller(of: session)
+    private func participants(_ query: EncodedQuery, session: SiteLogin, limit: Int) async throws -> [Record] {
+        let caller = session.caller
         let scoped = query.and("site.number", .equals, String(session.site)).orderBy("last_name").orderBy("first_name")
         return try await store.list(
             RecordQuery(
@@ -225,15 +215,11 @@ extension ETOAPI {
         ).records
     }
 
-    private func enterpriseID(guid: String) async throws -> String? {
-        try await store.list(
-            RecordQuery(table: "sys_enterprise", query: EncodedQuery().and("guid", .equals, guid), fields: ["sys_id"], limit: 1, count: false),
-            caller: .system
-        ).records.first?.sysID
-    }
-
     /// A participant's SubjectID (what TouchPoint responses point at): its CLID plus 100000.
-    static func subjectID(of clid: Int) -> Int { clid + 100_000 }
+    static func subjectID(of clid: Int) -> Int {
+        let (sum, overflow) = clid.addingReportingOverflow(100_000)
+        return overflow ? 0 : sum
+    }
 
     static func participantJSON(_ record: Record, site: Int) -> JSONValue {
         JSONValue(members: [
@@ -245,13 +231,19 @@ extension ETOAPI {
         ])
     }
 
-    /// A `yyyy-MM-dd` date as .NET's JSON date, `/Date(ms)/` (midnight UTC); null when empty or unreadable.
+    /// A `yyyy-MM-dd` date as .NET's JSON date, `/Date(ms)/` (midnight UTC); null when empty or not a date of years
+    /// 1800 to 2200 (stored values may be anything an administrator wrote).
     static func dotNetDate(_ text: String) -> JSONValue {
-        let parts = text.split(separator: "-").compactMap { Int($0) }
-        guard parts.count == 3 else { return .null }
+        guard let day = date(text) else { return .null }
+        let parts = day.split(separator: "-").compactMap { Int($0) }
+        guard parts.count == 3, let date = utcCalendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2]))
+        else { return .null }
+        return .string("/Date(\(Int(date.timeIntervalSince1970 * 1000)))/")
+    }
+
+    static var utcCalendar: Calendar {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC")!
-        guard let date = calendar.date(from: DateComponents(year: parts[0], month: parts[1], day: parts[2])) else { return .null }
-        return .string("/Date(\(Int(date.timeIntervalSince1970 * 1000)))/")
+        return calendar
     }
 }

@@ -15,10 +15,10 @@ extension ETOAPI {
 
     /// `GET ListTouchPoint`: the enterprise's TouchPoints.
     func listTouchPoints(request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let rows = try await store.list(
             RecordQuery(table: "eto_touchpoint", query: EncodedQuery().orderBy("number"), fields: ["number", "name"], limit: 1000, count: false),
-            caller: try await caller(of: session)
+            caller: session.caller
         ).records
         return Response.json(.array(rows.map {
             JSONValue(members: [("TouchPointID", .integer(Int($0["number"]) ?? 0)), ("TouchPointName", .string($0["name"]))])
@@ -27,7 +27,7 @@ extension ETOAPI {
 
     /// `GET GetTouchPoint?TouchPointID=&PopulateElementCollection=true`: one form, with its elements and choices.
     func getTouchPoint(request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let (record, elements) = try await touchPoint(try Self.query(request, "TouchPointID"), session: session)
         var members: [(String, JSONValue)] = [
             ("TouchPointID", .integer(Int(record["number"]) ?? 0)), ("TouchPointName", .string(record["name"])),
@@ -48,7 +48,7 @@ extension ETOAPI {
 
     /// `GET ListTouchPointResponses?SubjectID=&TouchPointID=`: a participant's responses to one form, newest first.
     func listResponses(request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let participant = try await participant(subject: try Self.query(request, "SubjectID"), session: session)
         let (form, _) = try await touchPoint(try Self.query(request, "TouchPointID"), session: session)
         let rows = try await responses(
@@ -61,7 +61,7 @@ extension ETOAPI {
 
     /// `GET GetTouchPointResponse?TouchPointID=&TouchPointResponseID=`.
     func getResponse(request: Request) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let (form, _) = try await touchPoint(try Self.query(request, "TouchPointID"), session: session)
         let id = try Self.query(request, "TouchPointResponseID")
         guard let row = try await responses(
@@ -73,7 +73,7 @@ extension ETOAPI {
 
     /// `POST TouchPointResponseAdd/` or `TouchPointResponseUpdate/` `{"TouchPointResponse": {…}}`.
     func saveResponse(_ request: Request, context: Context, update: Bool) async throws -> Response {
-        let (session, _) = try await siteSession(request)
+        let session = try await siteSession(request)
         let body = try await Self.body(request, context: context)
         guard let response = body["TouchPointResponse"], response.objectValue != nil else {
             throw ETOError(.badRequest, "Send {\"TouchPointResponse\": {TouchPointID, SubjectID, ResponseElements, …}}")
@@ -85,7 +85,7 @@ extension ETOAPI {
         }
         guard let formID = try number("TouchPointID") else { throw ETOError(.badRequest, "TouchPointID is needed") }
         let (form, elements) = try await touchPoint(formID, session: session)
-        let caller = try await caller(of: session)
+        let caller = session.caller
         var values: [String: String] = [:]
         var given: [JSONValue]? = nil
         if let elementsJSON = response["ResponseElements"], elementsJSON != .null {
@@ -149,10 +149,10 @@ extension ETOAPI {
     }
 
     /// A form of the enterprise by its TouchPointID, with its elements.
-    private func touchPoint(_ id: Int, session: ContextSessions.Context) async throws -> (Record, [Element]) {
+    private func touchPoint(_ id: Int, session: SiteLogin) async throws -> (Record, [Element]) {
         guard let record = try await store.list(
             RecordQuery(table: "eto_touchpoint", query: EncodedQuery().and("number", .equals, String(id)), fields: ["number", "name", "elements"], limit: 1, count: false),
-            caller: try await caller(of: session)
+            caller: session.caller
         ).records.first else { throw ETOError(.notFound, "No TouchPoint \(id)") }
         let list = (try? JSONValue.parse(Array(record["elements"].utf8)))?.arrayValue ?? []
         let elements = list.compactMap { item -> Element? in
@@ -167,12 +167,12 @@ extension ETOAPI {
     }
 
     /// A participant of the token's site by SubjectID.
-    private func participant(subject: Int, session: ContextSessions.Context) async throws -> Record {
+    private func participant(subject: Int, session: SiteLogin) async throws -> Record {
         guard subject > 100_000 else { throw ETOError(.notFound, "No participant with SubjectID \(subject) at site \(session.site)") }
         return try await participant(number: String(subject - 100_000), session: session)
     }
 
-    private func responses(_ query: EncodedQuery, session: ContextSessions.Context) async throws -> [Record] {
+    private func responses(_ query: EncodedQuery, session: SiteLogin) async throws -> [Record] {
         try await store.list(
             RecordQuery(
                 table: "eto_response", query: query.and("participant.site.number", .equals, String(session.site)),
@@ -180,7 +180,7 @@ extension ETOAPI {
                          "answers", "sys_created_by", "sys_updated_on"],
                 limit: 500, count: false
             ),
-            caller: try await caller(of: session)
+            caller: session.caller
         ).records
     }
 

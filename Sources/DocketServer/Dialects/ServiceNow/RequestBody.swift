@@ -23,6 +23,15 @@ enum RequestBody {
         }
     }
 
+    /// A body that must be a JSON object (the Compass and ETO dialects): the object, `{}` for an empty body, nil for
+    /// anything else (each dialect says so in its own words). Bodies above `limit` throw `NIOTooManyBytesError`.
+    static func object(from request: Request, upTo limit: Int) async throws -> JSONValue? {
+        let bytes = try await request.body.collect(upTo: limit)
+        if bytes.readableBytes == 0 { return .object([:]) }
+        guard let json = try? JSONValue.parse(Array(bytes.readableBytesView)), json.objectValue != nil else { return nil }
+        return json
+    }
+
     /// Field values of a record body: strings as they are, numbers and booleans as their text, null as
     /// empty, `{"value": …}` objects as their value. Only the first record of an array is used (as
     /// ServiceNow does).
