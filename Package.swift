@@ -32,6 +32,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
     ],
     targets: [
         .target(
@@ -66,7 +67,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GraphQL", package: "GraphQL"),
                 .product(name: "OrderedCollections", package: "swift-collections"),
-            ]
+                .product(name: "Mustache", package: "swift-mustache"),
+            ],
+            // The web UI's templates, styles and script (``WebResources``): a bundle next to the built binary.
+            resources: [.copy("WebResources")]
         ),
         .executableTarget(
             name: "docketd",

@@ -77,10 +77,17 @@ public func buildApplication(
 
     let nowGraphQL = NowGraphQLController(store: store, configuration: configuration)
     // Live streams: SSE and GraphQL subscriptions over WebSocket share one per-user bound.
-    let compassTokens = CompassTokens(secret: try await SigningKey.load(storage), sessions: SessionStore(storage: storage))
+    let signingKey = try await SigningKey.load(storage)
+    let compassTokens = CompassTokens(secret: signingKey, sessions: SessionStore(storage: storage))
     let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth, compass: compassTokens)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
     let dataSync = try DataSyncController(store: store, configuration: configuration)
+    let webUI = try await WebUI.load()
+    if let webUI {
+        logger.debug("Web UI files", metadata: ["folder": "\(webUI.directory.path)"])
+    } else {
+        logger.warning("The web UI's files (WebResources) were not found next to docketd; / answers 503 until they are there or DOCKET_WEB_RESOURCES names them")
+    }
     // Each dialect is a router of its own, with its own middlewares and not-found answer (``DialectMount``).
     let mounts = [
         // ETO first: its `/API/*.svc` paths match in any case, `/api/…` included.
@@ -92,6 +99,12 @@ public func buildApplication(
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
         DataSyncController.mount(dataSync, configuration: configuration, authenticator: authenticator, oauth: oauth),
+        // The web UI: `/` and `/app/…`, HTML pages, its own session cookie and CSRF tokens.
+        WebAPI(
+            store: store, configuration: configuration, authenticator: authenticator,
+            sessions: WebSessions(secret: signingKey, secure: tls != nil), ui: webUI,
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams)
+        ).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(
             store: store, configuration: configuration, authenticator: authenticator,

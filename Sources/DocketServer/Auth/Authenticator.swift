@@ -143,6 +143,16 @@ actor Authenticator: ChangeObserver {
         }
     }
 
+    /// Whether a refused login was refused only because the account is locked: it exists, is active, is locked
+    /// out, and the password is its password. Only the web UI's sign-in asks, after a refusal (one more bcrypt
+    /// check, made only for locked accounts), so that only someone who knows the password learns of the lock.
+    func isLockedOut(userName: String, password: String) async -> Bool {
+        guard let account = try? await users.account(userName: userName), account.active, account.lockedOut,
+            !account.passwordHash.isEmpty
+        else { return false }
+        return (try? await hasher.verify(password, hash: account.passwordHash)) ?? false
+    }
+
     /// Authenticates Basic credentials and returns the caller with their session token, in one actor hop.
     func login(userName: String, password: String, address: String) async throws(LoginFailure)
         -> (caller: Caller, sessionToken: String)

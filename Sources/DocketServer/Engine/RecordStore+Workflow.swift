@@ -21,29 +21,9 @@ extension RecordStore {
         let candidates = model.actions.filter {
             $0.kind != .submit && $0.starts(from: state) && (caller.isAdmin || caller.hasAnyRole($0.roles))
         }
-        return try await storage.read { db in
-            var mayWrite: Bool?
-            var mayDelete: Bool?
-            func allowed(_ operation: AccessOperation) async throws -> Bool {
-                do {
-                    try await self.checkAccess(operation, on: table, sysID: sysID, fields: [], caller: caller, db: db)
-                    return true
-                } catch let error as EngineError where error.code == .forbidden {
-                    return false
-                }
-            }
-            var legal: [WorkflowAction] = []
-            for action in candidates {
-                if action.kind == .delete {
-                    if mayDelete == nil { mayDelete = try await allowed(.delete) }
-                    if mayDelete == true { legal.append(action) }
-                } else {
-                    if mayWrite == nil { mayWrite = try await allowed(.write) }
-                    if mayWrite == true { legal.append(action) }
-                }
-            }
-            return legal
-        }
+        guard !candidates.isEmpty else { return [] }
+        let (mayWrite, mayDelete) = try await permissions(sysID, in: tableName, caller: caller)
+        return candidates.filter { $0.kind == .delete ? mayDelete : mayWrite }
     }
 
     /// Which action a write is, on a table whose model has actions (nil otherwise), checked against the record's

@@ -1,0 +1,218 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import NIOCore
+
+/// Docket in the browser: the web UI's dialect. `GET /` is the sign-in page; everything else lives below `/app`
+/// (my work, items, forms, the live feed, assets). Its own router, middleware (authentication by the
+/// `docket_session` cookie only) and errors (HTML pages). Every screen is a view over the engine: reads, writes,
+/// workflow and access rules go through ``RecordStore`` as they do for the APIs.
+struct WebAPI {
+    typealias Context = DocketRequestContext
+
+    let store: RecordStore
+    let configuration: Configuration
+    let authenticator: Authenticator
+    let sessions: WebSessions
+    let ui: WebUI?
+    let events: EventStreamController
+
+    /// The tables "New …" offers, in this order, where they exist and the caller may create them.
+    static let creatableTables = ["incident", "defect", "problem", "change_request"]
+
+    func mount() -> DialectMount {
+        let pages = self.pages
+        let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
+        router.add(middleware: MalformedRequestMiddleware())
+        router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
+        router.add(middleware: WebMiddleware(pages: pages, authenticator: authenticator))
+        router.get("/") { request, context in try await signInPage(request, context: context) }
+        router.get("/app") { _, _ in Self.redirect("/app/work") }
+        router.post("/app/login") { request, context in try await signIn(request, context: context) }
+        router.post("/app/logout") { request, context in try await signOut(request, context: context) }
+        router.get("/app/assets/:name") { request, context in
+            guard let ui else { throw WebError(.notFound, "There is no such file.") }
+            return try ui.asset(request, name: context.parameters.get("name") ?? "")
+        }
+        router.get("/app/events") { request, context in try await events.events(request, context: context) }
+        WebWork(store: store, pages: pages).add(to: router)
+        WebItems(store: store, pages: pages, configuration: configuration).add(to: router)
+        WebEdits(store: store, pages: pages, configuration: configuration).add(to: router)
+        return DialectMount(prefix: "/app", responder: router.buildResponder()) { path in
+            path == "/" || path == "/app" || path.hasPrefix("/app/")
+        }
+    }
+
+    var pages: WebPages { WebPages(store: store, sessions: sessions, ui: ui) }
+
+    static func redirect(_ location: String, cookies: [Cookie] = []) -> Response {
+        var response = Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
+        for cookie in cookies { response.setCookie(cookie) }
+        return response
+    }
+
+    /// A local path to go to after signing in (never another site).
+    static func safeNext(_ text: String?) -> String {
+        guard let text, text.hasPrefix("/app/"), !text.hasPrefix("//"), !text.contains("\\"), text.count < 2000 else { return "/app/work" }
+        return text
+    }
+
+    // MARK: Signing in and out
+
+    @Sendable func signInPage(_ request: Request, context: Context) async throws -> Response {
+        if context.caller != nil { return Self.redirect(Self.safeNext(request.uri.queryParameters["next"].map(String.init))) }
+        return signInForm(request, error: nil, userName: "", next: request.uri.queryParameters["next"].map(String.init), status: .ok)
+    }
+
+    private func signInForm(_ request: Request, error: String?, userName: String, next: String?, status: HTTPResponse.Status, headers: HTTPFields = [:]) -> Response {
+        let token = request.cookies[WebSessions.loginCookie]?.value ?? SysID.generate()
+        var values: [String: Any] = ["title": "Sign in", "loginToken": token, "next": Self.safeNext(next), "userNameValue": userName]
+        if let error { values["error"] = error }
+        var response = pages.render("login", values, status: status)
+        for field in headers { response.headers.append(field) }
+        if request.cookies[WebSessions.loginCookie]?.value != token { response.setCookie(sessions.loginCookie(token)) }
+        return response
+    }
+
+    @Sendable func signIn(_ request: Request, context: Context) async throws -> Response {
+        var context = context
+        // The sign-in form is checked against the login cookie, whatever session the browser holds.
+        context.credential = nil
+        let form = try await WebForm.read(request, context: context, sessions: sessions)
+        let userName = form.text("user_name") ?? ""
+        let password = form["password"] ?? ""
+        let next = form["next"]
+        guard !userName.isEmpty, !password.isEmpty else {
+            return signInForm(request, error: "Enter your user name and password.", userName: userName, next: next, status: .badRequest)
+        }
+        do {
+            let (_, token) = try await authenticator.login(userName: String(userName.prefix(256)), password: password, address: context.clientAddress)
+            return Self.redirect(Self.safeNext(next), cookies: [sessions.sessionCookie(token)])
+        } catch {
+            await error.holdBack(authenticator)
+            switch error {
+            case .rejected:
+                let locked = await authenticator.isLockedOut(userName: userName, password: password)
+                return signInForm(
+                    request,
+                    error: locked
+                        ? "This account is locked. Ask an administrator to unlock it."
+                        : "The user name or password is not right. Check them and try again.",
+                    userName: userName, next: next, status: locked ? .forbidden : .unauthorized
+                )
+            case .throttled(let wait):
+                let seconds = max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0))
+                return signInForm(
+                    request, error: "Too many failed attempts. Wait \(seconds) second\(seconds == 1 ? "" : "s") and try again.",
+                    userName: userName, next: next, status: .tooManyRequests, headers: [.retryAfter: String(seconds)]
+                )
+            case .busy, .unavailable:
+                return signInForm(
+                    request, error: "Sign-in cannot be checked right now. Try again in a moment.", userName: userName,
+                    next: next, status: .serviceUnavailable, headers: [.retryAfter: "2"]
+                )
+            }
+        }
+    }
+
+    @Sendable func signOut(_ request: Request, context: Context) async throws -> Response {
+        _ = try await WebForm.read(request, context: context, sessions: sessions)
+        if case .session(let token) = context.credential { await authenticator.endSession(token) }
+        return Self.redirect("/", cookies: [sessions.endedSessionCookie()])
+    }
+}
+
+/// What every page shares: the layout's values, rendering, and error pages.
+struct WebPages: Sendable {
+    let store: RecordStore
+    let sessions: WebSessions
+    let ui: WebUI?
+
+    /// The layout's values for a signed-in caller: who, the CSRF token, what they may create.
+    func common(_ context: DocketRequestContext) -> [String: Any] {
+        guard let caller = context.caller, case .session(let session) = context.credential else { return [:] }
+        let creatable: [[String: String]] = WebAPI.creatableTables.compactMap { name in
+            guard store.mayCreate(in: name, caller: caller), let table = store.catalog.table(name) else { return nil }
+            return ["table": name, "label": table.label.lowercased()]
+        }
+        return [
+            "user": ["userName": caller.userName, "displayName": caller.displayName.isEmpty ? caller.userName : caller.displayName],
+            "csrf": sessions.csrf(for: session), "creatable": creatable,
+        ]
+    }
+
+    func render(_ template: String, _ values: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
+        guard let ui else {
+            return WebUI.html(
+                "<!doctype html><title>Docket</title><h1>The web UI's files are missing</h1><p>docketd could not find its WebResources folder next to the binary. Keep the Docket_DocketServer resource bundle beside docketd, or name the folder in DOCKET_WEB_RESOURCES.</p>",
+                status: .serviceUnavailable
+            )
+        }
+        return ui.page(template, values, status: status)
+    }
+
+    func page(_ template: String, _ values: [String: Any], context: DocketRequestContext, status: HTTPResponse.Status = .ok) -> Response {
+        render(template, common(context).merging(values) { $1 }, status: status)
+    }
+
+    func errorPage(_ error: WebError, context: DocketRequestContext) -> Response {
+        var values = common(context)
+        values["title"] = error.heading
+        values["heading"] = error.heading
+        values["message"] = error.message
+        return render("error", values, status: error.status)
+    }
+}
+
+/// Authentication by the `docket_session` cookie (nothing else), the way to the sign-in page for those without
+/// one, the security headers, and every error as a page.
+struct WebMiddleware: RouterMiddleware {
+    typealias Context = DocketRequestContext
+
+    let pages: WebPages
+    let authenticator: Authenticator
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        do {
+            if let token = request.cookies[WebSessions.cookie]?.value, !token.isEmpty, token.count <= 128,
+                let caller = try await authenticator.caller(sessionToken: token)
+            {
+                context.caller = caller
+                context.credential = .session(token)
+            }
+            let path = request.uri.path
+            let open = path == "/" || path == "/app/login" || path.hasPrefix("/app/assets/")
+            if !open, context.caller == nil {
+                if request.method == .get || request.method == .head, !path.hasPrefix("/app/events"), !path.hasPrefix("/app/lookup") {
+                    let target = request.uri.query.map { path + "?" + $0 } ?? path
+                    let next = target.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "/-_.~"))) ?? ""
+                    return WebAPI.redirect("/?next=" + next)
+                }
+                throw WebError(.unauthorized, "You are signed out. Sign in again to continue.")
+            }
+            var response = try await next(request, context)
+            if response.headers[.contentSecurityPolicy] == nil { WebUI.securityHeaders(&response.headers) }
+            return response
+        } catch {
+            return pages.errorPage(webError(error, context: context), context: context)
+        }
+    }
+
+    private func webError(_ error: any Error, context: Context) -> WebError {
+        switch error {
+        case let error as WebError: return error
+        case let error as EngineError: return WebError(error)
+        case let error as ServiceNowError: return WebError(error.status, [error.message, error.detail].compactMap { $0 }.joined(separator: ": "))
+        case let error as HTTPError where error.status == .notFound: return WebError(.notFound, "There is no such page.")
+        case let error as HTTPError: return WebError(error.status, error.body ?? error.status.reasonPhrase)
+        case is LoginFailure: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
+        case is NIOTooManyBytesError: return WebError(.contentTooLarge, "That is more than this server accepts in one request.")
+        default:
+            context.logger.error("Web request failed", metadata: ["error": "\(error)"])
+            return WebError(.internalServerError, "Something went wrong on the server. Try again; if it keeps happening, tell your administrator.")
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import DocketModel
+import Foundation
+
+/// One field as a form shows it.
+struct FieldView: Sendable {
+    struct Choice: Sendable {
+        var value: String
+        var label: String
+        var selected: Bool
+    }
+
+    var name: String
+    var label: String
+    /// What the control holds: the stored value of choices and plain fields, the display name of a reference.
+    var value: String
+    var isSelect = false
+    var isTextarea = false
+    var isText = false
+    var choices: [Choice] = []
+    var mandatory = false
+    var readOnly = false
+    /// The referenced table, for type-ahead.
+    var lookup: String?
+    /// The engine's message about this field, shown next to it.
+    var message: String?
+    var wide = false
+}
+
+/// Which fields the web UI shows and offers, and how a form's text becomes stored values.
+enum WebFields {
+    /// The main fields, in this order where a table has them; a table's own fields follow.
+    static let preferred = [
+        "number", "short_description", "description", "state", "priority", "severity", "impact", "urgency", "category",
+        "caller_id", "assigned_to", "assignment_group", "resolution", "keywords", "symptoms", "project", "duplicate_of",
+        "opened_by", "opened_at", "sys_updated_on", "sys_updated_by",
+    ]
+    /// Shown, never edited here: the record's identity and audit trail.
+    static let fixed: Set<String> = ["number", "opened_by", "opened_at", "sys_updated_on", "sys_updated_by", "unduplicate_state"]
+
+    static func mainFields(of table: SchemaCatalog.Table) -> [FieldDefinition] {
+        var fields = preferred.compactMap { table.field($0) }
+        let named = Set(preferred)
+        for field in table.fields where field.table == table.name && !named.contains(field.name) && !field.name.hasPrefix("sys_")
+            && field.type.isStored && field.type != .password && field.type != .journal && field.name != "unduplicate_state"
+        {
+            fields.append(field)
+        }
+        return fields
+    }
+
+    /// The fields a form may change: main fields that are not identity or audit, and not read-only in the dictionary.
+    static func editableFields(of table: SchemaCatalog.Table) -> [FieldDefinition] {
+        mainFields(of: table).filter { !fixed.contains($0.name) && !$0.readOnly && $0.type.isStored }
+    }
+
+    static func isWide(_ field: FieldDefinition) -> Bool { field.maxLength > 255 || field.name == "short_description" }
+
+    /// The control for a field, holding `value` (stored) and showing `display` for references.
+    static func control(
+        _ field: FieldDefinition, in table: SchemaCatalog.Table, catalog: SchemaCatalog, value: String, display: String
+    ) -> FieldView {
+        var view = FieldView(name: field.name, label: field.label, value: value, wide: isWide(field))
+        if let choices = catalog.choices(for: field.name, in: table), !choices.isEmpty {
+            view.isSelect = true
+            view.choices = choices.map { FieldView.Choice(value: $0.value, label: $0.label, selected: $0.value == value) }
+            if !value.isEmpty, !choices.contains(where: { $0.value == value }) {
+                view.choices.insert(FieldView.Choice(value: value, label: value, selected: true), at: 0)
+            }
+        } else if field.type == .reference {
+            view.isText = true
+            view.value = display.isEmpty ? value : display
+            view.lookup = field.reference
+        } else if field.maxLength > 255 {
+            view.isTextarea = true
+        } else {
+            view.isText = true
+        }
+        return view
+    }
+
+    /// Shows the engine's refusal next to the fields it names; returns what is left to say above the form.
+    static func attach(_ error: EngineError, to views: inout [FieldView]) -> String {
+        var placed = false
+        if let validation = error.validation {
+            for index in views.indices {
+                if validation.missing.contains(views[index].name) {
+                    views[index].message = "Required" + (validation.action.map { " for \($0.replacingOccurrences(of: "_", with: " "))" } ?? "")
+                    views[index].mandatory = true
+                    placed = true
+                } else if validation.readOnly.contains(views[index].name) {
+                    views[index].message = "Cannot be changed now"
+                    placed = true
+                }
+            }
+        } else if let field = error.field, let index = views.firstIndex(where: { $0.name == field }) {
+            views[index].message = error.detail ?? error.message
+            placed = true
+        }
+        _ = placed
+        return error.detail ?? error.message
+    }
+}
+
+/// A reference the user typed that matches no record, or several.
+struct ReferenceProblem: Error {
+    let field: String
+    let message: String
+}
+
+extension RecordStore {
+    /// The sys_id a reference field's text names: the record's display value ("Beth Anglin"), a user's
+    /// "Name (user_name)" or user name, or a sys_id. Looked up with the caller's access rules. Text equal to
+    /// `keeping.display` keeps `keeping.value`.
+    func resolveReference(
+        _ text: String, field: FieldDefinition, keeping: (value: String, display: String), caller: Caller
+    ) async throws -> String {
+        let text = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { return "" }
+        if text == keeping.display || text == keeping.value { return keeping.value }
+        guard let targetName = field.reference, let target = catalog.table(targetName) else { return text }
+        var query: EncodedQuery
+        if text.count == 32, text.allSatisfy(\.isHexDigit) {
+            query = .where("sys_id", .equals, text.lowercased())
+        } else if targetName == "sys_user", text.hasSuffix(")"), let open = text.lastIndex(of: "(") {
+            let userName = text[text.index(after: open)..<text.index(before: text.endIndex)]
+            query = .where("user_name", .equals, String(userName))
+        } else if let display = target.displayField {
+            query = .where(display, .equals, text)
+            if targetName == "sys_user" { query = query.or("user_name", .equals, text) }
+        } else {
+            query = .where("sys_id", .equals, text)
+        }
+        let page = try await list(RecordQuery(table: targetName, query: query, fields: ["sys_id"], limit: 2, count: false), caller: caller)
+        switch page.records.count {
+        case 1: return page.records[0].sysID
+        case 0: throw ReferenceProblem(field: field.name, message: "No \(target.label.lowercased()) is called \(text.prefix(80))")
+        default:
+            throw ReferenceProblem(field: field.name, message: "More than one \(target.label.lowercased()) is called \(text.prefix(80)); choose one from the list")
+        }
+    }
+
+    /// Up to ten records of a table whose display value (or, for users, user name) contains `text`, for type-ahead.
+    func lookup(_ text: String, in tableName: String, caller: Caller) async throws -> [(sysID: String, label: String)] {
+        let table = try table(tableName)
+        guard let display = table.displayField else { return [] }
+        let words = String(text.prefix(80))
+        var query = EncodedQuery.where(display, .like, words)
+        var fields = ["sys_id", display]
+        if tableName == "sys_user" {
+            query = query.or("user_name", .like, words).and("active", .equals, "true")
+            fields.append("user_name")
+        }
+        let page = try await list(
+            RecordQuery(table: tableName, query: query.orderBy(display), fields: fields, limit: 10, count: false), caller: caller
+        )
+        return page.records.map { record in
+            let name = record[display]
+            return (record.sysID, tableName == "sys_user" && !record["user_name"].isEmpty ? "\(name) (\(record["user_name"]))" : name)
+        }
+    }
+}

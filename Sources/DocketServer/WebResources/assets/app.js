@@ -1,0 +1,132 @@
+// Docket's web UI: live updates (Server-Sent Events), type-ahead for references, and a guard against
+// overwriting someone else's change. Plain JavaScript, no framework; the pages work without it.
+(function () {
+  'use strict';
+  var body = document.body;
+  var me = body.dataset.user || '';
+  var notices = document.getElementById('notices');
+
+  function notice(text) {
+    if (!notices) return;
+    var item = document.createElement('div');
+    item.className = 'notice';
+    item.textContent = text;
+    notices.appendChild(item);
+    setTimeout(function () { item.remove(); }, 6000);
+    while (notices.children.length > 3) notices.firstChild.remove();
+  }
+
+  function label(field) {
+    var text = String(field).replace(/_/g, ' ');
+    return text.charAt(0).toUpperCase() + text.slice(1);
+  }
+
+  // Forms marked data-guard: once the user has typed, a live change is announced instead of applied.
+  var dirty = false;
+  document.querySelectorAll('form[data-guard]').forEach(function (form) {
+    form.addEventListener('input', function () { dirty = true; });
+    form.addEventListener('submit', function () { dirty = false; });
+  });
+
+  // Type-ahead: fields with data-lookup fill their datalist from the server as the user types.
+  document.querySelectorAll('input[data-lookup]').forEach(function (input) {
+    var list = document.getElementById(input.getAttribute('list'));
+    var timer = null;
+    input.addEventListener('input', function () {
+      clearTimeout(timer);
+      var q = input.value.trim();
+      if (!q || !list) return;
+      timer = setTimeout(function () {
+        fetch('/app/lookup/' + encodeURIComponent(input.dataset.lookup) + '?q=' + encodeURIComponent(q), {
+          credentials: 'same-origin', headers: { Accept: 'application/json' }
+        }).then(function (response) { return response.ok ? response.json() : []; })
+          .then(function (items) {
+            list.replaceChildren.apply(list, items.map(function (entry) {
+              var option = document.createElement('option');
+              option.value = entry.label;
+              return option;
+            }));
+          }).catch(function () {});
+      }, 150);
+    });
+  });
+
+  // Regions marked data-live-region are replaced by the same regions of a fresh copy of the page.
+  var refreshing = null;
+  function refresh() {
+    if (refreshing) { refreshing.again = true; return; }
+    refreshing = { again: false };
+    fetch(location.href, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
+      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        var fresh = new DOMParser().parseFromString(html, 'text/html');
+        document.querySelectorAll('[data-live-region]').forEach(function (region) {
+          var replacement = region.id && fresh.getElementById(region.id);
+          if (replacement) region.replaceChildren.apply(region, Array.from(replacement.childNodes));
+        });
+        if (!dirty) {
+          var edit = document.getElementById('edit');
+          var freshEdit = fresh.getElementById('edit');
+          if (edit && freshEdit) edit.replaceWith(freshEdit);
+        }
+      })
+      .catch(function () {})
+      .then(function () {
+        var again = refreshing && refreshing.again;
+        refreshing = null;
+        if (again) refresh();
+      });
+  }
+
+  function onChange(change) {
+    var record = change.record || {};
+    var previous = change.previous || {};
+    var name = record.number || previous.number || change.sys_id;
+    var by = change.user === me ? 'you' : change.user;
+    var fields = (change.fields || []).filter(function (f) { return f.indexOf('sys_') !== 0; }).map(label);
+    var item = body.dataset.liveItem;
+    if (item) {
+      if (change.sys_id !== item) return;
+      if (change.change === 'deleted' || change.change === 'left') {
+        notice(name + (change.change === 'deleted' ? ' was deleted by ' : ' is no longer visible to you after a change by ') + by);
+        return;
+      }
+      if (dirty && change.user !== me) {
+        var banner = document.getElementById('conflict');
+        if (banner) {
+          banner.textContent = change.user + ' changed this item while you were editing it' +
+            (fields.length ? ' (' + fields.join(', ') + ')' : '') +
+            '. If you save, your values replace theirs; reload the page to see their change first.';
+          banner.hidden = false;
+        }
+      }
+      refresh();
+      if (change.user !== me) notice(name + ' changed by ' + by + (fields.length ? ': ' + fields.join(', ') : ''));
+      return;
+    }
+    refresh();
+    if (change.user === me) return;
+    var verb = { entered: 'is new in your list', left: 'left your list', deleted: 'was deleted' }[change.change] || 'changed';
+    notice(name + ' ' + verb + ' (' + by + ')');
+  }
+
+  var table = body.dataset.liveTable;
+  if (table && window.EventSource) {
+    var url = '/app/events?table=' + encodeURIComponent(table) + '&query=' + encodeURIComponent(body.dataset.liveQuery || '');
+    var source = new EventSource(url, { withCredentials: true });
+    body.dataset.liveState = 'connecting';
+    source.addEventListener('ready', function () { body.dataset.liveState = 'open'; });
+    source.addEventListener('message', function (event) {
+      try { onChange(JSON.parse(event.data)); } catch (error) { /* a malformed message is skipped */ }
+    });
+    // The log no longer reaches back to where the stream would resume: read the page again.
+    source.addEventListener('resync', function () { location.reload(); });
+    source.addEventListener('revoked', function () {
+      source.close();
+      body.dataset.liveState = 'closed';
+      notice('Your session has ended; sign in again to see live changes.');
+    });
+    source.addEventListener('error', function () { body.dataset.liveState = 'reconnecting'; });
+  }
+})();
