@@ -114,7 +114,6 @@ struct WebUI: Sendable {
 }
 
 extension HTTPField.Name {
-    static let contentSecurityPolicy = Self("Content-Security-Policy")!
     static let xFrameOptions = Self("X-Frame-Options")!
     static let referrerPolicy = Self("Referrer-Policy")!
 }

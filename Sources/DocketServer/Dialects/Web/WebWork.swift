@@ -75,9 +75,10 @@ struct WebWork {
 
     @Sendable func work(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let parameters = request.uri.queryParameters
+        // A GET form's query, decoded as a form (`+` is a space).
+        let parameters = WebForm.decode(request.uri.query ?? "")
         let view = parameters["view"] == "opened" ? "opened" : "assigned"
-        let search = String((parameters["q"].map(String.init) ?? "").prefix(1000))
+        let search = String((parameters["q"] ?? "").prefix(1000))
         let requestedPage = parameters["page"].flatMap { Int($0) }.map { min(max($0, 1), 100_000) } ?? 1
         var values: [String: Any] = [
             "title": "My work", "view": view, "onWork": true,
@@ -206,7 +207,7 @@ struct WebWork {
     /// `GET /app/lookup/TABLE?q=TEXT`: type-ahead suggestions as JSON `[{"value": sys_id, "label": text}]`.
     @Sendable func lookup(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let text = (request.uri.queryParameters["q"].map(String.init) ?? "").trimmingCharacters(in: .whitespaces)
+        let text = (WebForm.decode(request.uri.query ?? "")["q"] ?? "").trimmingCharacters(in: .whitespaces)
         let tableName = context.parameters.get("table") ?? ""
         guard store.catalog.table(tableName) != nil else { throw WebError(.notFound, "There is no table \(tableName.prefix(80)).") }
         let matches = text.isEmpty ? [] : try await store.lookup(text, in: tableName, caller: caller)
