@@ -135,6 +135,8 @@ struct WebEdits {
         status: HTTPResponse.Status = .ok, modCount: String? = nil
     ) -> Response {
         let table = loaded.table
+        // What the action requires comes first.
+        let views = views.filter(\.mandatory) + views.filter { !$0.mandatory }
         let label = action.name.replacingOccurrences(of: "_", with: " ")
         let destination = action.destination.isEmpty ? nil : store.catalog.choiceLabel(action.destination, field: "state", in: table)
         var form: [String: Any] = [
