@@ -2,8 +2,9 @@
 """The web UI end to end: headless Chromium (Selenium) against a live docketd with demo data.
 
 As john.doe it signs in, sees his work grouped by type, opens a defect, adds a comment and sees it, runs a legal
-state change without its mandatory field (and sees the field reported), runs it properly, and sees changes that
-beth.anglin makes through the Table API appear on the open item and in the list without a reload. Any JavaScript
+state change without its mandatory field (and sees the field reported), runs it properly, sees changes that
+beth.anglin makes through the Table API appear on the open item and in the list without a reload, and is warned
+(then refused) when beth changes the item while he edits it. Any JavaScript
 error in the console fails the run. It saves screenshots at 390x844 and 1440x900 into --screenshots, then gives
 john 200 active items and times the first contentful paint of My work (median of several loads).
 
@@ -191,6 +192,18 @@ def main():
             sys.exit("the item page was reloaded instead of updated")
         run.screenshot("item")
 
+        run.step("while john edits, beth changes the item: he is told before his save, and the save is refused")
+        driver.find_element(By.CSS_SELECTOR, "#edit summary").click()
+        driver.find_element(By.ID, "f-description").send_keys(" Also on tablets.")
+        api(port, "PATCH", f"/api/now/table/defect/{defect}", {"priority": "1"})
+        WebDriverWait(driver, 15).until(lambda d: d.find_element(By.ID, "conflict").is_displayed())
+        run.until_text("#conflict", "beth.anglin changed this item while you were editing it")
+        run.expected_statuses.add(409)
+        driver.find_element(By.CSS_SELECTOR, "#edit button[type=submit]").click()
+        run.until_text(".record .error", "changed this item after you opened it")
+        if "Also on tablets." not in driver.find_element(By.ID, "f-description").get_attribute("value"):
+            sys.exit("the refused save lost what john typed")
+
         run.step("beth.anglin assigns john a new incident: it appears in My work without a reload")
         driver.get(base + "/app/work")
         run.until_text("main h1", "My work")
@@ -206,8 +219,16 @@ def main():
         driver.get(base + "/app/new/defect")
         driver.find_element(By.ID, "f-short_description").send_keys("Screen flickers on rotate")
         Select(driver.find_element(By.ID, "f-severity")).select_by_visible_text("2-Major")
+        driver.find_element(By.ID, "f-assigned_to").send_keys("beth")
+        WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+            "return Array.from(document.querySelectorAll('#list-assigned_to option')).map(o => o.value).join('|')"
+        ) == "Beth Anglin (beth.anglin)")
+        field = driver.find_element(By.ID, "f-assigned_to")
+        field.clear()
+        field.send_keys("Beth Anglin (beth.anglin)")
         driver.find_element(By.CSS_SELECTOR, ".form-page button[type=submit]").click()
         run.until_text("main h1", "Screen flickers on rotate")
+        run.until_text("#fields", "Beth Anglin")
         run.check_console()
 
         run.step("first contentful paint of My work with 200 active items")

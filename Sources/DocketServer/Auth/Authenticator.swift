@@ -179,14 +179,27 @@ actor Authenticator: ChangeObserver {
     /// The session token for a caller: one live session per user, so clients that never keep cookies do
     /// not pile up sessions.
     func sessionToken(for caller: Caller) async throws(LoginFailure) -> String {
-        let now = clock.now
         // Where the database is shared, another docketd may have ended this session: then the cookie handed out
         // here is refused on its next use (extending never brings a session back), and the client, which just
         // proved its password, logs in again. Not worth a database read on every Basic request.
-        if let token = sessionByUser[caller.userID], let session = sessions[token], session.expires > now {
+        if let token = sessionByUser[caller.userID], let session = sessions[token], session.expires > clock.now {
             try await extend(token)
             return token
         }
+        let token = try await newSession(for: caller)
+        sessionByUser[caller.userID] = token
+        return token
+    }
+
+    /// Signs in with a session of its own (the web UI: each browser signs out alone), not the user's shared one.
+    func signIn(userName: String, password: String, address: String) async throws(LoginFailure) -> String {
+        let caller = try await authenticate(userName: userName, password: password, address: address)
+        return try await newSession(for: caller)
+    }
+
+    /// Starts a new session for a caller and returns its token.
+    private func newSession(for caller: Caller) async throws(LoginFailure) -> String {
+        let now = clock.now
         let token = SysID.generate().uppercased()
         let storedExpires = SessionStore.now() + timeoutSeconds
         do {
@@ -195,7 +208,6 @@ actor Authenticator: ChangeObserver {
             throw .unavailable
         }
         sessions[token] = Session(userID: caller.userID, expires: clock.now + sessionTimeout, storedExpires: storedExpires)
-        sessionByUser[caller.userID] = token
         if sessions.count > 10_000 { sessions = sessions.filter { $0.value.expires > now } }
         return token
     }

@@ -88,7 +88,7 @@ struct WebAPI {
             return signInForm(request, error: "Enter your user name and password.", userName: userName, next: next, status: .badRequest)
         }
         do {
-            let (_, token) = try await authenticator.login(userName: String(userName.prefix(256)), password: password, address: context.clientAddress)
+            let token = try await authenticator.signIn(userName: String(userName.prefix(256)), password: password, address: context.clientAddress)
             return Self.redirect(Self.safeNext(next), cookies: [sessions.sessionCookie(token)])
         } catch {
             await error.holdBack(authenticator)

@@ -22,33 +22,37 @@
   }
 
   // Forms marked data-guard: once the user has typed, a live change is announced instead of applied.
+  // Delegated: live refreshes replace forms, and the replacements must count too.
   var dirty = false;
-  document.querySelectorAll('form[data-guard]').forEach(function (form) {
-    form.addEventListener('input', function () { dirty = true; });
-    form.addEventListener('submit', function () { dirty = false; });
+  document.addEventListener('input', function (event) {
+    if (event.target.closest && event.target.closest('form[data-guard]')) dirty = true;
+  });
+  document.addEventListener('submit', function (event) {
+    if (event.target.matches && event.target.matches('form[data-guard]')) dirty = false;
   });
 
-  // Type-ahead: fields with data-lookup fill their datalist from the server as the user types.
-  document.querySelectorAll('input[data-lookup]').forEach(function (input) {
+  // Type-ahead: fields with data-lookup fill their datalist from the server as the user types (delegated, so
+  // that fields in refreshed forms work too).
+  var lookupTimer = null;
+  document.addEventListener('input', function (event) {
+    var input = event.target;
+    if (!input.matches || !input.matches('input[data-lookup]')) return;
     var list = document.getElementById(input.getAttribute('list'));
-    var timer = null;
-    input.addEventListener('input', function () {
-      clearTimeout(timer);
-      var q = input.value.trim();
-      if (!q || !list) return;
-      timer = setTimeout(function () {
-        fetch('/app/lookup/' + encodeURIComponent(input.dataset.lookup) + '?q=' + encodeURIComponent(q), {
-          credentials: 'same-origin', headers: { Accept: 'application/json' }
-        }).then(function (response) { return response.ok ? response.json() : []; })
-          .then(function (items) {
-            list.replaceChildren.apply(list, items.map(function (entry) {
-              var option = document.createElement('option');
-              option.value = entry.label;
-              return option;
-            }));
-          }).catch(function () {});
-      }, 150);
-    });
+    clearTimeout(lookupTimer);
+    var q = input.value.trim();
+    if (!q || !list) return;
+    lookupTimer = setTimeout(function () {
+      fetch('/app/lookup/' + encodeURIComponent(input.dataset.lookup) + '?q=' + encodeURIComponent(q), {
+        credentials: 'same-origin', headers: { Accept: 'application/json' }
+      }).then(function (response) { return response.ok ? response.json() : []; })
+        .then(function (items) {
+          list.replaceChildren.apply(list, items.map(function (entry) {
+            var option = document.createElement('option');
+            option.value = entry.label;
+            return option;
+          }));
+        }).catch(function () {});
+    }, 150);
   });
 
   // Regions marked data-live-region are replaced by the same regions of a fresh copy of the page.

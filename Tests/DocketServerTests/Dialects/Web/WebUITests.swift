@@ -35,12 +35,17 @@ struct WebUITests {
             // The APIs do not take the web cookie.
             let api = try await client.execute(uri: "/api/now/table/incident", method: .get, headers: browser.cookieHeader, body: nil)
             #expect(api.status == .unauthorized)
+            // A second browser has a session of its own: signing out here leaves it signed in.
+            var laptop = WebBrowser(client)
+            try await laptop.signIn()
+            #expect(laptop.cookies[WebSessions.cookie] != browser.cookies[WebSessions.cookie])
             let out = try await browser.post("/app/logout", [])
             #expect(out.status == .seeOther && out.location == "/")
             #expect(browser.cookies[WebSessions.cookie] == nil)
             let after = try await browser.get("/app/work")
             #expect(after.status == .seeOther)
             #expect(after.location == "/?next=/app/work")
+            #expect(try await laptop.get("/app/work").status == .ok)
         }
     }
 
