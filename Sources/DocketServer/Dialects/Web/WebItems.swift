@@ -173,16 +173,12 @@ struct WebItems {
             } else {
                 behavior = field.mandatory ? .mandatory : .optional
             }
+            // What the user submitted wins over the record (a refused form keeps it).
+            let submitted = values[field.name]
             var view = WebFields.control(
-                field, in: table, catalog: store.catalog, value: loaded.record[field.name], display: loaded.display(field, renderer: renderer)
+                field, in: table, catalog: store.catalog, value: submitted ?? loaded.record[field.name],
+                display: submitted ?? loaded.display(field, renderer: renderer)
             )
-            if let submitted = values[field.name] { view.value = submitted }
-            if let index = view.choices.firstIndex(where: { $0.selected }), values[field.name] != nil {
-                view.choices[index].selected = false
-            }
-            if let submitted = values[field.name], let index = view.choices.firstIndex(where: { $0.value == submitted }) {
-                view.choices[index].selected = true
-            }
             view.mandatory = behavior == .mandatory
             view.readOnly = behavior == .readOnly
             views.append(view)

@@ -103,6 +103,7 @@ struct WebUITests {
             #expect(bad.text.contains("That search is not a valid encoded query"))
             let far = try await browser.get("/app/work?page=999999999999999999999")
             #expect(far.status == .ok)
+            #expect(far.text.contains("20 active items"), "a page past the end shows the summary and no rows")
             // 60 more incidents for john: two pages.
             for index in 0..<60 {
                 _ = try await client.send(
