@@ -9,7 +9,9 @@
 #   - GET one incident (Basic)                      a cache hit; on PostgreSQL plus the per-request catch-up read
 #   - GET 20 incidents, priority<=3, by number      a query through the compiler
 #   - POST a new incident (Basic)                   a write: number, journal, event, commit
-# and, on PostgreSQL, the POST again with the load split over two docketd on the same database.
+# and, on PostgreSQL, the POST again with the load split over two docketd on the same database, then the single-
+# record GET on one docketd and on two, alternately, three times each (the same connections and wrk threads in
+# all: two wrk with one thread each when the load is split), with the ratio of each pair.
 # Prints a Markdown table for docs/performance.md, with the CPU time per request of docketd (all instances
 # together) and of the PostgreSQL server (all its processes).
 set -euo pipefail
@@ -48,7 +50,19 @@ ticks_of() { # pids…: user + system clock ticks, summed
     done
     echo "$total"
 }
-postgres_pids() { pgrep -x postgres || pgrep -f 'postgres:' || true; }
+postgres_ticks() { # every PostgreSQL process's clock ticks, those that ended since included (the postmaster's
+    # cutime/cstime hold its reaped children's), so that a worker exiting mid-run does not subtract its time
+    local total=0 pid parent
+    for pid in $(pgrep -x postgres || true); do
+        parent="$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null || echo 0)"
+        if [ "$(cat "/proc/$parent/comm" 2>/dev/null)" = postgres ]; then
+            total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+        else
+            total=$((total + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
+        fi
+    done
+    echo "$total"
+}
 
 start() { # name, database URL (empty for SQLite); sets $url
     local out="$work/$1.out"
@@ -73,21 +87,20 @@ LUA
 measure() { # name, urls (space-separated: split the connections), path, [lua]
     local urls=($2) each=$((connections / ${#urls[@]})) outs=() i=0 wrkpids=() servers=() u
     for u in "${urls[@]}"; do servers+=("${pid_of[$u]}"); done
-    local db_pids=($(postgres_pids))
     local server_before db_before
     server_before="$(ticks_of "${servers[@]}")"
-    db_before="$(ticks_of "${db_pids[@]}")"
+    db_before="$(postgres_ticks)"
     for u in "${urls[@]}"; do
         if [ -n "${4:-}" ]; then
             wrk -t1 -c"$each" -d"${duration}s" --latency -s "$4" "$u$3" >"$work/wrk$i" &
         else
-            wrk -t"$threads" -c"$each" -d"${duration}s" --latency -H "$header" "$u$3" >"$work/wrk$i" &
+            wrk -t"$((threads / ${#urls[@]} > 0 ? threads / ${#urls[@]} : 1))" -c"$each" -d"${duration}s" --latency -H "$header" "$u$3" >"$work/wrk$i" &
         fi
         wrkpids+=($!); outs+=("$work/wrk$i"); i=$((i + 1))
     done
     wait "${wrkpids[@]}"
     local server_ticks=$(( $(ticks_of "${servers[@]}") - server_before ))
-    local db_ticks=$(( $(ticks_of "${db_pids[@]}") - db_before ))
+    local db_ticks=$(( $(postgres_ticks) - db_before ))
     local rps=0 p50 p99 errors=0 requests=0
     for o in "${outs[@]}"; do
         rps="$(awk -v a="$rps" '/^Requests\/sec/ {printf "%.0f", a + $2}' "$o")"
@@ -101,6 +114,7 @@ measure() { # name, urls (space-separated: split the connections), path, [lua]
     cpu="$(awk -v t="$server_ticks" -v n="$requests" -v hz="$hz" 'BEGIN { printf "%.0f", t / hz / n * 1e6 }')"
     case "$1" in sqlite*) db="—" ;; *) db="$(awk -v t="$db_ticks" -v n="$requests" -v hz="$hz" 'BEGIN { printf "%.0f", t / hz / n * 1e6 }')" ;; esac
     echo "| $1 | $rps | $p50 | $p99 | $errors | $cpu | $db |"
+    last_rps="$rps"
 }
 
 echo "| storage, request | requests/s | p50 | p99 | non-2xx | docketd CPU µs/request | PostgreSQL CPU µs/request |"
@@ -115,4 +129,12 @@ done
 first="$url"
 start postgres2 "$postgres${separator}schema=$schema"
 measure "postgres, two docketd: POST an incident (load split)" "$first $url" "/api/now/table/incident" "$work/post.lua"
-measure "postgres, two docketd: GET one incident (load split)" "$first $url" "/api/now/table/incident/$id"
+ratios=()
+for round in 1 2 3; do
+    measure "postgres, one docketd: GET one incident (round $round)" "$first" "/api/now/table/incident/$id"
+    one="$last_rps"
+    measure "postgres, two docketd: GET one incident (load split, round $round)" "$first $url" "/api/now/table/incident/$id"
+    ratios+=("$(awk -v a="$last_rps" -v b="$one" 'BEGIN { printf "%.2f", a / b }')")
+done
+echo
+echo "Two docketd against one, single-record GET, per round: ${ratios[*]}"

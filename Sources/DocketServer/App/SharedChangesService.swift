@@ -14,6 +14,8 @@ struct SharedChangesService: Service {
             for await _ in signals {
                 do {
                     try await store.catchUp()
+                } catch is CancellationError {
+                    return
                 } catch {
                     logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
                 }
@@ -23,7 +25,8 @@ struct SharedChangesService: Service {
 }
 
 /// Brings the engine up to date with other instances' commits before a request is answered (see
-/// ``RecordStore/catchUp()``): one indexed `MAX(seq)` read per request on a shared database, nothing otherwise.
+/// ``RecordStore/catchUp()``): on a shared database, one indexed `MAX(seq)` read (``SharedRead``, shared by the
+/// requests that arrive while the previous one runs; ``PostgresStorage/latestEventSequence()``), nothing otherwise.
 struct SharedChangesResponder: HTTPResponder {
     typealias Context = DocketRequestContext
     let store: RecordStore

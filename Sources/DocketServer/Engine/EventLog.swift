@@ -106,7 +106,7 @@ extension RecordStore {
     /// The newest sequence in the log (0 when it is empty): where a follower that wants only what happens from
     /// now on starts.
     func latestSequence() async throws -> Int {
-        try await storage.read { db in try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log") }
+        try await storage.latestEventSequence()
     }
 }
 

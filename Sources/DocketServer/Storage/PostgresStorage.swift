@@ -23,6 +23,7 @@ final class PostgresStorage: Storage {
     private let logger: Logger
     /// Writers of this process queue here, so that they wait without holding a pooled connection.
     private let writeLock = AsyncLock()
+    let headConnection: HeadConnection
 
     /// The advisory lock key every write transaction holds: one per schema, so that docketd instances of
     /// different deployments sharing a database (each in its own schema) do not wait for each other.
@@ -43,6 +44,7 @@ final class PostgresStorage: Storage {
         self.client = client
         self.runTask = runTask
         self.logger = logger
+        headConnection = HeadConnection(location: location)
     }
 
     /// Connects, creating the location's schema when it names one that does not exist yet. Fails with a clear
@@ -99,7 +101,36 @@ final class PostgresStorage: Storage {
         }
     }
 
+    /// The log's head, read before answering each batch of requests (``RecordStore/catchUp()``): a prepared
+    /// statement on a connection of its own, so that the read costs no parse, plan or pool lease. Falls back to
+    /// the pool while that connection cannot be had.
+    func latestEventSequence() async throws -> Int {
+        if let connection = await headConnection.connection(logger: logger) {
+            do {
+                return try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
+            } catch {
+                await headConnection.failed(connection)
+            }
+        }
+        return try await Self.sequence(from: client.execute(LatestEventSequence(), logger: logger))
+    }
+
+    private static func sequence(from rows: AsyncThrowingMapSequence<PostgresRowSequence, Int>) async throws -> Int {
+        var sequence = 0
+        for try await value in rows { sequence = value }
+        return sequence
+    }
+
+    private struct LatestEventSequence: PostgresPreparedStatement {
+        static let name = "docket_latest_event_sequence"
+        static let sql = PostgresStorage.latestEventSequenceSQL
+        typealias Row = Int
+        func makeBindings() -> PostgresBindings { PostgresBindings() }
+        func decodeRow(_ row: PostgresRow) throws -> Int { try row.decode(Int.self) }
+    }
+
     func close() async throws {
+        await headConnection.close()
         runTask.cancel()
         await runTask.value
     }

@@ -17,11 +17,20 @@ protocol Storage: Sendable {
     /// share (PostgreSQL); nil where only this process writes (SQLite). A wake-up also follows every
     /// (re)connection of the listener, since changes may have been missed meanwhile.
     func logSignals() -> AsyncStream<Void>?
+    /// The newest sequence in the event log (0 when it is empty). Shared databases read it before answering
+    /// each batch of requests (``RecordStore/catchUp()``), so a storage may make it cheaper than a plain read.
+    func latestEventSequence() async throws -> Int
 }
 
 extension Storage {
     /// Whether other processes may write the same database.
     var isShared: Bool { dialect == .postgres }
+
+    func latestEventSequence() async throws -> Int {
+        try await read { db in try await db.integer(SQLFragment(Self.latestEventSequenceSQL)) }
+    }
+
+    static var latestEventSequenceSQL: String { "SELECT COALESCE(MAX(seq), 0) FROM docket_event_log" }
 }
 
 /// Executes serialised statements on one connection of some driver.

@@ -1,6 +1,7 @@
 import DocketModel
 import Foundation
 import Logging
+import PostgresNIO
 import Synchronization
 import Testing
 
@@ -138,6 +139,39 @@ struct SharedDatabaseTests {
             }
             #expect(Set(numbers).count == 40)
             #expect(numbers.allSatisfy { $0.hasPrefix("INC") })
+        }
+    }
+
+    @Test("the log's head is read on a connection of its own, which is replaced when it breaks")
+    func headReadSurvivesItsConnection() async throws {
+        try await Self.withTwoInstances { a, b in
+            let storage = try #require(b.storage as? PostgresStorage)
+            let logger = Logger(label: "test")
+            let start = try await storage.latestEventSequence()
+            #expect(start == (try await a.latestSequence()))
+            let first = try #require(await storage.headConnection.connection(logger: logger))
+            try await first.close()
+            _ = try await a.insert(into: "incident", values: [:], caller: Callers.admin)
+            // Read through the pool or a new connection, never a stale answer.
+            #expect(try await storage.latestEventSequence() == start + 1)
+            // The follower's catch-up (woken by the insert's notification) may be connecting it right now: a caller
+            // meanwhile gets none and reads through the pool, so wait for the new connection.
+            var replacement: PostgresConnection?
+            for _ in 0..<200 {
+                replacement = await storage.headConnection.connection(logger: logger)
+                if replacement != nil { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let second = try #require(replacement)
+            #expect(second !== first)
+            #expect(!second.isClosed)
+            // Several requests' reads at once share what they can and all see the newest event.
+            _ = try await a.insert(into: "incident", values: [:], caller: Callers.admin)
+            let heads = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 { group.addTask { try await storage.latestEventSequence() } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(heads == Array(repeating: start + 2, count: 8))
         }
     }
 }

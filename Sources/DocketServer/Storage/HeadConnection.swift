@@ -1,0 +1,72 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Synchronization
+
+/// One PostgreSQL connection kept for a single kind of small, frequent read (the event log's head): connected on
+/// first use, and again after it breaks, but not more than once a second while the server cannot be reached.
+/// Callers fall back to the pool whenever it offers none.
+final class HeadConnection: Sendable {
+    private struct State {
+        var connection: PostgresConnection?
+        var connecting = false
+        var retryAfter = ContinuousClock.Instant.now
+        var closed = false
+    }
+
+    private let location: PostgresLocation
+    private let state = Mutex(State())
+
+    init(location: PostgresLocation) { self.location = location }
+
+    /// The open connection, or nil while there is none. The first caller to find none connects one and waits for
+    /// it (unless a try failed within the last second); callers meanwhile get nil.
+    func connection(logger: Logger) async -> PostgresConnection? {
+        let (ready, connect) = state.withLock { state -> (PostgresConnection?, Bool) in
+            if let connection = state.connection, !connection.isClosed { return (connection, false) }
+            state.connection = nil
+            guard !state.closed, !state.connecting, ContinuousClock.now >= state.retryAfter else { return (nil, false) }
+            state.connecting = true
+            return (nil, true)
+        }
+        if connect {
+            do {
+                let connection = try await PostgresConnection.connect(
+                    configuration: try location.connectionConfiguration(searchPath: true), id: 3, logger: logger
+                )
+                let kept = state.withLock { state -> Bool in
+                    state.connecting = false
+                    guard !state.closed else { return false }
+                    state.connection = connection
+                    return true
+                }
+                if !kept { try? await connection.close() }
+                return kept ? connection : nil
+            } catch {
+                state.withLock { state in
+                    state.connecting = false
+                    state.retryAfter = .now + .seconds(1)
+                }
+                logger.debug("Cannot connect for the event log's head", metadata: ["error": "\(PostgresStorage.describe(error))"])
+            }
+        }
+        return ready
+    }
+
+    /// A read on `connection` failed: it is closed and replaced on a later call.
+    func failed(_ connection: PostgresConnection) async {
+        state.withLock { state in
+            if state.connection === connection { state.connection = nil }
+        }
+        try? await connection.close()
+    }
+
+    func close() async {
+        let connection = state.withLock { state -> PostgresConnection? in
+            state.closed = true
+            defer { state.connection = nil }
+            return state.connection
+        }
+        try? await connection?.close()
+    }
+}
