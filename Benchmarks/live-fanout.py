@@ -124,6 +124,10 @@ def main():
     parser.add_argument("--writes", type=int, default=50)
     parser.add_argument("--idle", type=int, default=10000)
     parser.add_argument("--transport", choices=["ws", "sse"], default="ws")
+    parser.add_argument("--binary", help="a docketd to measure instead of this tree's release build")
+    parser.add_argument("--reader-pause", type=int, default=2,
+                        help="ms the Swift reader waits between passes (it times deliveries by the kernel's receive "
+                             "timestamps, so reading in batches leaves the CPUs to docketd without changing them)")
     parser.add_argument("--client", choices=["swift", "python"], default="swift",
                         help="the WebSocket reader: Benchmarks/LiveFanoutClient (default) or this script's own")
     args = parser.parse_args()
@@ -132,7 +136,7 @@ def main():
                    stdout=subprocess.DEVNULL)
     bin_path = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout.strip()
-    binary = bin_path + "/docketd"
+    binary = args.binary or bin_path + "/docketd"
     swift_client = args.transport == "ws" and args.client == "swift"
     if swift_client:
         subprocess.run(["swift", "build", "-c", "release", "--product", "live-fanout-client"], cwd=ROOT, check=True,
@@ -145,7 +149,8 @@ def main():
         try:
             base_rss = rss_mib(server.pid)
             if swift_client:
-                result = subprocess.run([bin_path + "/live-fanout-client", str(port), str(args.subscribers), str(args.writes)],
+                result = subprocess.run([bin_path + "/live-fanout-client", str(port), str(args.subscribers), str(args.writes),
+                                         "1", str(args.reader_pause)],
                                         capture_output=True, text=True, timeout=900)
                 if result.returncode != 0:
                     raise SystemExit(result.stderr)

@@ -11,7 +11,12 @@
 // A message costs one read here. Through a WebSocket client library with a task per socket it cost 60 µs, and
 // through NIO channels 16 µs, which was most of what was measured.
 //
-//     live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS]
+// Each delivery is timed by the kernel's receive timestamp (SO_TIMESTAMPNS): when the message reached the
+// subscriber's socket. So the reader need not race the server for the two CPUs: with PAUSE_MS it reads in
+// batches, a pass every PAUSE_MS, which costs far fewer wake-ups, and the server keeps more of the CPUs, as it
+// would with its clients on other machines.
+//
+//     live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS] [PAUSE_MS]
 import Foundation
 import Synchronization
 
@@ -27,6 +32,15 @@ else {
     exit(2)
 }
 let readerThreads = arguments.count > 4 ? max(1, Int(arguments[4]) ?? 1) : 1
+/// Milliseconds the reader waits between passes over its sockets (0: it reads as soon as a socket is readable).
+let readerPause = arguments.count > 5 ? max(0, Int(arguments[5]) ?? 0) : 0
+
+/// The wall clock in nanoseconds: the clock of the kernel's receive timestamps.
+func wallClock() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+}
 
 struct Failure: Error, CustomStringConvertible {
     let description: String
@@ -37,23 +51,28 @@ final class Round: Sendable {
     struct State {
         var number = 0
         var marker: [UInt8] = []
-        var sent = ContinuousClock.now
+        var sent: Int64 = 0  // wallClock()
         var remaining = 0
         var latencies: [Double] = []
+        /// Per measured write: its first and last delivery (ms).
+        var spans: [(first: Double, last: Double)] = []
         var measuring = false
     }
 
     let state = Mutex(State())
 
     /// Records arrivals of round `number` (ignored when that round is over).
-    func arrived(_ times: [ContinuousClock.Instant], in number: Int) {
+    func arrived(_ times: [Int64], in number: Int) {
         state.withLock { state in
             guard state.number == number else { return }
             state.remaining -= times.count
             guard state.measuring else { return }
             for time in times {
-                let elapsed = time - state.sent
-                state.latencies.append(Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15)
+                let ms = Double(time - state.sent) / 1e6
+                state.latencies.append(ms)
+                let write = state.number - 2  // the first round, numbered 1, warms up
+                while state.spans.count <= write { state.spans.append((ms, ms)) }
+                state.spans[write] = (min(state.spans[write].first, ms), max(state.spans[write].last, ms))
             }
         }
     }
@@ -143,6 +162,10 @@ func subscriber(_ port: Int, upgrade: [UInt8], opening: [UInt8]) throws -> Int32
     try send(descriptor, opening)
     _ = try read(descriptor, until: Array("connection_ack".utf8))
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
+    // The kernel stamps each arrival: a delivery is timed when it reached the socket, not when this reader got
+    // round to it, so the reader may take its time.
+    var one: Int32 = 1
+    setsockopt(descriptor, SOL_SOCKET, Received.timestampOption, &one, socklen_t(MemoryLayout<Int32>.size))
     return descriptor
 }
 
@@ -158,6 +181,45 @@ enum Epoll {
     static let eventSize = 12
     static let readable: UInt32 = 1  // EPOLLIN
     static let add: Int32 = 1  // EPOLL_CTL_ADD
+}
+
+/// Reads with the kernel's receive timestamp (SO_TIMESTAMPNS: the time the last byte read reached the socket).
+enum Received {
+    static let timestampOption: Int32 = 35  // SO_TIMESTAMPNS, also its control message's type
+
+    /// Bytes read into `buffer` and their arrival (wall clock, ns); nil at end or when nothing was there.
+    static func read(_ descriptor: Int32, into buffer: inout [UInt8], control: inout [UInt8]) -> (Int, Int64)? {
+        buffer.withUnsafeMutableBytes { bytes in
+            control.withUnsafeMutableBytes { controlBytes in
+                var vector = iovec(iov_base: bytes.baseAddress, iov_len: bytes.count)
+                return withUnsafeMutablePointer(to: &vector) { vectorPointer in
+                    var message = msghdr()
+                    message.msg_iov = vectorPointer
+                    message.msg_iovlen = 1
+                    message.msg_control = controlBytes.baseAddress
+                    message.msg_controllen = controlBytes.count
+                    let count = recvmsg(descriptor, &message, 0)
+                    guard count > 0 else { return nil }
+                    // cmsghdr: length (8), level (4), type (4), then the timespec.
+                    var offset = 0
+                    var arrival = wallClock()
+                    while offset + 16 <= message.msg_controllen {
+                        let length = controlBytes.loadUnaligned(fromByteOffset: offset, as: Int.self)
+                        let level = controlBytes.loadUnaligned(fromByteOffset: offset + 8, as: Int32.self)
+                        let type = controlBytes.loadUnaligned(fromByteOffset: offset + 12, as: Int32.self)
+                        if level == SOL_SOCKET, type == timestampOption, length >= 32 {
+                            let seconds = controlBytes.loadUnaligned(fromByteOffset: offset + 16, as: Int.self)
+                            let nanoseconds = controlBytes.loadUnaligned(fromByteOffset: offset + 24, as: Int.self)
+                            arrival = Int64(seconds) * 1_000_000_000 + Int64(nanoseconds)
+                        }
+                        guard length > 0 else { break }
+                        offset += (length + 7) & ~7
+                    }
+                    return (count, arrival)
+                }
+            }
+        }
+    }
 }
 
 /// One reader thread: an epoll loop over its sockets, each read searched for the marker of the write in flight.
@@ -176,18 +238,18 @@ enum Epoll {
     var buffer = [UInt8](repeating: 0, count: 1 << 16)
     var seen = [Int32: Int]()  // descriptor → the last round it saw
     var tails = [Int32: [UInt8]]()
+    var control = [UInt8](repeating: 0, count: 256)
     while true {
+        if readerPause > 0 { usleep(UInt32(readerPause * 1000)) }
         let ready = events.withUnsafeMutableBytes { Epoll.wait(poll, $0.baseAddress, Int32(capacity), 100) }
         guard ready > 0 else { continue }
         let (number, marker) = round.state.withLock { ($0.number, $0.marker) }
-        var arrivals: [ContinuousClock.Instant] = []
+        var arrivals: [Int64] = []
         for index in 0..<Int(ready) {
             let descriptor = events.withUnsafeBytes {
                 Int32(truncatingIfNeeded: $0.loadUnaligned(fromByteOffset: index * Epoll.eventSize + 4, as: UInt64.self))
             }
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            guard count > 0 else { continue }
-            let now = ContinuousClock.now
+            guard let (count, now) = Received.read(descriptor, into: &buffer, control: &control) else { continue }
             guard !marker.isEmpty, seen[descriptor] != number else { continue }
             var found = buffer.withUnsafeBytes { contains(UnsafeRawBufferPointer(rebasing: $0[0..<count]), marker) }
             if !found, let tail = tails[descriptor] {
@@ -261,7 +323,7 @@ do {
             state.marker = Array(marker.utf8)
             state.remaining = subscribers
             state.measuring = index >= 0  // the first write warms up
-            state.sent = .now
+            state.sent = wallClock()
         }
         try writer.post(marker)
         do {
@@ -273,6 +335,11 @@ do {
     let latencies = round.state.withLock { $0.latencies }.sorted()
     func percentile(_ fraction: Double) -> Double { latencies[min(latencies.count - 1, Int(fraction * Double(latencies.count)))] }
     print(String(format: "p50 %.1f p99 %.1f", percentile(0.5), percentile(0.99)))
+    if ProcessInfo.processInfo.environment["LIVE_FANOUT_SPANS"] != nil {
+        // Each write's first and last delivery, to tell a slow tail from a few slow writes.
+        let spans = round.state.withLock { $0.spans }
+        FileHandle.standardError.write(Data(spans.map { String(format: "%.1f-%.1f", $0.first, $0.last) }.joined(separator: " ").utf8 + [10]))
+    }
     for descriptor in descriptors { close(descriptor) }
     exit(0)
 } catch {

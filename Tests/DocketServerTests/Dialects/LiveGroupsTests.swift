@@ -180,4 +180,20 @@ struct LiveGroupsTests {
             #expect(socket.count == 1)
         }
     }
+
+    @Test("a shared result is written as one whole text frame: the header RFC 6455 prescribes for its length, then the text")
+    func textFrames() {
+        let allocator = ByteBufferAllocator()
+        for (length, header) in [
+            (5, [0x81, 5]), (125, [0x81, 125]), (126, [0x81, 126, 0, 126]), (65_535, [0x81, 126, 0xFF, 0xFF]),
+            (70_000, [0x81, 127, 0, 0, 0, 0, 0, 1, 0x11, 0x70]),
+        ] as [(Int, [UInt8])] {
+            let text = [UInt8](repeating: UInt8(ascii: "x"), count: length)
+            let frame = GraphQLSocketConnection.textFrame(text, allocator: allocator)
+            #expect(frame.getBytes(at: 0, length: header.count) == header)
+            #expect(frame.readableBytes == header.count + length)
+            #expect(frame.getBytes(at: header.count, length: length) == text)
+        }
+    }
 }
+

@@ -28,6 +28,8 @@ final class GraphQLSocketConnection: Sendable {
     }
 
     private let state = Mutex(State())
+    /// The frame encoder's place in the channel's pipeline, found on the first shared result (on the event loop).
+    private let framed: NIOLoopBoundBox<ChannelHandlerContext?>
 
     init(
         server: GraphQLSocketServer, dialect: any GraphQLSocketDialect, kind: GraphQLSocketProtocol,
@@ -38,6 +40,7 @@ final class GraphQLSocketConnection: Sendable {
         self.kind = kind
         self.outbound = outbound
         self.channel = channel
+        self.framed = .makeEmptyBox(valueType: ChannelHandlerContext.self, eventLoop: channel.eventLoop)
         self.request = request
         self.clientAddress = clientAddress
         self.logger = logger
@@ -235,7 +238,15 @@ final class GraphQLSocketConnection: Sendable {
     // MARK: Operations
 
     private func perform(_ request: SocketOperationRequest, id: String, handle: OperationHandle, caller: Caller) async {
-        switch await dialect.operation(request, caller: caller) {
+        // A task keeps the largest stack it ever had for as long as it lasts, and this one lasts as long as the
+        // subscription. Parsing, validating and starting the operation takes a deep stack (its first frame alone is
+        // some 5 KiB), so it runs in a child task, whose stack is freed when it ends; see also followAlone.
+        let dialect = self.dialect
+        let operation = await withTaskGroup(of: SocketOperation.self) { group in
+            group.addTask { await dialect.operation(request, caller: caller) }
+            return await group.next()!
+        }
+        switch operation {
         case .single(let result):
             guard !Task.isCancelled else { return }
             await send(Self.message(kind == .legacy ? "data" : "next", id: id, payload: result))
@@ -279,7 +290,7 @@ final class GraphQLSocketConnection: Sendable {
         var after = subscription.after
         // Left a group because the caller changed: look at the credential again before the first change.
         var checkFirst = false
-        var watch = server.credentials.watch()
+        let watch = server.credentials.watch()
         if let key = subscription.groupKey {
             let rider = LiveGroups.Rider(
                 caller: subscription.live.caller, credential: credential, after: after, checkedAt: watch.checkedAt,
@@ -298,6 +309,20 @@ final class GraphQLSocketConnection: Sendable {
                 return
             }
         }
+        await followAlone(subscription, id: id, handle: handle, after: after, checkFirst: checkFirst, credential: credential, watch: watch)
+    }
+
+    /// Follows the log on its own, from `after`: a subscription that resumes from a sequence, or one that left its
+    /// group. Kept out of ``follow(_:id:handle:)`` (and not inlined there) because its async frame is large (some
+    /// 6 KiB), and a task keeps the largest stack it ever had for as long as it lasts: a subscription that rides a
+    /// group, as most idle ones do, never needs it.
+    @inline(never)
+    private func followAlone(
+        _ subscription: SocketSubscription, id: String, handle: OperationHandle, after: Int, checkFirst: Bool,
+        credential: PresentedCredential, watch: CredentialCheck.Watch
+    ) async {
+        var checkFirst = checkFirst
+        var watch = watch
         var iterator = server.store.subscribe(subscription.live, after: after).makeAsyncIterator()
         do {
             while let update = try await iterator.nextUpdate() {
@@ -399,15 +424,39 @@ final class GraphQLSocketConnection: Sendable {
     }
 
     /// Writes a result a group of subscriptions shares straight to the channel, on its event loop (see ``LiveGroups``).
+    /// The frame is built once for every member with the same operation id, and written below the pipeline's frame
+    /// encoder, so that each delivery costs the socket's write and little else: one buffer, no frame header of its
+    /// own, none of the handlers above. Server frames are unmasked and the result is never compressed, so the
+    /// bytes are what the encoder would have written.
     private func deliver(_ result: LiveGroups.Result, id: String) -> LiveGroups.Delivery {
         if state.withLock({ $0.closed }) { return .closed }
         guard channel.isWritable else { return .congested }
         let type = kind == .legacy ? "data" : "next"
-        let message = result.message(type + "\u{0}" + id) { [channel] payload in
-            channel.allocator.buffer(bytes: Self.message(type, id: id, payload: payload))
+        let frame = result.message(type + "\u{0}" + id) { [channel] payload in
+            Self.textFrame(Self.message(type, id: id, payload: payload), allocator: channel.allocator)
         }
-        channel.writeAndFlush(WebSocketFrame(fin: true, opcode: .text, data: message), promise: nil)
+        if framed.value == nil { framed.value = try? channel.pipeline.syncOperations.context(handlerType: WebSocketFrameEncoder.self) }
+        // Without its frame encoder the channel is no longer a WebSocket: it is being torn down.
+        guard let encoder = framed.value else { return .closed }
+        encoder.writeAndFlush(NIOAny(frame), promise: nil)
         return .written
+    }
+
+    /// A whole unmasked text frame (RFC 6455 §5.2): FIN and the opcode, the length in 7, 16 or 64 bits, the text.
+    static func textFrame(_ text: [UInt8], allocator: ByteBufferAllocator) -> ByteBuffer {
+        var buffer = allocator.buffer(capacity: text.count + 10)
+        buffer.writeInteger(UInt8(0x81))
+        if text.count < 126 {
+            buffer.writeInteger(UInt8(text.count))
+        } else if text.count <= Int(UInt16.max) {
+            buffer.writeInteger(UInt8(126))
+            buffer.writeInteger(UInt16(text.count))
+        } else {
+            buffer.writeInteger(UInt8(127))
+            buffer.writeInteger(UInt64(text.count))
+        }
+        buffer.writeBytes(text)
+        return buffer
     }
 
     private func send(_ bytes: [UInt8]) async {
