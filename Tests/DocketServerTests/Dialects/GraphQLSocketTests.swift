@@ -187,9 +187,11 @@ struct GraphQLSocketTests {
         try await Self.withServer { client, port in
             let abel = try await TestSocket.open(port)
             try await abel.initialize("Basic " + Data("abel.tuter:password".utf8).base64EncodedString())
-            try await abel.subscribe("mine", Self.incidents, variables: .object(["q": .string("short_descriptionSTARTSWITHsock-access")]))
-            // Wait until the subscription follows (a poll that shows nothing new is not enough: write and read).
-            try await Task.sleep(for: .milliseconds(200))
+            // From the log's start, narrowed to this test's records: nothing written below can be missed, however
+            // late the subscription starts to follow.
+            try await abel.subscribe(
+                "mine", Self.incidents, variables: .object(["q": .string("short_descriptionSTARTSWITHsock-access"), "since": .integer(0)])
+            )
             _ = try await client.send(
                 .post, "/api/now/table/incident", json: #"{"short_description":"sock-access other"}"#, headers: .admin
             )
@@ -286,7 +288,33 @@ struct GraphQLSocketTests {
                 try await socket.subscribe("added", "subscription { taskAdded { id title version } }", legacy: legacy)
                 sockets.append(socket)
             }
-            try await Task.sleep(for: .milliseconds(300))
+            // Readers start now. Marker tasks are written until every socket has seen one, so every subscription
+            // follows before the writers start (however long starting one takes); markers are not counted.
+            let following = Following()
+            let readers = sockets.enumerated().map { index, socket in
+                Task { () -> [String] in
+                    var titles: [String] = []
+                    while titles.count < total, let message = try await socket.receive() {
+                        guard let title = message["payload"]?["data"]?["taskAdded"]?["title"]?.stringValue else { continue }
+                        if title.hasPrefix("ready-") {
+                            _ = following.sockets.withLock { $0.insert(index) }
+                        } else {
+                            titles.append(title)
+                        }
+                    }
+                    return titles
+                }
+            }
+            var marker = 0
+            while following.sockets.withLock({ $0.count }) < sockets.count {
+                let answer = try await client.send(
+                    .post, "/graphql", json: #"{"query":"mutation { createTask(title: \"ready-\#(marker)\", description: \"c\") { id } }"}"#,
+                    headers: .john
+                )
+                #expect(answer.status == .ok)
+                marker += 1
+                try await Task.sleep(for: .milliseconds(50))
+            }
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for writer in 0..<writers {
                     group.addTask {
@@ -301,20 +329,8 @@ struct GraphQLSocketTests {
                 }
                 try await group.waitForAll()
             }
-            let orders = try await withThrowingTaskGroup(of: [String].self) { group in
-                for socket in sockets {
-                    group.addTask {
-                        var titles: [String] = []
-                        while titles.count < total, let message = try await socket.receive() {
-                            if let title = message["payload"]?["data"]?["taskAdded"]?["title"]?.stringValue { titles.append(title) }
-                        }
-                        return titles
-                    }
-                }
-                var all: [[String]] = []
-                for try await titles in group { all.append(titles) }
-                return all
-            }
+            var orders: [[String]] = []
+            for reader in readers { orders.append(try await reader.value) }
             #expect(orders.count == sockets.count)
             // Everyone saw every task once, in the same (commit) order, and each writer's tasks in its order.
             #expect(orders.allSatisfy { $0 == orders[0] })
@@ -324,4 +340,9 @@ struct GraphQLSocketTests {
             }
         }
     }
+}
+
+/// The sockets whose subscriptions have been seen to follow (see ``GraphQLSocketTests/concurrentWriters()``).
+private final class Following: Sendable {
+    let sockets = Mutex(Set<Int>())
 }
