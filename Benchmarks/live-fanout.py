@@ -3,12 +3,14 @@
 (/api/docket/events) or GraphQL WebSockets (Docket's subscriptions on /api/now/graphql, graphql-transport-ws).
 
     python3 Benchmarks/live-fanout.py [--transport ws|sse] [--subscribers 1000] [--writes 50] [--idle 10000]
+                                      [--users N]
 
 Starts a release docketd with demo data, opens SUBSCRIBERS streams or subscriptions (john.doe, following
 incidents that match a query), then creates WRITES incidents one after another through the Table API (from a
 second thread) and records, for every subscriber, the time from sending the POST to receiving that incident's
 change: mutation-to-delivery latency, p50 and p99 over all deliveries. Then it holds IDLE subscribers open with
-nothing happening and reports docketd's resident memory. One reading thread, non-blocking sockets, raw bytes (a
+nothing happening and reports docketd's resident memory. With --users N, the Swift reader's subscribers are N
+new users instead of john.doe alone (see Benchmarks/LiveFanoutClient). One reading thread, non-blocking sockets, raw bytes (a
 change is recognised by its sys_id): the client costs little next to the server. Prints a Markdown table."""
 import argparse
 import base64
@@ -128,6 +130,9 @@ def main():
     parser.add_argument("--reader-pause", type=int, default=2,
                         help="ms the Swift reader waits between passes (it times deliveries by the kernel's receive "
                              "timestamps, so reading in batches leaves the CPUs to docketd without changing them)")
+    parser.add_argument("--users", type=int, default=0,
+                        help="spread the Swift reader's subscribers over this many new users (subscriber i is user i %% "
+                             "USERS), so that fewer subscriptions are alike and share a live group; 0: all john.doe")
     parser.add_argument("--client", choices=["swift", "python"], default="swift",
                         help="the WebSocket reader: Benchmarks/LiveFanoutClient (default) or this script's own")
     args = parser.parse_args()
@@ -151,11 +156,13 @@ def main():
             if swift_client:
                 result = subprocess.run([bin_path + "/live-fanout-client", str(port), str(args.subscribers), str(args.writes),
                                          "1", str(args.reader_pause)],
-                                        capture_output=True, text=True, timeout=900)
+                                        capture_output=True, text=True, timeout=900,
+                                        env=dict(os.environ, LIVE_FANOUT_USERS=str(args.users)))
                 if result.returncode != 0:
                     raise SystemExit(result.stderr)
                 p50, p99 = result.stdout.split()[1], result.stdout.split()[3]
-                rows.append((f"{args.subscribers} {kind}, {args.writes} writes: mutation to delivery (Swift reader)",
+                who = f" of {args.users} users" if args.users else ""
+                rows.append((f"{args.subscribers} {kind}{who}, {args.writes} writes: mutation to delivery (Swift reader)",
                              f"p50 {p50} ms, p99 {p99} ms"))
             selector, sockets = open_streams(port, args.subscribers, auth, "short_descriptionSTARTSWITHlive-bench",
                                              args.transport)

@@ -17,6 +17,10 @@
 // would with its clients on other machines.
 //
 //     live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS] [PAUSE_MS]
+//
+// The subscribers are all john.doe, so that those alike share one live group, unless LIVE_FANOUT_USERS=N: then
+// N new users with the itil role are created first (through the Table API, as admin) and subscriber i is user
+// i % N, so that N groups (N = SUBSCRIBERS: none shared) each judge and render every change.
 import Foundation
 import Synchronization
 
@@ -143,16 +147,22 @@ func frame(_ text: String) -> [UInt8] {
     return bytes
 }
 
-let auth = "Basic " + Data("john.doe:password".utf8).base64EncodedString()
+/// The demo's itil role, which may read every incident.
+let itilRole = "282bf1fac6112285017366cb5f867469"
+/// How many distinct users the subscribers are (0: all john.doe).
+let users = max(0, Int(ProcessInfo.processInfo.environment["LIVE_FANOUT_USERS"] ?? "") ?? 0)
 let document = #"subscription { incident(queryConditions: \"short_descriptionSTARTSWITHlive-bench\") { sequence change sys_id record { number { value } short_description { value } } } }"#
 let upgrade = Array(
     ("GET /api/now/graphql HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         + "Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n").utf8
 )
-let opening =
-    frame(#"{"type":"connection_init","payload":{"Authorization":"\#(auth)"}}"#)
-    + frame(#"{"type":"subscribe","id":"1","payload":{"query":"\#(document)"}}"#)
+/// The client's first two messages as `user` (with the demo password).
+func opening(as user: String) -> [UInt8] {
+    let auth = "Basic " + Data("\(user):password".utf8).base64EncodedString()
+    return frame(#"{"type":"connection_init","payload":{"Authorization":"\#(auth)"}}"#)
+        + frame(#"{"type":"subscribe","id":"1","payload":{"query":"\#(document)"}}"#)
+}
 
 /// Opens one subscriber: upgrade, init, subscribe; then non-blocking, for the epoll loop.
 func subscriber(_ port: Int, upgrade: [UInt8], opening: [UInt8]) throws -> Int32 {
@@ -275,11 +285,17 @@ final class Writer {
     let authorization = "Basic " + Data("admin:admin".utf8).base64EncodedString()
 
     init(port: Int) throws { descriptor = try connectSocket(port) }
+    deinit { close(descriptor) }
 
     /// Creates an incident and waits for the whole answer.
     func post(_ text: String) throws {
-        let body = Array(#"{"short_description":"\#(text)"}"#.utf8)
-        let head = "POST /api/now/table/incident HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(authorization)\r\n"
+        _ = try create("incident", #"{"short_description":"\#(text)"}"#)
+    }
+
+    /// Creates a record, waits for the whole answer and returns its body.
+    func create(_ table: String, _ json: String) throws -> String {
+        let body = Array(json.utf8)
+        let head = "POST /api/now/table/\(table) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: \(authorization)\r\n"
             + "Content-Type: application/json\r\nAccept: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
         try send(descriptor, Array(head.utf8) + body)
         var received = try read(descriptor, until: Array("\r\n\r\n".utf8))
@@ -288,7 +304,10 @@ final class Writer {
             guard let end = text.range(of: "\r\n\r\n") else { throw Failure(description: "no response head") }
             let length = text[..<end.lowerBound].split(separator: "\r\n").first { $0.lowercased().hasPrefix("content-length:") }
                 .flatMap { Int($0.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) } ?? 0
-            if text.utf8.distance(from: end.upperBound, to: text.utf8.endIndex) >= length { return }
+            if text.utf8.distance(from: end.upperBound, to: text.utf8.endIndex) >= length {
+                guard text.hasPrefix("HTTP/1.1 201") else { throw Failure(description: "creating a \(table) record: \(text.prefix(300))") }
+                return String(text[end.upperBound...])
+            }
             var chunk = [UInt8](repeating: 0, count: 65536)
             let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             guard count > 0 else { throw Failure(description: "connection closed during a response") }
@@ -307,9 +326,28 @@ func waitUntil(_ deadline: Duration, _ done: () -> Bool) throws {
 
 let round = Round()
 do {
-    let writer = try Writer(port: port)
+    var writer = try Writer(port: port)
+    var names = ["john.doe"]
+    if users > 0 {
+        let run = UUID().uuidString.prefix(8).lowercased()
+        names = try (0..<users).map { index in
+            let name = "fanout.\(run).\(index)"
+            let answer = try writer.create("sys_user", #"{"user_name":"\#(name)","user_password":"password","active":"true"}"#)
+            guard let range = answer.range(of: #""sys_id":""#), let close = answer[range.upperBound...].firstIndex(of: "\"") else {
+                throw Failure(description: "no sys_id for the new user \(name)")
+            }
+            let id = answer[range.upperBound..<close]
+            _ = try writer.create("sys_user_has_role", #"{"user":"\#(id)","role":"\#(itilRole)"}"#)
+            return name
+        }
+    }
+    let openings = names.map(opening(as:))
     var descriptors: [Int32] = []
-    for _ in 0..<subscribers { descriptors.append(try subscriber(port, upgrade: upgrade, opening: opening)) }
+    for index in 0..<subscribers {
+        descriptors.append(try subscriber(port, upgrade: upgrade, opening: openings[index % openings.count]))
+    }
+    // Opening many users' sockets (a password check each) can outlast the idle limit of the users' connection.
+    if users > 0 { writer = try Writer(port: port) }
     // The subscribe message follows the acknowledgement on each socket; let the last ones start.
     sleep(1)
     for thread in 0..<readerThreads {
