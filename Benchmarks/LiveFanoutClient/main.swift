@@ -32,7 +32,9 @@ let arguments = CommandLine.arguments
 guard arguments.count >= 4, let port = Int(arguments[1]), let subscribers = Int(arguments[2]), subscribers > 0,
     let writes = Int(arguments[3]), writes > 0
 else {
-    FileHandle.standardError.write(Data("usage: live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS]\n".utf8))
+    FileHandle.standardError.write(Data((
+        "usage: [LIVE_FANOUT_USERS=N] [LIVE_FANOUT_SPANS=1] live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS] [PAUSE_MS]\n"
+    ).utf8))
     exit(2)
 }
 let readerThreads = arguments.count > 4 ? max(1, Int(arguments[4]) ?? 1) : 1

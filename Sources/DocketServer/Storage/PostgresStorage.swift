@@ -108,7 +108,10 @@ final class PostgresStorage: Storage {
         if let connection = await headConnection.connection(logger: logger) {
             do {
                 return try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
+            } catch is CancellationError {
+                throw CancellationError()
             } catch {
+                // The connection broke (or the server dropped the prepared statement's table): replaced later.
                 await headConnection.failed(connection)
             }
         }

@@ -196,4 +196,3 @@ struct LiveGroupsTests {
         }
     }
 }
-
