@@ -27,6 +27,12 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+# While a page is replaced (a sign-in's redirect, a live refresh), an element found on the old page may be read
+# after it went: Chromium then reports "Node with given id does not belong to the document", a plain
+# WebDriverException rather than a stale element. Waits try again; a real failure still ends in their timeout.
+PAGE_CHANGES = (StaleElementReferenceException, WebDriverException)
 
 
 def start(binary, folder):
@@ -77,7 +83,7 @@ def browser():
 class Run:
     def __init__(self, driver, base, port, shots):
         self.driver, self.base, self.port, self.shots = driver, base, port, shots
-        self.wait = WebDriverWait(driver, 15)
+        self.wait = WebDriverWait(driver, 15, ignored_exceptions=PAGE_CHANGES)
         self.console = []
         # Pages that answer a refused form with 4xx on purpose: their network line is not an error.
         self.expected_statuses = set()
@@ -114,7 +120,7 @@ class Run:
         return self.driver.find_element(By.CSS_SELECTOR, selector).text
 
     def until_text(self, selector, text, timeout=15):
-        WebDriverWait(self.driver, timeout).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text))
+        WebDriverWait(self.driver, timeout, ignored_exceptions=PAGE_CHANGES).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text))
 
     def mark_page(self):
         """A marker that a reload would lose."""
@@ -124,7 +130,7 @@ class Run:
         return self.driver.execute_script("return window.__docketMarker === 42;")
 
     def live_open(self):
-        WebDriverWait(self.driver, 15).until(lambda d: d.execute_script("return document.body.dataset.liveState") == "open")
+        WebDriverWait(self.driver, 15, ignored_exceptions=PAGE_CHANGES).until(lambda d: d.execute_script("return document.body.dataset.liveState") == "open")
 
 
 def main():
@@ -196,7 +202,7 @@ def main():
         driver.find_element(By.CSS_SELECTOR, "#edit summary").click()
         driver.find_element(By.ID, "f-description").send_keys(" Also on tablets.")
         api(port, "PATCH", f"/api/now/table/defect/{defect}", {"priority": "1"})
-        WebDriverWait(driver, 15).until(lambda d: d.find_element(By.ID, "conflict").is_displayed())
+        WebDriverWait(driver, 15, ignored_exceptions=PAGE_CHANGES).until(lambda d: d.find_element(By.ID, "conflict").is_displayed())
         run.until_text("#conflict", "beth.anglin changed this item while you were editing it")
         run.expected_statuses.add(409)
         driver.find_element(By.CSS_SELECTOR, "#edit button[type=submit]").click()
@@ -220,7 +226,7 @@ def main():
         driver.find_element(By.ID, "f-short_description").send_keys("Screen flickers on rotate")
         Select(driver.find_element(By.ID, "f-severity")).select_by_visible_text("2-Major")
         driver.find_element(By.ID, "f-assigned_to").send_keys("beth")
-        WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+        WebDriverWait(driver, 10, ignored_exceptions=PAGE_CHANGES).until(lambda d: d.execute_script(
             "return Array.from(document.querySelectorAll('#list-assigned_to option')).map(o => o.value).join('|')"
         ) == "Beth Anglin (beth.anglin)")
         field = driver.find_element(By.ID, "f-assigned_to")
