@@ -1,4 +1,5 @@
 import Hummingbird
+import NIOCore
 
 /// Per-request state: the authenticated caller, once a middleware has established who it is.
 struct DocketRequestContext: RequestContext {
@@ -17,9 +18,13 @@ struct DocketRequestContext: RequestContext {
     /// The client's IP address (login throttling counts failures per address); "unknown" when the transport
     /// has none.
     let clientAddress: String
+    /// The channel the request came on (an HTTP/1.1 connection, or an HTTP/2 stream): long-lived responses
+    /// watch it to notice a client that left (``Channel/whenClientLeaves(_:)``).
+    let channel: any Channel
 
     init(source: Source) {
         self.coreContext = .init(source: source)
+        self.channel = source.channel
         self.clientAddress = source.channel.remoteAddress?.ipAddress ?? "unknown"
     }
 

@@ -69,6 +69,7 @@ struct HeadTimedChannel: ServerChildChannel, HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            try channel.pipeline.syncOperations.addHandler(InputCloseWatcher(), position: .first)
             if let headTimeout {
                 let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
                 try channel.pipeline.syncOperations.addHandler(FirstHeadTimeoutHandler(timeout: headTimeout), position: .after(decoder))

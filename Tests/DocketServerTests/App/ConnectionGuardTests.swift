@@ -55,10 +55,13 @@ struct ConnectionGuardTests {
         return (Array(collector.received.withLock { $0 }), closed)
     }
 
-    static func withServer(_ test: @Sendable (Int) async throws -> Void) async throws {
+    static func withServer(
+        configure: (inout Configuration) -> Void = { _ in }, _ test: @Sendable (Int) async throws -> Void
+    ) async throws {
         let directory = TemporaryDirectory()
         var configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
         configuration.idleTimeout = .seconds(1)
+        configure(&configuration)
         let app = try await buildApplication(configuration)
         try await app.test(.live) { client in try await test(try #require(client.port)) }
     }
@@ -92,6 +95,69 @@ struct ConnectionGuardTests {
             let (_, closed) = try await Self.exchange(port, Array("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8), limit: .seconds(10))
             #expect(closed)
             #expect(ContinuousClock.now - start < .seconds(5))
+        }
+    }
+
+    /// Opens a connection, sends `bytes`, and returns it once what came back contains `marker`.
+    static func open(_ port: Int, _ bytes: [UInt8], until marker: String) async throws -> (any Channel, Collector) {
+        let collector = Collector()
+        let channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.addHandler(collector) }
+            }
+            .connect(host: "127.0.0.1", port: port).get()
+        try await channel.writeAndFlush(ByteBuffer(bytes: bytes))
+        for _ in 0..<500 {
+            if String(decoding: collector.received.withLock { $0 }, as: UTF8.self).contains(marker) { return (channel, collector) }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try? await channel.close()
+        throw CancellationError()
+    }
+
+    @Test(
+        "an event stream whose client closes the connection, or only its sending side, is released at once, long before a heartbeat",
+        .timeLimit(.minutes(1)), arguments: [CloseMode.all, .output]
+    )
+    func streamReleasedWhenClientLeaves(mode: CloseMode) async throws {
+        try await Self.withServer(configure: {
+            $0.liveStreamsPerUser = 1
+            $0.liveHeartbeat = .seconds(60)
+        }) { port in
+            let auth = "Authorization: Basic " + Data("john.doe:password".utf8).base64EncodedString()
+            let request = "GET /api/docket/events?table=incident HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\(auth)\r\n\r\n"
+            for round in 0..<3 {
+                let (channel, collector) = try await Self.open(port, Array(request.utf8), until: "event: ready")
+                // While it is open, the user's one stream is taken.
+                let (refused, _) = try await Self.exchange(
+                    port, Array(request.replacingOccurrences(of: "table=incident", with: "follow=false").utf8),
+                    limit: .milliseconds(500)
+                )
+                #expect(refused.hasPrefix("HTTP/1.1 429"), "round \(round)")
+                let start = ContinuousClock.now
+                try await channel.close(mode: mode)
+                // The place is free again well before the 60-second heartbeat would have found the client gone.
+                var freed = false
+                while ContinuousClock.now - start < .seconds(3), !freed {
+                    let (answer, _) = try await Self.exchange(
+                        port, Array(request.replacingOccurrences(of: "table=incident", with: "follow=false").utf8),
+                        limit: .milliseconds(300)
+                    )
+                    freed = answer.hasPrefix("HTTP/1.1 200")
+                    if !freed { try await Task.sleep(for: .milliseconds(20)) }
+                }
+                #expect(freed, "round \(round): the stream still counts after its client left")
+                if mode == .output {
+                    // The server ends its half too.
+                    let closed = Mutex(false)
+                    channel.closeFuture.whenComplete { _ in closed.withLock { $0 = true } }
+                    for _ in 0..<500 where !closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
+                    #expect(closed.withLock { $0 }, "round \(round): the server kept the connection open")
+                    try? await channel.close()
+                    #expect(String(decoding: collector.received.withLock { $0 }, as: UTF8.self).contains("event: ready"))
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ final class LiveStreamLimit: Sendable {
     init(perUser: Int) { self.perUser = perUser }
 
     var refusal: String {
-        "A user may follow at most \(perUser) live streams and subscriptions at once; end one, or retry: a dropped connection's streams are released at its next heartbeat"
+        "A user may follow at most \(perUser) live streams and subscriptions at once; end one, or retry shortly: the streams of a connection that closed are released as soon as it closes"
     }
 
     func reserve(for userID: String) -> Bool {

@@ -88,26 +88,33 @@ struct EventStreamController {
         try reserveStream(for: caller.userID)
         let live = LiveQuery(table: table, query: query, caller: caller)
         let stream = self
+        let channel = context.channel
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
                 defer { stream.releaseStream(for: caller.userID) }
-                try await stream.run(live, after: start, until: until, credential: credential, writer: &writer)
+                try await stream.run(
+                    live, after: start, until: until, credential: credential, channel: channel, writer: &writer
+                )
             }
         )
     }
 
     /// Writes the stream until the client leaves, its credentials end or it must resync.
     private func run(
-        _ live: LiveQuery, after start: Int, until: Int?, credential: PresentedCredential,
+        _ live: LiveQuery, after start: Int, until: Int?, credential: PresentedCredential, channel: any Channel,
         writer: inout any ResponseBodyWriter
     ) async throws {
         var iterator = store.subscribe(live, after: start).makeAsyncIterator()
+        let (broadcaster, token) = (store.broadcaster, iterator.followToken)
+        // A client that left (a page closed or put in the back/forward cache) ends its stream at once, releasing
+        // its place under the per-user limit, instead of at the next heartbeat that cannot be written.
+        let forget = await channel.whenClientLeaves { broadcaster.stop(token) }
+        defer { forget() }
         try await writer.write(Self.buffer(
             "retry: 2000\nevent: ready\nid: \(start)\ndata: {\"sequence\":\(start)}\n\n"
         ))
         // At shutdown the stream ends (its client reconnects and resumes), instead of holding the shutdown open.
-        let (broadcaster, token) = (store.broadcaster, iterator.followToken)
         do {
             try await withGracefulShutdownHandler {
                 try await follow(&iterator, until: until, credential: credential, writer: &writer)

@@ -115,22 +115,106 @@
     notice(name + ' ' + verb + ' (' + by + ')');
   }
 
+  // The live stream. It is closed whenever the page is hidden (pagehide: another page is opened, or this one goes
+  // into the back/forward cache), so that no page left behind holds a connection: browsers allow six HTTP/1.1
+  // connections per host, and streams of pages already left would otherwise use them up. When the page is shown
+  // again it resumes after the last event it saw, so nothing is missed.
   var table = body.dataset.liveTable;
-  if (table && window.EventSource) {
+  var status = document.getElementById('live-status');
+  var source = null;
+  var lastEventId = null;
+  var retryTimer = null;
+  var stalledTimer = null;
+  var failures = 0;
+
+  function showStatus(text) {
+    if (!status) return;
+    status.textContent = text || '';
+    status.hidden = !text;
+  }
+
+  function setState(state, text) {
+    body.dataset.liveState = state;
+    showStatus(text);
+  }
+
+  function disconnect() {
+    clearTimeout(retryTimer);
+    clearTimeout(stalledTimer);
+    retryTimer = null;
+    if (source) source.close();
+    source = null;
+  }
+
+  // After a refusal (too many streams, a server restarting) EventSource gives up; try again with backoff.
+  function retryLater() {
+    disconnect();
+    failures += 1;
+    var seconds = Math.min(60, Math.pow(2, Math.min(failures, 6))) * (0.75 + Math.random() * 0.5);
+    setState('retrying', 'Live updates stopped. Trying again in ' + Math.round(seconds) + ' s\u2026 ');
+    if (status) {
+      var now = document.createElement('button');
+      now.type = 'button';
+      now.textContent = 'Reconnect now';
+      now.addEventListener('click', function () { connect(); });
+      status.appendChild(now);
+    }
+    retryTimer = setTimeout(connect, seconds * 1000);
+  }
+
+  function remember(event) {
+    if (event.lastEventId) lastEventId = event.lastEventId;
+  }
+
+  function connect() {
+    disconnect();
     var url = '/app/events?table=' + encodeURIComponent(table) + '&query=' + encodeURIComponent(body.dataset.liveQuery || '');
-    var source = new EventSource(url, { withCredentials: true });
-    body.dataset.liveState = 'connecting';
-    source.addEventListener('ready', function () { body.dataset.liveState = 'open'; });
-    source.addEventListener('message', function (event) {
+    if (lastEventId !== null) url += '&since=' + encodeURIComponent(lastEventId);
+    var stream = new EventSource(url, { withCredentials: true });
+    source = stream;
+    if (body.dataset.liveState !== 'retrying') setState('connecting', '');
+    stream.addEventListener('ready', function (event) {
+      remember(event);
+      failures = 0;
+      clearTimeout(stalledTimer);
+      setState('open', '');
+    });
+    stream.addEventListener('message', function (event) {
+      remember(event);
       try { onChange(JSON.parse(event.data)); } catch (error) { /* a malformed message is skipped */ }
     });
     // The log no longer reaches back to where the stream would resume: read the page again.
-    source.addEventListener('resync', function () { location.reload(); });
-    source.addEventListener('revoked', function () {
-      source.close();
-      body.dataset.liveState = 'closed';
-      notice('Your session has ended; sign in again to see live changes.');
+    stream.addEventListener('resync', function () { disconnect(); location.reload(); });
+    stream.addEventListener('revoked', function () {
+      disconnect();
+      setState('closed', 'Your session has ended; sign in again to see live changes.');
     });
-    source.addEventListener('error', function () { body.dataset.liveState = 'reconnecting'; });
+    stream.addEventListener('error', function () {
+      if (stream !== source) return;
+      if (stream.readyState === EventSource.CLOSED) { retryLater(); return; }
+      // EventSource reconnects by itself (sending Last-Event-ID); say so if it takes a while.
+      body.dataset.liveState = 'reconnecting';
+      clearTimeout(stalledTimer);
+      stalledTimer = setTimeout(function () {
+        if (stream === source && body.dataset.liveState === 'reconnecting') {
+          showStatus('Live updates interrupted; reconnecting\u2026');
+        }
+      }, 4000);
+    });
+  }
+
+  if (table && window.EventSource) {
+    connect();
+    window.addEventListener('pagehide', function () {
+      disconnect();
+      body.dataset.liveState = 'paused';
+    });
+    window.addEventListener('pageshow', function (event) {
+      // A page restored from the back/forward cache shows what it showed when it was left: read it again, and
+      // follow from where it stopped.
+      if (!event.persisted) return;
+      refresh();
+      connect();
+    });
   }
 })();

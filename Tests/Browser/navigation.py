@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Clicking through the web UI in one tab, as a person does, in headless Chromium with its default features.
+
+Each page of the web UI follows live changes over a stream (Server-Sent Events). A page left behind must let go of
+its stream: Chromium keeps pages in its back/forward cache, and allows six HTTP/1.1 connections per host, so
+streams of pages already left would use up the connections and the next page would never load. And docketd counts
+streams per user (--live-streams-per-user), so streams of pages already gone must be released at once.
+
+As john.doe, over plain HTTP and then over HTTPS (HTTP/2), it:
+- views at least 30 pages in one tab: My work, an item, My work, another item..., clicking links, with back and
+  forward along the way; every page must load and show its live updates as connected within 2 s;
+- changes an item through the Table API while its page waits in the back/forward cache, goes back, and must see
+  the change;
+- then, with the back/forward cache turned off, views 30 pages quickly: no stream may be refused (429) and the
+  last page's live updates must connect.
+docketd runs with --live-streams-per-user 6, so a stream kept by a page already left shows as a refusal quickly.
+
+Usage: Tests/Browser/navigation.py --binary PATH [--scheme http|https|both] [--pages 32]
+Needs: chromium and chromium-driver (Debian), selenium (PyPI), openssl (for https).
+"""
+import argparse
+import base64
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+from web_ui import PAGE_CHANGES
+
+PAGE_BUDGET_S = 2.0
+
+
+def make_certificates(folder):
+    """A throw-away CA and a certificate for 127.0.0.1 signed by it; returns (cert, key, SPKI hash of the cert)."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    ca_key, ca, key, csr, cert, ext = (os.path.join(folder, name) for name in
+                                       ("ca.key", "ca.pem", "server.key", "server.csr", "server.pem", "ext.cnf"))
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=Docket browser test CA",
+            "-keyout", ca_key, "-out", ca)
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", key, "-out", csr)
+    with open(ext, "w") as file:
+        file.write("subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+                   "keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial", "-days", "1",
+            "-extfile", ext, "-out", cert)
+    spki = subprocess.run(["openssl", "x509", "-in", cert, "-pubkey", "-noout"], check=True, capture_output=True).stdout
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-outform", "der"], input=spki, check=True,
+                         capture_output=True).stdout
+    return cert, key, ca, base64.b64encode(hashlib.sha256(der).digest()).decode()
+
+
+def start(binary, folder, tls=None):
+    out = open(os.path.join(folder, "stdout"), "w+")
+    err = open(os.path.join(folder, "stderr"), "w")
+    command = [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning",
+               "--live-streams-per-user", "6"]
+    if tls:
+        command += ["--tls-cert", tls[0], "--tls-key", tls[1]]
+    process = subprocess.Popen(command, stdout=out, stderr=err)
+    for _ in range(600):
+        out.seek(0)
+        text = out.read()
+        if "listening on" in text:
+            return process, text.strip().rsplit(" ", 1)[1]
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    sys.exit("docketd did not start: " + open(os.path.join(folder, "stderr")).read())
+
+
+def api(base, ca, method, path, body=None, user="beth.anglin"):
+    """A Table API call as a demo user."""
+    host, port = base.split("://", 1)[1].rsplit(":", 1)
+    if base.startswith("https"):
+        connection = http.client.HTTPSConnection(host, int(port), timeout=30, context=ssl.create_default_context(cafile=ca))
+    else:
+        connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    token = base64.b64encode(f"{user}:password".encode()).decode()
+    headers = {"Authorization": "Basic " + token, "Accept": "application/json", "Content-Type": "application/json"}
+    connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+    response = connection.getresponse()
+    data = response.read()
+    connection.close()
+    if response.status >= 300:
+        sys.exit(f"{method} {path} answered {response.status}: {data[:300]!r}")
+    return json.loads(data) if data else None
+
+
+def browser(spki=None, back_forward_cache=True):
+    options = webdriver.ChromeOptions()
+    arguments = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900",
+                 "--disable-extensions", "--no-first-run"]
+    if spki:
+        # Trusts the test CA's server certificate as a valid one (no certificate error, so nothing changes how
+        # the browser treats the pages), by the hash of its public key.
+        arguments.append("--ignore-certificate-errors-spki-list=" + spki)
+    if not back_forward_cache:
+        arguments.append("--disable-features=BackForwardCache")
+    for argument in arguments:
+        options.add_argument(argument)
+    if shutil.which("chromium"):
+        options.binary_location = shutil.which("chromium")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
+    driver = webdriver.Chrome(options=options, service=service)
+    driver.set_page_load_timeout(30)
+    return driver
+
+
+class Tab:
+    def __init__(self, driver, base):
+        self.driver, self.base = driver, base
+        self.timings = []
+        self.restored = 0
+
+    def js(self, script):
+        return self.driver.execute_script(script)
+
+    def mark(self):
+        """Marks the current document, so that its restoration from the back/forward cache can be told apart."""
+        self.js("window.__docketMarker = (window.__docketMarker || 0) + 1; return true;")
+
+    def settled(self, heading):
+        """Whether the page shows `heading` and its live updates are connected."""
+        try:
+            return (self.js("return document.readyState") == "complete"
+                    and heading in self.driver.find_element(By.CSS_SELECTOR, "main h1").text
+                    and self.js("return document.body.dataset.liveState") == "open")
+        except PAGE_CHANGES:
+            return False
+
+    def timed(self, what, action, heading):
+        """Runs `action` (a click, back or forward) and waits for the page to settle; records how long it took."""
+        start = time.perf_counter()
+        try:
+            action()
+        except Exception as error:
+            sys.exit(f"page {len(self.timings) + 1} ({what}) did not load: {str(error).splitlines()[0]}")
+        try:
+            WebDriverWait(self.driver, 20, poll_frequency=0.02, ignored_exceptions=PAGE_CHANGES).until(
+                lambda d: self.settled(heading))
+        except Exception:
+            state = self.js("return document.body ? document.body.dataset.liveState : null")
+            status = self.js("var s = document.getElementById('live-status'); return s ? s.textContent : null")
+            sys.exit(f"page {len(self.timings) + 1} ({what}) did not settle within 20 s: live state {state!r}, "
+                     f"status {status!r}, url {self.driver.current_url}")
+        elapsed = time.perf_counter() - start
+        if self.js("return !!window.__docketMarker"):
+            self.restored += 1
+        self.timings.append((what, elapsed))
+        if elapsed > PAGE_BUDGET_S:
+            sys.exit(f"page {len(self.timings)} ({what}) took {elapsed:.2f} s, over {PAGE_BUDGET_S} s")
+        self.mark()
+        return elapsed
+
+    def click(self, selector, heading, what):
+        return self.timed(what, lambda: self.driver.find_element(By.CSS_SELECTOR, selector).click(), heading)
+
+    def sign_in(self):
+        self.driver.get(self.base + "/")
+        self.driver.find_element(By.ID, "user_name").send_keys("john.doe")
+        self.driver.find_element(By.ID, "password").send_keys("password")
+        self.timed("sign in", lambda: self.driver.find_element(By.CSS_SELECTOR, ".signin form button[type=submit]").click(),
+                   "My work")
+
+    def items(self):
+        return [(link.get_attribute("href"), link.find_element(By.CSS_SELECTOR, ".number").text)
+                for link in self.driver.find_elements(By.CSS_SELECTOR, "#work .item a")]
+
+    def console_refusals(self):
+        return [entry["message"] for entry in self.driver.get_log("browser")
+                if entry["level"] == "SEVERE" and "429" in entry.get("message", "")]
+
+
+def click_through(driver, base, ca, pages):
+    tab = Tab(driver, base)
+    tab.sign_in()
+    items = tab.items()
+    if len(items) < 4:
+        sys.exit(f"My work lists {len(items)} items; at least 4 are needed")
+    index = 0
+    while len(tab.timings) < pages:
+        href, number = items[index % len(items)]
+        index += 1
+        tab.click(f"#work .item a[href='{href.replace(base, '')}']", number, f"item {number}")
+        if index % 4 == 0:
+            # Back to My work, forward to the item again, back again: restored pages must reconnect.
+            tab.timed("back to My work", driver.back, "My work")
+            tab.timed(f"forward to {number}", driver.forward, number)
+            tab.timed("back to My work", driver.back, "My work")
+        else:
+            tab.click("header nav a[href='/app/work']", "My work", "My work")
+
+    # A page in the back/forward cache shows current data when it comes back.
+    href, number = items[0]
+    sys_id = href.rstrip("/").rsplit("/", 1)[1]
+    table = href.rstrip("/").rsplit("/", 2)[1]
+    tab.click(f"#work .item a[href='{href.replace(base, '')}']", number, f"item {number}")
+    tab.click("header nav a[href='/app/work']", "My work", "My work")
+    text = f"Changed while the page was cached {time.time():.0f}"
+    api(base, ca, "PATCH", f"/api/now/table/{table}/{sys_id}", {"short_description": text})
+    tab.timed(f"back to {number}", driver.back, number)
+    try:
+        WebDriverWait(driver, PAGE_BUDGET_S, ignored_exceptions=PAGE_CHANGES).until(
+            lambda d: text in d.find_element(By.CSS_SELECTOR, "#fields").text)
+    except Exception:
+        sys.exit(f"after going back, {number} does not show the change made while its page was cached")
+    refusals = tab.console_refusals()
+    if refusals:
+        sys.exit("streams were refused:\n" + "\n".join(refusals))
+    return tab
+
+
+def quick_views(driver, base, views):
+    """With the back/forward cache off, page views in quick succession, not waiting for live updates to connect."""
+    tab = Tab(driver, base)
+    tab.sign_in()
+    items = tab.items()
+    start = time.perf_counter()
+    for view in range(views):
+        driver.get(items[view % len(items)][0] if view % 2 == 0 else base + "/app/work")
+        WebDriverWait(driver, PAGE_BUDGET_S * 5, ignored_exceptions=PAGE_CHANGES).until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "main h1").text != "")
+    WebDriverWait(driver, 10, poll_frequency=0.05, ignored_exceptions=PAGE_CHANGES).until(
+        lambda d: d.execute_script("return document.body.dataset.liveState") == "open")
+    refusals = tab.console_refusals()
+    if refusals:
+        sys.exit(f"{len(refusals)} streams were refused after quick page views:\n" + "\n".join(refusals[:5]))
+    return time.perf_counter() - start
+
+
+def run(binary, scheme, pages):
+    folder = tempfile.mkdtemp(prefix="docket-navigation-")
+    tls, spki, ca = None, None, None
+    if scheme == "https":
+        cert, key, ca, spki = make_certificates(folder)
+        tls = (cert, key)
+    process, base = start(binary, folder, tls)
+    driver = None
+    try:
+        print(f"Navigation over {scheme} against {base}", flush=True)
+        driver = browser(spki)
+        if scheme == "https":
+            driver.get(base + "/")
+            protocol = driver.execute_script("return performance.getEntriesByType('navigation')[0].nextHopProtocol")
+            print(f"  - protocol: {protocol}", flush=True)
+        tab = click_through(driver, base, ca, pages)
+        slowest = max(tab.timings, key=lambda t: t[1])
+        print(f"  - {len(tab.timings)} pages in one tab (back/forward cache on), {tab.restored} restored from the cache; "
+              f"slowest {slowest[1] * 1000:.0f} ms ({slowest[0]}), median "
+              f"{sorted(t[1] for t in tab.timings)[len(tab.timings) // 2] * 1000:.0f} ms", flush=True)
+        if tab.restored == 0:
+            print("  - note: no page was restored from the back/forward cache", flush=True)
+        driver.quit()
+        driver = browser(spki, back_forward_cache=False)
+        elapsed = quick_views(driver, base, 30)
+        print(f"  - 30 quick page views (back/forward cache off) in {elapsed:.1f} s, no stream refused", flush=True)
+    finally:
+        if driver is not None:
+            driver.quit()
+        process.terminate()
+        process.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--scheme", choices=["http", "https", "both"], default="both")
+    parser.add_argument("--pages", type=int, default=32)
+    args = parser.parse_args()
+    for scheme in (["http", "https"] if args.scheme == "both" else [args.scheme]):
+        run(args.binary, scheme, args.pages)
+    print("Navigation: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
