@@ -80,8 +80,10 @@ class TableAPI(unittest.TestCase):
     def test_display_values(self):
         gr = self.client.GlideRecord("incident")
         self.assertTrue(gr.get(INC1))
-        raw = admin_session().get(f"{URL}/api/now/table/incident/{INC1}",
-                                  params={"sysparm_display_value": "all"}).json()["result"]
+        # Read as the same user: display values of dates are in the reader's time zone.
+        raw = requests.get(f"{URL}/api/now/table/incident/{INC1}", auth=ITIL, verify=CA,
+                           headers={"Accept": "application/json"},
+                           params={"sysparm_display_value": "all"}).json()["result"]
         for field in ("caller_id", "assigned_to", "priority", "state", "opened_at"):
             self.assertEqual(gr.get_value(field), raw[field]["value"], field)
             self.assertEqual(gr.get_display_value(field), raw[field]["display_value"], field)
@@ -268,3 +270,108 @@ class DeveloperInstanceParity(unittest.TestCase):
         while gr.next():
             count += 1
         self.assertGreater(count, 600)
+
+    def test_insert_of_a_record_with_no_fields(self):
+        # pysnc posts no body and no content type: the record is created with its defaults.
+        gr = self.client.GlideRecord("problem")
+        gr.initialize()
+        sys_id = gr.insert()
+        self.assertTrue(sys_id)
+        self.assertTrue(gr.get_value("number").startswith("PRB"))
+        self.assertEqual(len(gr.get_value("opened_by")), 32)
+        self.assertTrue(gr.delete())
+
+    def test_department_head_by_dot_walk(self):
+        gr = self.client.GlideRecord("sys_user")
+        gr.fields = "sys_id,department,department.name,department.dept_head,department.dept_head.email"
+        self.assertTrue(gr.get("6816f79cc0a8016401c5a33be04be441"))
+        self.assertEqual(gr.department, "a581ab703710200044e0bfc8bcbe5de8")
+        self.assertEqual(gr.department.name, "Finance")
+        self.assertEqual(gr.department.dept_head, "46c5bf6ca9fe1981010713e3ac7d3384")
+        self.assertEqual(gr.department.dept_head.email, "natasha.ingram@example.com")
+
+    def test_users_without_a_time_zone_see_the_instance_default(self):
+        # admin has none, so dates are shown in glide.sys.default.tz (America/Los_Angeles), never in UTC.
+        raw = self.client.GlideRecord("sys_user")
+        raw.display_value = False
+        self.assertTrue(raw.get("6816f79cc0a8016401c5a33be04be441"))
+        shown = self.client.GlideRecord("sys_user")
+        shown.display_value = True
+        self.assertTrue(shown.get("6816f79cc0a8016401c5a33be04be441"))
+        self.assertEqual(raw.sys_updated_on.get_value(), raw.sys_updated_on.get_display_value())
+        self.assertNotEqual(raw.get_value("sys_updated_on"), shown.get_value("sys_updated_on"))
+        self.assertEqual(raw.time_zone, "")
+
+    def test_well_known_users_and_tables(self):
+        user = self.client.GlideRecord("sys_user")
+        self.assertTrue(user.get("26fbff173b331300ad3cc9bb34efc4bd"))
+        self.assertEqual(user.user_name, "problem.admin")
+        tables = self.client.GlideRecord("sys_db_object")
+        condition = tables.add_query("name", "alm_asset")
+        condition.add_or_condition("name", "bsm_chart")
+        tables.query()
+        self.assertEqual(sorted(t.name for t in tables), ["alm_asset", "bsm_chart"])
+
+    def test_too_large_request_head_is_an_html_page(self):
+        gr = self.client.GlideRecord("A" * 23000)
+        with self.assertRaisesRegex(pysnc.exceptions.RequestException, r"^<.*html>"):
+            gr.get("doesntmatter")
+        small = self.client.GlideRecord("A" * 8000)
+        with self.assertRaisesRegex(pysnc.exceptions.RequestException, "Invalid table"):
+            small.get("doesntmatter")
+
+
+class BusinessRules(unittest.TestCase):
+    """sys_script records as data: a rule that aborts writes matching its filter."""
+
+    def test_rule_aborts_matching_writes_in_a_batch(self):
+        client = ServiceNowClient(URL, ADMIN, verify=CA)
+        rule = client.GlideRecord("sys_script")
+        rule.initialize()
+        rule.name = f"reject EICAR {RUN}"
+        rule.collection = "problem"
+        rule.active = True
+        rule.when = "before"
+        rule.order = 100
+        rule.action_insert = True
+        rule.action_update = True
+        rule.abort_action = True
+        rule.add_message = True
+        rule.message = f"rejected by rule {RUN}"
+        rule.filter_condition = f"short_descriptionLIKEEICAR{RUN}^EQ"
+        rule_id = rule.insert()
+        self.assertTrue(rule_id)
+        try:
+            marker = f"BR{RUN}"
+            for index in range(6):
+                gr = client.GlideRecord("problem")
+                gr.initialize()
+                gr.short_description = f"{marker} {index}"
+                self.assertTrue(gr.insert())
+            refused = client.GlideRecord("problem")
+            refused.initialize()
+            refused.short_description = f"{marker} EICAR{RUN}"
+            with self.assertRaisesRegex(pysnc.exceptions.RoleException, f"rejected by rule {RUN}"):
+                refused.insert()
+            gr = client.GlideRecord("problem")
+            gr.add_query("short_description", "STARTSWITH", marker)
+            gr.query()
+            self.assertEqual(len(gr), 6)
+            index = 0
+            while gr.next():
+                gr.short_description = gr.short_description + (" APPENDED" if index < 3 else f" EICAR{RUN}")
+                index += 1
+            self.assertFalse(gr.update_multiple())  # the aborted half failed, the other half was done
+            appended = client.GlideRecord("problem")
+            appended.add_encoded_query(f"short_descriptionLIKE{marker}^short_descriptionLIKEAPPENDED")
+            appended.query()
+            self.assertEqual(len(appended), 3)
+            aborted = client.GlideRecord("problem")
+            aborted.add_encoded_query(f"short_descriptionLIKEEICAR{RUN}")
+            aborted.query()
+            self.assertEqual(len(aborted), 0)
+        finally:
+            rule = client.GlideRecord("sys_script")
+            self.assertTrue(rule.get(rule_id))
+            rule.delete()
+

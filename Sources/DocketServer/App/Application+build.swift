@@ -22,7 +22,7 @@ public func buildApplication(
     )
     // The idle timeout also bounds how long a connection may take to send a complete request head.
     let http1 = HTTP1Channel.Configuration(
-        additionalChannelHandlers: [ConnectMethodHandler(), LingeringCloseHandler()], idleTimeout: idle
+        additionalChannelHandlers: [ConnectMethodHandler(), HeadLimitHandler(), LingeringCloseHandler()], idleTimeout: idle
     )
     var logger = Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
@@ -152,7 +152,8 @@ public func buildApplication(
         webSocketRouter: socketRouter, http1: http1,
         // Keep-alive pings come from the sockets' shared clock (``SocketClock``), not from a task per socket.
         webSocket: WebSocketServerConfiguration(maxFrameSize: GraphQLSocketServer.maxMessageSize, autoPing: .disabled),
-        idleTimeout: configuration.idleTimeout, tls: tls
+        idleTimeout: configuration.idleTimeout, tls: tls,
+        maxBodySize: max(configuration.maxBodySize, configuration.maxAttachmentSize)
     )
 
     return Application(

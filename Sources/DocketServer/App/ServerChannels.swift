@@ -20,7 +20,7 @@ import NIOTLS
 enum ServerChannels {
     static func builder(
         webSocketRouter: Router<DocketSocketContext>, http1: HTTP1Channel.Configuration, webSocket: WebSocketServerConfiguration,
-        idleTimeout: Duration, tls: TLSConfiguration?
+        idleTimeout: Duration, tls: TLSConfiguration?, maxBodySize: Int
     ) throws -> HTTPServerBuilder {
         let responder = webSocketRouter.buildResponder()
         let configuration = HTTP1WebSocketUpgradeChannel.Configuration(http1: http1, ws: webSocket)
@@ -31,7 +31,7 @@ enum ServerChannels {
                     inner: HTTP1WebSocketUpgradeChannel(
                         responder: httpResponder, webSocketResponder: responder, configuration: configuration
                     ),
-                    headTimeout: headTimeout
+                    headTimeout: headTimeout, maxBodySize: maxBodySize
                 )
             }
         }
@@ -45,7 +45,7 @@ enum ServerChannels {
                     inner: HTTP1WebSocketUpgradeChannel(
                         responder: httpResponder, webSocketResponder: responder, configuration: configuration
                     ),
-                    headTimeout: headTimeout
+                    headTimeout: headTimeout, maxBodySize: maxBodySize
                 ),
                 http2: HTTP2Channel(
                     responder: httpResponder, configuration: .init(idleTimeout: idleTimeout, streamConfiguration: http1)
@@ -64,14 +64,17 @@ struct HeadTimedChannel: ServerChildChannel, HTTPChannelHandler {
     typealias Value = HTTP1WebSocketUpgradeChannel.Value
     let inner: HTTP1WebSocketUpgradeChannel
     let headTimeout: TimeAmount?
+    /// The largest body docketd takes: a chunk announcing more is refused at once (``ChunkSizeGuard``).
+    let maxBodySize: Int
 
     var responder: HTTPChannelHandler.Responder { inner.responder }
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
             try channel.pipeline.syncOperations.addHandler(InputCloseWatcher(), position: .first)
+            let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try channel.pipeline.syncOperations.addHandler(ChunkSizeGuard(limit: maxBodySize), position: .before(decoder))
             if let headTimeout {
-                let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
                 try channel.pipeline.syncOperations.addHandler(FirstHeadTimeoutHandler(timeout: headTimeout), position: .after(decoder))
             }
             return value
@@ -118,10 +121,14 @@ final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandl
         }
         scheduled?.cancel()
         scheduled = nil
+        // A head too large even for the parser gets the page every too large head gets (``HeadLimitHandler``).
+        let page = (error as? HTTPParserError) == .headerOverflow ? ByteBuffer(string: HeadLimitHandler.page) : nil
         var headers = HTTPHeaders()
         headers.add(name: "Connection", value: "close")
-        headers.add(name: "Content-Length", value: "0")
+        if page != nil { headers.add(name: "Content-Type", value: "text/html; charset=utf-8") }
+        headers.add(name: "Content-Length", value: String(page?.readableBytes ?? 0))
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .badRequest, headers: headers))), promise: nil)
+        if let page { context.write(wrapOutboundOut(.body(.byteBuffer(page))), promise: nil) }
         // Then a lingering close, as LingeringCloseHandler does for answered requests: what the client still
         // sends is read and dropped for a while, so that a client still writing gets to read the answer.
         let channel = context.channel

@@ -42,7 +42,9 @@ public enum ListenAddress {
     public static func check(host: String, port: Int) async throws {
         guard port != 0 else { return }
         do {
+            // As the server itself binds: connections of an earlier run still in TIME_WAIT do not hold the port.
             let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
                 .bind(host: host, port: port).get()
             try await channel.close()
         } catch let error as IOError where error.errnoCode == EADDRINUSE {

@@ -284,8 +284,11 @@ actor Authenticator: ChangeObserver {
         }
     }
 
-    /// Tables whose changes change callers: users, roles, and where users are staff (their domains).
-    static let userTables: Set<String> = ["sys_user", "sys_user_has_role", "sys_user_role", "sys_site_member", "sys_site"]
+    /// Tables whose changes change callers: users, roles, where users are staff (their domains), and system
+    /// properties (the default time zone).
+    static let userTables: Set<String> = [
+        "sys_user", "sys_user_has_role", "sys_user_role", "sys_site_member", "sys_site", "sys_properties",
+    ]
 
     /// Forgets cached credentials and callers (after a change to users or roles). Synchronous, so the very
     /// next request sees the change: the caches are dropped on the actor's next use.

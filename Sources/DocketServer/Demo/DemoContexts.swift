@@ -47,8 +47,8 @@ enum DemoContexts {
 
     /// Responses: (TouchPointResponseID, TouchPointID, CLID, ProgramID, date, answers as JSON).
     static let responses: [(Int, Int, Int, Int, String, String)] = [
-        (5001, 301, 5001, 1001, "2026-11-18", #"[{"ElementID":1,"ElementType":5,"Value":"Met at the library steps; accepted a blanket."},{"ElementID":2,"ElementType":4,"ResponseElementChoices":[{"TouchPointElementChoiceID":11}]},{"ElementID":3,"ElementType":9,"Value":"11/18/2026"}]"#),
-        (5002, 401, 7001, 2001, "2026-11-10", #"[{"ElementID":21,"ElementType":5,"Value":"3"}]"#),
+        (5001, 301, 5001, 1001, "2026-11-18 16:40:00", #"[{"ElementID":1,"ElementType":5,"Value":"Met at the library steps; accepted a blanket."},{"ElementID":2,"ElementType":4,"ResponseElementChoices":[{"TouchPointElementChoiceID":11}]},{"ElementID":3,"ElementType":9,"Value":"11/18/2026"}]"#),
+        (5002, 401, 7001, 2001, "2026-11-10 09:05:00", #"[{"ElementID":21,"ElementType":5,"Value":"3"}]"#),
     ]
 
     static func seed(_ store: RecordStore) async throws {

@@ -9,9 +9,14 @@ enum DemoData {
     static func id(_ kind: String, _ index: Int) -> String { SysID.stable("demo.\(kind).\(index)") }
     /// A demo user's sys_id; `admin` has the one every instance gives it, which scripts rely on.
     static func userID(_ userName: String) -> String {
-        userName == "admin" ? adminUserID : SysID.stable("demo.user.\(userName)")
+        wellKnownUserIDs[userName] ?? SysID.stable("demo.user.\(userName)")
     }
     static let adminUserID = "6816f79cc0a8016401c5a33be04be441"
+    /// Users a developer instance has under these sys_ids (ServiceNow's own client tests name them).
+    static let wellKnownUserIDs = [
+        "admin": adminUserID, "problem.admin": "26fbff173b331300ad3cc9bb34efc4bd",
+        "natasha.ingram": "46c5bf6ca9fe1981010713e3ac7d3384",
+    ]
     /// A role's sys_id: `admin` and `itil` have their well-known ones.
     static func roleID(_ name: String) -> String {
         switch name {
@@ -25,13 +30,15 @@ enum DemoData {
         var userName, first, last, title, department: String
         var password: String?
         var roles: [String]
-        /// IANA time zone: display values of dates are shown in it.
+        /// IANA time zone: display values of dates are shown in it; empty for the instance's default
+        /// (`glide.sys.default.tz`).
         var timeZone = "UTC"
     }
 
     static let people: [Person] = [
-        Person(userName: "admin", first: "System", last: "Administrator", title: "Administrator", department: "IT",
-               password: "admin", roles: ["admin"]),
+        // As on a developer instance: in Finance, with no time zone of his own.
+        Person(userName: "admin", first: "System", last: "Administrator", title: "Administrator", department: "Finance",
+               password: "admin", roles: ["admin"], timeZone: ""),
         Person(userName: "john.doe", first: "John", last: "Doe", title: "Service Desk Analyst", department: "IT",
                password: "password", roles: ["itil"]),
         Person(userName: "beth.anglin", first: "Beth", last: "Anglin", title: "Network Engineer", department: "IT",
@@ -62,12 +69,14 @@ enum DemoData {
         ("itil.user", "ITIL", "User", "Fulfiller", "Customer Support", ["itil"]),
         ("ethan.hunt", "Ethan", "Hunt", "Field Technician", "IT", ["admin"]),
         ("vera.jones", "Vera", "Jones", "Controller", "Finance", []),
+        ("natasha.ingram", "Natasha", "Ingram", "Finance Director", "Finance", []),
+        ("problem.admin", "Problem", "Administrator", "Problem Manager", "IT", ["itil"]),
     ].map { Person(userName: $0.0, first: $0.1, last: $0.2, title: $0.3, department: $0.4, password: nil, roles: $0.5) }
 
     /// Departments: name → (cost center, head).
     static let departments: [(name: String, costCenter: String, head: String)] = [
         ("IT", "IT Operations", "david.miller"), ("Sales", "Sales and Marketing", "abel.tuter"),
-        ("Finance", "Finance", "fred.luddy"), ("Human Resources", "Human Resources", "carol.coughlin"),
+        ("Finance", "Finance", "natasha.ingram"), ("Human Resources", "Human Resources", "carol.coughlin"),
         ("Development", "Engineering", "luke.wilson"), ("Customer Support", "Customer Care", "christen.mitchell"),
         ("Product Management", "Engineering", "lucius.bagnoli"),
     ]
@@ -80,7 +89,13 @@ enum DemoData {
         ("Hyderabad", "Hitec City", "Hyderabad", "Telangana", "500081", "India"),
     ]
 
-    static func departmentID(_ name: String) -> String { SysID.stable("demo.department.\(name)") }
+    static func departmentID(_ name: String) -> String {
+        // Finance has the sys_id of a developer instance's Finance department.
+        name == "Finance" ? "a581ab703710200044e0bfc8bcbe5de8" : SysID.stable("demo.department.\(name)")
+    }
+
+    /// The instance's default time zone (`glide.sys.default.tz`), a developer instance's.
+    static let defaultTimeZone = "America/Los_Angeles"
 
     /// Groups; the first four take the demo's tasks. `roles` are what members inherit (`sys_group_has_role`).
     static let groups: [(name: String, description: String, manager: String, members: [String], roles: [String])] = [
@@ -129,6 +144,10 @@ enum DemoData {
             try await store.insert(into: table, values: values, caller: .system, options: options)
         }
 
+        try await store.update(
+            SysID.stable("sys_properties:glide.sys.default.tz"), in: "sys_properties", values: ["value": defaultTimeZone],
+            caller: .system
+        )
         // An OAuth client for /oauth_token.do (password and refresh_token grants).
         try await insert("oauth_entity", SysID.stable("demo.oauth_entity.1"), [
             "name": "Docket demo client", "client_id": oauthClientID, "client_secret": oauthClientSecret,
@@ -166,7 +185,7 @@ enum DemoData {
         }
         for department in departments {
             try await store.update(
-                departmentID(department.name), in: "cmn_department", values: ["head": userID(department.head)],
+                departmentID(department.name), in: "cmn_department", values: ["dept_head": userID(department.head)],
                 caller: .system
             )
         }

@@ -83,7 +83,8 @@ enum GraphQLOverHTTP {
                 query: body["query"]?.stringValue, variables: body["variables"], operationName: body["operationName"]?.stringValue
             ))
         }
-        let parameters = request.uri.queryParameters
+        // Decoded as servlets and Node's query strings decode them: `+` is a space (`{+GlideRecord_Query+{…`).
+        let parameters = Dictionary(FormQuery.parse(request.uri.query), uniquingKeysWith: { first, _ in first })
         var variables: JSONValue? = nil
         if let text = parameters["variables"], !text.isEmpty {
             guard let parsed = try? JSONValue.parse(Array(String(text).utf8)) else {
@@ -92,8 +93,7 @@ enum GraphQLOverHTTP {
             variables = parsed
         }
         return .success(Incoming(
-            query: parameters["query"].map(String.init), variables: variables,
-            operationName: parameters["operationName"].map(String.init)
+            query: parameters["query"], variables: variables, operationName: parameters["operationName"]
         ))
     }
 

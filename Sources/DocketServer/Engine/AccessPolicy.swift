@@ -57,6 +57,11 @@ struct AccessPolicy: Sendable {
         return granted
     }
 
+    /// The rules written on `table` itself (not on a table it extends) that grant `operation` to `caller`.
+    func ownRules(for operation: AccessOperation, on table: SchemaCatalog.Table, caller: Caller) -> [AccessRule] {
+        rules.filter { $0.operations.contains(operation) && $0.table == table.name && caller.hasAnyRole($0.roles) }
+    }
+
     /// The role that grants access to a custom root table (`u_widget` → `u_widget_user`); nil for base tables.
     static func customTableRole(_ root: String) -> String? {
         root.hasPrefix("u_") || root.hasPrefix("x_") ? root + "_user" : nil

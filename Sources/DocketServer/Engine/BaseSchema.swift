@@ -55,7 +55,7 @@ enum BaseSchema {
         ], indexes: [["group"]]),
         table("cmn_department", "Department", display: "name", [
             string("name", "Name", 100), string("id", "ID", 40), string("description", "Description", 1000),
-            ref("head", "Department head", "sys_user"), ref("parent", "Parent", "cmn_department"),
+            ref("dept_head", "Department head", "sys_user"), ref("parent", "Parent", "cmn_department"),
             string("business_unit", "Business unit", 100), string("cost_center", "Cost center", 100),
         ]),
         table("cmn_location", "Location", display: "name", [
@@ -63,6 +63,33 @@ enum BaseSchema {
             string("state", "State / Province", 100), string("zip", "Zip / Postal code", 40),
             string("country", "Country", 40), ref("parent", "Parent", "cmn_location"),
             string("latitude", "Latitude", 40), string("longitude", "Longitude", 40),
+        ]),
+        // System properties (`glide.sys.default.tz`: the time zone of users who have none).
+        table("sys_properties", "System Property", display: "name", [
+            string("name", "Name", 100), string("value", "Value", 4000), string("type", "Type", 40, defaultValue: "string"),
+            string("description", "Description", 1000),
+        ], indexes: [["name"]]),
+        // Business rules as data (``BusinessRules``): on a table, before an insert, update or delete, for records
+        // matching `filter_condition`, set field values (`template`) or abort the write with `message`. Their
+        // scripts are stored and never run.
+        table("sys_script", "Business Rule", display: "name", [
+            string("name", "Name", 100), string("collection", "Table", 80), bool("active", "Active", "true"),
+            string("when", "When", 40, defaultValue: "before"), int("order", "Order", "100"),
+            bool("action_insert", "Insert"), bool("action_update", "Update"), bool("action_delete", "Delete"),
+            bool("action_query", "Query"), string("filter_condition", "Filter conditions", 4000),
+            string("template", "Set field values", 4000), bool("abort_action", "Abort action"),
+            bool("add_message", "Add message"), string("message", "Message", 4000),
+            string("condition", "Condition", 254), string("script", "Script", 100_000), bool("advanced", "Advanced"),
+            string("description", "Description", 4000),
+        ], indexes: [["collection"]]),
+        // Tables of a developer instance that clients look up by name (their records are not served yet).
+        table("alm_asset", "Asset", display: "display_name", [
+            string("display_name", "Display name", 255), string("asset_tag", "Asset tag", 40),
+            string("serial_number", "Serial number", 100), ref("assigned_to", "Assigned to", "sys_user"),
+            int("install_status", "State", "1"),
+        ]),
+        table("bsm_chart", "Chart", display: "name", [
+            string("name", "Name", 100), string("title", "Title", 100), string("table", "Table", 80),
         ]),
         // The system log: what the server did (logins, schema changes, errors), newest last.
         table("syslog", "System Log", display: "message", [
@@ -228,6 +255,7 @@ enum BaseSchema {
                                               ("attachment", "Attachment API"), ("stats", "Aggregate API"),
                                               ("batch", "Batch API"), ("my_work", "My Work API")]),
         ("syslog", "level", [("-1", "Debug"), ("0", "Information"), ("1", "Warning"), ("2", "Error")]),
+        ("sys_script", "when", [("before", "before"), ("after", "after"), ("async", "async"), ("display", "display")]),
         ("datasync_task", "status", [("OPEN", "Open"), ("ASSIGNED", "Assigned"), ("COMPLETE", "Complete")]),
         ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
                                             ("retired", "Retired")]),

@@ -48,7 +48,7 @@ enum ContextSchema {
         var table = S.table("eto_response", "TouchPoint Response", display: "number", prefix: "", start: 10001, [
             S.string("number", "Response ID", 40), S.ref("touchpoint", "TouchPoint", "eto_touchpoint"),
             S.ref("participant", "Participant", "eto_participant"), S.ref("program", "Program", "sys_program"),
-            S.string("response_date", "Response date", 10), S.string("answers", "Answers", 65_536), scope,
+            S.glideDateTime("response_date", "Response date"), S.string("answers", "Answers", 65_536), scope,
         ], indexes: [["sys_domain"], ["participant"], ["touchpoint"]])
         table.numberDigits = 1
         return table

@@ -336,8 +336,30 @@ struct QueryCompiler {
     }
 
     /// What the access rules alone let the caller `operation`; nil means everything.
+    ///
+    /// A record's visibility is the same whichever table of its hierarchy is queried: the rules of the queried table
+    /// and its ancestors apply to every record, and the rules of a table below it apply to the records of that table
+    /// and its descendants (a defect readable through `defect` is readable through `task`).
     private mutating func ruleFilter(_ operation: AccessOperation) throws(EngineError) -> SQLFragment? {
-        let rules = policy.rules(for: operation, on: table, caller: caller)
+        guard var parts = try ruleParts(policy.rules(for: operation, on: table, caller: caller)) else { return nil }
+        for name in table.descendants where name != table.name {
+            guard let below = catalog.table(name) else { continue }
+            let own = policy.ownRules(for: operation, on: below, caller: caller)
+            guard !own.isEmpty else { continue }
+            let classes = column("sys_class_name") + " IN (" + .bindList(below.descendants) + ")"
+            guard let conditions = try ruleParts(own) else {
+                parts.append(classes)
+                continue
+            }
+            if conditions.isEmpty { continue }
+            parts.append((classes + " AND " + conditions.joined(" OR ").parenthesized()).parenthesized())
+        }
+        if parts.isEmpty { return "1 = 0" }
+        return parts.count == 1 ? parts[0] : parts.joined(" OR ").parenthesized()
+    }
+
+    /// The conditions of rules, each as SQL; nil when one of them grants every record.
+    private mutating func ruleParts(_ rules: [AccessRule]) throws(EngineError) -> [SQLFragment]? {
         var parts: [SQLFragment] = []
         for rule in rules {
             switch rule.condition {
@@ -352,8 +374,7 @@ struct QueryCompiler {
                 parts.append(try parentFilter(parentOperation, tableColumn: tableColumn, idColumn: idColumn))
             }
         }
-        if parts.isEmpty { return "1 = 0" }
-        return parts.count == 1 ? parts[0] : parts.joined(" OR ").parenthesized()
+        return parts
     }
 
     /// Records that belong to another record (journal entries, attachments) qualify when the caller may perform

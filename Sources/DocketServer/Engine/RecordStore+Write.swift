@@ -35,6 +35,7 @@ extension RecordStore {
         }
         let prepared = try await prepare(input, for: table, isInsert: true, options: options.allowed(for: caller))
         let now = GlideDateTime.format(Date())
+        let rules = try await businessRules.rules(for: .create, on: table, storage: storage)
         let events = try await storage.write { db -> [ChangeEvent] in
             let sysID = prepared.sysID ?? SysID.generate()
             if prepared.sysID != nil,
@@ -60,8 +61,10 @@ extension RecordStore {
                 on: table, operation: .create, current: [:], values: &values, changed: &changed,
                 requested: options.action, caller: caller
             )
+            // Business rules run before the fields that follow from others (priority, active) are worked out.
+            let ruled = try await self.applyBusinessRules(.create, on: table, sysID: sysID, values: &values, rules: rules, db: db)
             _ = Workflow.apply(
-                to: &values, changed: Set(prepared.values.keys), isInsert: true, table: table,
+                to: &values, changed: Set(prepared.values.keys).union(ruled), isInsert: true, table: table,
                 model: self.catalog.stateModel(for: table), caller: caller, now: now
             )
             try self.checkFields(of: table, run: run, values: values, written: written, isInsert: true)
@@ -146,6 +149,7 @@ extension RecordStore {
                 "Operation Failed", detail: "The enterprise of a record (sys_domain) cannot be changed", field: "sys_domain"
             )
         }
+        let rules = try await businessRules.rules(for: .write, on: concrete, storage: storage)
         let events = try await storage.write { db -> [ChangeEvent] in
             let page = try await self.select(
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
@@ -175,6 +179,10 @@ extension RecordStore {
             if SchemaAdministration.tables.contains(concrete.name) {
                 try SchemaAdministration.checkUpdate(of: concrete.name, changed: changed)
             }
+            // Business rules run before the fields that follow from others (priority, active) are worked out.
+            changed.formUnion(
+                try await self.applyBusinessRules(.write, on: concrete, sysID: sysID, values: &values, rules: rules, db: db)
+            )
             changed.formUnion(
                 Workflow.apply(
                     to: &values, changed: changed, isInsert: false, table: concrete,
@@ -240,6 +248,7 @@ extension RecordStore {
         let urlTable = try table(tableName)
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
         let now = GlideDateTime.format(Date())
+        let rules = try await businessRules.rules(for: .delete, on: concrete, storage: storage)
         let events = try await storage.write { db -> [ChangeEvent] in
             var cascaded: [(sysID: String, row: [String: String])] = []
             try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
@@ -259,6 +268,7 @@ extension RecordStore {
                 on: concrete, operation: .delete, current: deleted, values: &unchanged, changed: &none, requested: action,
                 caller: caller
             )
+            _ = try await self.applyBusinessRules(.delete, on: concrete, sysID: sysID, values: &unchanged, rules: rules, db: db)
             try await db.run("DELETE FROM " + .identifier(concrete.physicalTable) + " WHERE sys_id = " + .bind(sysID))
             try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
             if concrete.name == "sys_user" {

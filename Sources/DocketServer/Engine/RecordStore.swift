@@ -19,6 +19,8 @@ final class RecordStore: Sendable {
     let shared = SharedChanges()
     /// Judgements of events shared by live followers who see alike (``LiveJudgements``).
     let judgements = LiveJudgements(capacity: 20_000)
+    /// The business rules run in the write path, cached (``BusinessRules``).
+    let businessRules = BusinessRules()
 
     /// The current schema.
     var catalog: SchemaCatalog { catalogBox.withLock { $0.catalog } }
@@ -36,6 +38,7 @@ final class RecordStore: Sendable {
         self.logger = logger
         self.hashPassword = hashPassword
         broadcaster.add(observer: cache)
+        broadcaster.add(observer: businessRules)
     }
 
     /// Opens the engine on a storage: creates the schema on a new database, then loads the catalog.

@@ -57,10 +57,17 @@ struct UserDirectory: Sendable {
                 "SELECT s.enterprise FROM sys_site_member AS m JOIN sys_site AS s ON s.sys_id = m.site WHERE m."
                     + .identifier("user") + " = " + .bind(userID) + " AND s.active = 1"
             ).compactMap { try $0.value(at: "enterprise", kind: .text).text }
+            var timeZone = try row.value(at: "time_zone", kind: .text).text ?? ""
+            if timeZone.isEmpty {
+                // A user without a time zone of their own gets the instance's default, as on an instance.
+                timeZone = try await db.rows(
+                    "SELECT value FROM sys_properties WHERE name = 'glide.sys.default.tz' ORDER BY sys_id LIMIT 1"
+                ).first?.value(at: "value", kind: .text).text ?? ""
+            }
             return Caller(
                 userID: userID, userName: try row.value(at: "user_name", kind: .text).text ?? "",
                 displayName: try row.value(at: "name", kind: .text).text ?? "", roles: Set(roles),
-                timeZoneName: try row.value(at: "time_zone", kind: .text).text ?? "", domains: Set(domains)
+                timeZoneName: timeZone, domains: Set(domains)
             )
         }
     }

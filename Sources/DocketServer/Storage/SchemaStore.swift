@@ -25,6 +25,9 @@ enum SchemaStore {
         .once("2026-11-22-edit-sessions") { db, _ in try await createEditTable(db) },
         .once("2026-11-23-login-failures") { db, _ in try await createLoginFailureTable(db) },
         .once("2026-11-23-context-sessions") { db, _ in try await createContextTable(db) },
+        .once("2026-11-25-department-head") { db, _ in try await renameDepartmentHead(db) },
+        .once("2026-11-25-system-properties") { db, now in try await addSystemProperties(db, now: now) },
+        .once("2026-11-25-response-date-time") { db, _ in try await keepResponseTimes(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -52,6 +55,7 @@ enum SchemaStore {
             try await createEditTable(db)
             try await createLoginFailureTable(db)
             try await createContextTable(db)
+            try await addSystemProperties(db, now: GlideDateTime.format(now))
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
@@ -317,6 +321,61 @@ enum SchemaStore {
                     + ", max_length = 32 WHERE name = 'sys_user' AND element = " + .bind(field)
             )
         }
+    }
+
+    /// The system properties every instance has, with their defaults (those already set are kept).
+    static let systemProperties: [(name: String, value: String, description: String)] = [
+        (
+            "glide.sys.default.tz", "UTC",
+            "Time zone of users whose own (sys_user.time_zone) is empty: dates are shown to them in it (an IANA name)"
+        ),
+    ]
+
+    private static func addSystemProperties(_ db: SQLExecutor, now: String) async throws {
+        for property in systemProperties {
+            let existing = try await db.rows("SELECT sys_id FROM sys_properties WHERE name = " + .bind(property.name))
+            guard existing.isEmpty else { continue }
+            try await insertMetadataRow(
+                "sys_properties",
+                [("name", .text(property.name)), ("value", .text(property.value)), ("type", .text("string")),
+                 ("description", .text(property.description))],
+                id: SysID.stable("sys_properties:\(property.name)"), db: db, now: now
+            )
+        }
+    }
+
+    /// A TouchPoint response's date (`eto_response.response_date`) keeps its time of day: once a `YYYY-MM-DD` text,
+    /// now a date-time; the days stored so far become midnight UTC.
+    private static func keepResponseTimes(_ db: SQLExecutor) async throws {
+        let text = try await db.rows(
+            "SELECT sys_id FROM sys_dictionary WHERE name = 'eto_response' AND element = 'response_date'"
+                + " AND internal_type = 'string'"
+        )
+        guard !text.isEmpty else { return }
+        try await db.run(
+            "UPDATE sys_dictionary SET internal_type = 'glide_date_time', max_length = 40 WHERE name = 'eto_response'"
+                + " AND element = 'response_date'"
+        )
+        try await db.run(
+            "UPDATE eto_response SET response_date = response_date || ' 00:00:00' WHERE LENGTH(response_date) = 10"
+        )
+    }
+
+    /// `cmn_department`'s head is `dept_head`, as on an instance (it was `head`): its values move to the field the
+    /// base-tables step has just added, and the old field goes.
+    private static func renameDepartmentHead(_ db: SQLExecutor) async throws {
+        let old = try await db.rows(
+            "SELECT sys_id FROM sys_dictionary WHERE name = 'cmn_department' AND element = 'head'"
+        ).compactMap { try $0.value(at: "sys_id", kind: .text).text }
+        guard !old.isEmpty else { return }
+        try await db.run(
+            "UPDATE cmn_department SET dept_head = head WHERE (dept_head IS NULL OR dept_head = '') AND head IS NOT NULL"
+        )
+        for id in old {
+            try await db.run("DELETE FROM sys_dictionary WHERE sys_id = " + .bind(id))
+            try await db.run("DELETE FROM sys_metadata WHERE sys_id = " + .bind(id))
+        }
+        try await db.run("ALTER TABLE cmn_department DROP COLUMN head")
     }
 
     /// `sys_metadata` lists the application files: one row per table and per dictionary entry, sharing its

@@ -88,6 +88,48 @@ struct ConnectionGuardTests {
         }
     }
 
+    @Test("a request head over 16 KiB is answered with ServiceNow's HTML 400 page and the connection closed; a smaller one is served", .timeLimit(.minutes(1)))
+    func oversizedHead() async throws {
+        try await Self.withServer { port in
+            let auth = "Authorization: Basic " + Data("john.doe:password".utf8).base64EncodedString()
+            func request(table length: Int) -> String {
+                "GET /api/now/table/\(String(repeating: "A", count: length))/x HTTP/1.1\r\nHost: x\r\nAccept: application/json\r\n\(auth)\r\n\r\n"
+            }
+            let (small, _) = try await Self.exchange(port, Array(request(table: 8_000).utf8), limit: .milliseconds(500))
+            #expect(small.hasPrefix("HTTP/1.1 400"))
+            #expect(small.contains("\"message\":\"Invalid table AAAA"))
+            for length in [16_500, 23_000, 100_000] {
+                let (answer, closed) = try await Self.exchange(port, Array(request(table: length).utf8))
+                #expect(answer.hasPrefix("HTTP/1.1 400"), "\(length)")
+                #expect(answer.lowercased().contains("content-type: text/html"), "\(length)")
+                #expect(answer.contains("<!DOCTYPE html>") && answer.contains("Request header is too large"), "\(length)")
+                #expect(closed, "\(length)")
+            }
+            // Large headers count too; a pipelined one is refused after the answer before it.
+            let big = "GET /health HTTP/1.1\r\nHost: x\r\nX-Big: \(String(repeating: "b", count: 20_000))\r\n\r\n"
+            let (pipelined, closed) = try await Self.exchange(port, Array(("GET /health HTTP/1.1\r\nHost: x\r\n\r\n" + big).utf8))
+            #expect(pipelined.hasPrefix("HTTP/1.1 200"))
+            #expect(pipelined.contains("HTTP/1.1 400") && pipelined.contains("Request header is too large"))
+            #expect(closed)
+        }
+    }
+
+    @Test("a chunk announcing more than any body (ffffffffffffffff) is answered 400 at once, by every dialect", .timeLimit(.minutes(1)))
+    func absurdChunk() async throws {
+        try await Self.withServer { port in
+            let auth = "Authorization: Basic " + Data("john.doe:password".utf8).base64EncodedString()
+            for path in ["/api/now/table/incident", "/app/login", "/ccmweb/rest/repos", "/graphql", "/oauth_token.do"] {
+                let request = "POST \(path) HTTP/1.1\r\nHost: x\r\n\(auth)\r\nContent-Type: application/json\r\n"
+                    + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nabc\r\n"
+                let start = ContinuousClock.now
+                // Before the fix, no answer came: the connection waited for the chunk until its idle timeout.
+                let (answer, _) = try await Self.exchange(port, Array(request.utf8), limit: .seconds(10))
+                #expect(answer.hasPrefix("HTTP/1.1 4"), "\(path): \(answer.prefix(60))")
+                #expect(ContinuousClock.now - start < .seconds(8), "\(path)")
+            }
+        }
+    }
+
     @Test("a first request head that never completes is cut off after the idle timeout", .timeLimit(.minutes(1)))
     func slowHead() async throws {
         try await Self.withServer { port in

@@ -185,6 +185,22 @@ struct ETOSecurityTests {
             ))
             #expect(added.ID == 10001 && added.SiteID == 101)
             #expect(added.DateOfBirth == "/Date(631152000000)/")  // 1990-01-01
+            // Added with a ProgramID: enrolled from today, so the program's search finds her at once.
+            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1001/park", john)).map(\.ID) == [10001])
+            let enrolled = try Self.decode([Enrollment].self, try await client.get("/API/Actor.svc/participant/enrollment/10001", john))
+            #expect(enrolled.map(\.ProgramID) == [1001])
+            // The id as a string, as the Swift client sends it.
+            let second = try Self.decode(Participant.self, try await Self.post(
+                client, path, #"{"participant":{"FirstName":"Omar","LastName":"Quist","ProgramID":"1002"}}"#, john
+            ))
+            #expect(try Self.decode([Participant].self, try await client.get("/API/Search.svc/Search/1002/quist", john)).map(\.ID) == [second.ID])
+            // A program of another site, or a disabled one: refused, and nobody is added.
+            for (program, status) in [("2001", HTTPResponse.Status.forbidden), ("1003", .badRequest)] {
+                _ = try Self.decode(Failure.self, try await Self.post(
+                    client, path, #"{"participant":{"FirstName":"Not","LastName":"Added","ProgramID":\#(program)}}"#, john
+                ), status)
+            }
+            #expect(try await client.get("/api/now/table/eto_participant?sysparm_query=last_name%3DAdded", .admin).results.isEmpty)
             let duplicate = try Self.decode(Failure.self, try await Self.post(
                 client, path, #"{"participant":{"FirstName":"Nina","LastName":"Park","DateOfBirth":"01/01/1990"}}"#, john
             ), .conflict)

@@ -81,7 +81,7 @@ struct ETOTouchPointTests {
             )).AddTouchPointResponseResult
             #expect(added.TouchPointResponseID >= 10001)
             #expect(added.ProgramID == 1002 && added.SubjectID == 105_002)
-            #expect(added.ResponseCreatedDate == "/Date(1789948800000)/")  // the day, midnight UTC
+            #expect(added.ResponseCreatedDate == "/Date(1790000000000)/")  // the moment given, its time of day kept
             let updated = try ETOSecurityTests.decode(Updated.self, try await ETOSecurityTests.post(
                 client, Self.base + "TouchPointResponseUpdate/",
                 #"{"TouchPointResponse":{"TouchPointID":301,"TouchPointResponseID":\#(added.TouchPointResponseID),"ResponseElements":[{"ElementID":1,"ElementType":5,"Value":"Left a voucher"}]}}"#,

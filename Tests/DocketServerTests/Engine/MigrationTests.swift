@@ -1,3 +1,4 @@
+import DocketModel
 import Foundation
 import Logging
 import Testing
@@ -61,6 +62,38 @@ struct MigrationTests {
             #expect(index.count == 1)
             let tables = try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM sys_db_object") }
             #expect(tables > 10)
+        }
+    }
+
+    @Test("a department head stored as head (an older docketd) becomes dept_head, its value kept")
+    func departmentHead() async throws {
+        try await Self.withStorage { storage, _ in
+            _ = try await SchemaStore.prepare(storage)
+            try await storage.write { db in
+                try await db.run("ALTER TABLE cmn_department RENAME COLUMN dept_head TO head")
+                try await db.run(
+                    "UPDATE sys_dictionary SET element = 'head', sys_id = " + .bind(SysID.stable("sys_dictionary:cmn_department.head"))
+                        + " WHERE name = 'cmn_department' AND element = 'dept_head'"
+                )
+                try await db.run("DELETE FROM docket_migration WHERE name = '2026-11-25-department-head'")
+                try await db.run(
+                    "INSERT INTO cmn_department (sys_id, name, head, sys_created_on, sys_created_by, sys_updated_on, sys_updated_by, sys_mod_count)"
+                        + " VALUES ('d1', 'Finance', 'u1', '', '', '', '', 0)"
+                )
+            }
+            #expect(try await !SchemaStore.prepare(storage))
+            let (head, elements) = try await storage.read { db in
+                (
+                    try await db.rows("SELECT dept_head FROM cmn_department WHERE sys_id = 'd1'").first?
+                        .value(at: "dept_head", kind: .text).text,
+                    try await db.rows("SELECT element FROM sys_dictionary WHERE name = 'cmn_department'")
+                        .compactMap { try $0.value(at: "element", kind: .text).text }
+                )
+            }
+            #expect(head == "u1")
+            #expect(elements.contains("dept_head"))
+            #expect(!elements.contains("head"))
+            #expect(try await Self.state(storage).applied == Self.named)
         }
     }
 

@@ -122,7 +122,9 @@ extension ETOAPI {
 
     /// `POST Actor.svc/participant/` (or `participant/{useNullValues}`) `{"participant":{…}}`: adds a participant to the
     /// token's site, or with `ID` changes one of its participants. A new participant with the same names and date of
-    /// birth as one of the site's is refused (409, naming it), as ETO's duplicate check does.
+    /// birth as one of the site's is refused (409, naming it), as ETO's duplicate check does. A new participant with a
+    /// `ProgramID` (a number or a string) is enrolled in that program from today, so that the program's search finds
+    /// them at once.
     func saveParticipant(_ request: Request, context: Context) async throws -> Response {
         let session = try await siteSession(request)
         let body = try await Self.body(request, context: context)
@@ -170,8 +172,32 @@ extension ETOAPI {
                 RecordQuery(table: "sys_site", query: EncodedQuery().and("number", .equals, String(session.site)), fields: ["sys_id"], limit: 1, count: false),
                 caller: .system
             ).records.first else { throw ETOError(.forbidden, "Site \(session.site) no longer exists") }
+            // The program is checked before anything is written.
+            var program: String? = nil
+            if let programID = try number("ProgramID"), programID > 0 {
+                guard let found = try await programs(ofSite: session.site).first(where: { $0.number == programID }) else {
+                    throw ETOError(.forbidden, "Program \(programID) is not a program of site \(session.site)")
+                }
+                guard !found.disabled else { throw ETOError(.badRequest, "Program \(programID) (\(found.name)) is disabled") }
+                program = try await programSysID(programID)
+            }
             values["site"] = site.sysID
             sysID = try await store.insert(into: "eto_participant", values: values, caller: caller)
+            if let program {
+                do {
+                    try await store.insert(
+                        into: "eto_enrollment",
+                        values: ["participant": sysID, "program": program, "start_date": GlideDateTime.formatDate(Date())],
+                        caller: caller
+                    )
+                } catch {
+                    let added = try await participants(EncodedQuery().and("sys_id", .equals, sysID), session: session, limit: 1)
+                    throw ETOError(
+                        .serviceUnavailable,
+                        "Participant \(added.first?["number"] ?? sysID) was added, but could not be enrolled in the program: \(error)"
+                    )
+                }
+            }
         }
         let saved = try await participants(EncodedQuery().and("sys_id", .equals, sysID), session: session, limit: 1)
         guard let record = saved.first else { throw ETOError(.notFound, "The participant is not at site \(session.site)") }
@@ -229,6 +255,24 @@ extension ETOAPI {
             ("SubjectID", .integer(subjectID(of: Int(record["number"]) ?? 0))), ("SiteID", .integer(site)),
             ("CustomDemoData", .array([])),
         ])
+    }
+
+    /// `/Date(ms)/` as the UTC date-time it names (to the second); `MM/dd/yyyy` and `yyyy-MM-dd` as midnight UTC of
+    /// that day; nil for anything else.
+    static func dateTime(_ text: String) -> String? {
+        guard let day = date(text) else { return nil }
+        guard text.hasPrefix("/Date(") else { return day + " 00:00:00" }
+        let digits = text.dropFirst(6).prefix { $0.isNumber || $0 == "-" }
+        guard let ms = Int(digits) else { return nil }
+        let seconds = ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000)
+        return GlideDateTime.format(Date(timeIntervalSince1970: Double(seconds)))
+    }
+
+    /// A stored date-time (`YYYY-MM-DD HH:MM:SS`, UTC) as .NET's JSON date, `/Date(ms)/`; null when empty or out of
+    /// the years 1800 to 2200.
+    static func dotNetDateTime(_ text: String) -> JSONValue {
+        guard let moment = GlideDateTime.parse(text), date(String(text.prefix(10))) != nil else { return .null }
+        return .string("/Date(\(Int(moment.timeIntervalSince1970) * 1000))/")
     }
 
     /// A `yyyy-MM-dd` date as .NET's JSON date, `/Date(ms)/` (midnight UTC); null when empty or not a date of years

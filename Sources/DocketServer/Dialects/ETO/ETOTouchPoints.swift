@@ -95,10 +95,10 @@ extension ETOAPI {
             throw ETOError(.badRequest, "ResponseElements are needed")
         }
         if let date = response["ResponseCreatedDate"], date != .null {
-            guard let text = date.stringValue, let day = Self.date(text) else {
+            guard let text = date.stringValue, let moment = Self.dateTime(text) else {
                 throw ETOError(.badRequest, "ResponseCreatedDate must be /Date(ms)/, MM/dd/yyyy or yyyy-MM-dd")
             }
-            values["response_date"] = day
+            values["response_date"] = moment
         }
         let sysID: String
         let participant: Record
@@ -129,7 +129,7 @@ extension ETOAPI {
             values["touchpoint"] = form.sysID
             values["participant"] = participant.sysID
             values["program"] = try await programSysID(program.number)
-            if values["response_date"] == nil { values["response_date"] = String(GlideDateTime.format(Date()).prefix(10)) }
+            if values["response_date"] == nil { values["response_date"] = GlideDateTime.format(Date()) }
             sysID = try await store.insert(into: "eto_response", values: values, caller: caller)
         }
         guard let saved = try await responses(EncodedQuery().and("sys_id", .equals, sysID), session: session).first else {
@@ -232,7 +232,7 @@ extension ETOAPI {
             ("TouchPointResponseID", .integer(Int(row["number"]) ?? 0)), ("TouchPointID", .integer(Int(row["touchpoint.number"]) ?? 0)),
             ("SubjectID", .integer(subjectID(of: Int(participant["number"]) ?? 0))), ("SubjectTypeID", .integer(1)),
             ("ProgramID", .integer(Int(row["program.number"]) ?? 0)), ("ProgramName", .string(row["program.name"])),
-            ("ResponseCreatedDate", dotNetDate(row["response_date"])), ("DataEnteredBy", .string(row["sys_created_by"])),
+            ("ResponseCreatedDate", dotNetDateTime(row["response_date"])), ("DataEnteredBy", .string(row["sys_created_by"])),
             ("AuditDate", dotNetDate(String(row["sys_updated_on"].prefix(10)))), ("ResponseElements", elements),
         ])
     }

@@ -16,6 +16,11 @@ enum RequestBody {
             )
         }
         guard buffer.readableBytes > 0 else { return .object([:]) }
+        // Only a request without a body may leave out its type (``ServiceNowMiddleware`` lets it through, and
+        // an HTTP/2 request need not announce its length).
+        if (request.headers[.contentType] ?? "").isEmpty, ![.get, .delete, .head].contains(request.method) {
+            throw ServiceNowError(.unsupportedMediaType, "Unsupported Media Type", detail: "Send the body as application/json")
+        }
         do {
             return try JSONValue.parse(Data(buffer.readableBytesView))
         } catch {

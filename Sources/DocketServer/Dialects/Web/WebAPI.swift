@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 
 /// Docket in the browser: the web UI's dialect. `GET /` is the sign-in page; everything else lives below `/app`
 /// (my work, items, forms, the live feed, assets). Its own router, middleware (authentication by the
@@ -210,6 +211,8 @@ struct WebMiddleware: RouterMiddleware {
         case let error as HTTPError: return WebError(error.status, error.body ?? error.status.reasonPhrase)
         case is LoginFailure: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
         case is NIOTooManyBytesError: return WebError(.contentTooLarge, "That is more than this server accepts in one request.")
+        // A malformed body (bad chunk framing) only shows when the form is read.
+        case is HTTPParserError: return WebError(.badRequest, "The browser sent a request this server could not read.")
         default:
             context.logger.error("Web request failed", metadata: ["error": "\(error)"])
             return WebError(.internalServerError, "Something went wrong on the server. Try again; if it keeps happening, tell your administrator.")

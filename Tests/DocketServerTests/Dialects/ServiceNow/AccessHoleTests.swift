@@ -77,6 +77,64 @@ struct AccessHoleTests {
         }
     }
 
+    @Test("a POST with no body and no content type creates a record with defaults (pysnc's insert of an empty record); from another site it is refused")
+    func emptyUntypedInsert() async throws {
+        try await TestApp.withRouter { client throws in
+            let before = try await client.get("/api/now/table/problem?sysparm_fields=sys_id", .admin).results.count
+            for length: String? in [nil, "0"] {
+                var headers = HTTPFields.admin
+                if let length { headers[.contentLength] = length }
+                let created = try await client.execute(
+                    uri: "/api/now/table/problem?sysparm_exclude_reference_link=true", method: .post, headers: headers, body: nil
+                )
+                #expect(created.status == .created)
+                #expect(try created.result.string("number").hasPrefix("PRB"))
+                #expect(try created.result.string("opened_by") == DemoData.adminUserID)
+            }
+            for extra: HTTPFields in [[.origin: "https://evil.example"], [HTTPField.Name("Sec-Fetch-Site")!: "cross-site"]] {
+                var headers = HTTPFields.admin
+                headers.append(contentsOf: extra)
+                let refused = try await client.execute(uri: "/api/now/table/problem", method: .post, headers: headers, body: nil)
+                #expect(refused.status == .unsupportedMediaType)
+            }
+            // A body still needs its type.
+            let typeless = try await client.execute(
+                uri: "/api/now/table/problem", method: .post, headers: .admin, body: ByteBuffer(string: "{}")
+            )
+            #expect(typeless.status == .unsupportedMediaType)
+            #expect(try await client.get("/api/now/table/problem?sysparm_fields=sys_id", .admin).results.count == before + 2)
+        }
+    }
+
+    @Test("a record's visibility is the same whichever table of its hierarchy is queried (defects through task)")
+    func hierarchyVisibility() async throws {
+        try await TestApp.withRouter { client throws in
+            for user: HTTPFields in [.abel, .john] {
+                let defects = try await client.get("/api/now/table/defect?sysparm_fields=sys_id&sysparm_limit=500", user).results
+                    .compactMap { $0["sys_id"]?.stringValue }
+                #expect(!defects.isEmpty)
+                let throughTask = try await client.get(
+                    "/api/now/table/task?sysparm_query=sys_class_name%3Ddefect&sysparm_fields=sys_id&sysparm_limit=500", user
+                ).results.compactMap { $0["sys_id"]?.stringValue }
+                #expect(Set(throughTask) == Set(defects))
+                // One record, both ways.
+                let one = defects[0]
+                #expect(try await client.get("/api/now/table/task/\(one)", user).status == .ok)
+                #expect(try await client.get("/api/now/table/defect/\(one)", user).status == .ok)
+                // Counts agree (the Aggregate API compiles the same filter).
+                let counted = try await client.get("/api/now/stats/task?sysparm_count=true&sysparm_query=sys_class_name%3Ddefect", user)
+                #expect(try counted.json["result"]?["stats"]?["count"]?.stringValue == String(defects.count))
+            }
+            // abel still sees no incident he is not involved in, through task or incident.
+            let incidents = try await client.get("/api/now/table/incident?sysparm_fields=sys_id", .abel).results.count
+            let throughTask = try await client.get(
+                "/api/now/table/task?sysparm_query=sys_class_name%3Dincident&sysparm_fields=sys_id", .abel
+            ).results.count
+            #expect(incidents == throughTask)
+            #expect(incidents < 22)
+        }
+    }
+
     @Test("JSON media types with parameters and +json suffixes are accepted")
     func jsonTypes() async throws {
         try await TestApp.withRouter { client throws in

@@ -212,6 +212,12 @@ struct GraphQLAPITests {
                     .addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             )
             #expect(try get.json["data"]?["GlideRecord_Query"]?["incident"]?["_results"]?[0]?["number"]?["value"]?.stringValue == "INC0010001")
+            // As a form encodes it (Python's requests, a browser's GET form): spaces as `+`.
+            let plus = try await client.get(
+                "/api/now/graphql?query=%7B+GlideRecord_Query+%7B+incident%28sys_id%3A+%22\(Demo.incident1)%22%29+%7B+_results+%7B+number+%7B+value+%7D+%7D+%7D+%7D+%7D"
+            )
+            #expect(try plus.json["data"]?["GlideRecord_Query"]?["incident"]?["_results"]?[0]?["number"]?["value"]?.stringValue == "INC0010001")
+            #expect(try plus.json["errors"] == nil)
             // A mutation over GET (which a browser sends cross-site with the session cookie) is refused and writes
             // nothing.
             let deleting = try await client.get(

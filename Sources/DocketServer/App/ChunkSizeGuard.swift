@@ -1,0 +1,206 @@
+import NIOCore
+import NIOHTTP1
+
+/// Refuses a chunked request body at once when a chunk announces more bytes than docketd would ever take.
+///
+/// The HTTP/1.1 parser takes any chunk size that fits in 64 bits (`ffffffffffffffff`) and then waits for those
+/// bytes, so a request announcing one would hold its connection until the idle timeout. This handler, in front of
+/// the parser, follows the framing of each request (its head, then a body of `Content-Length` bytes or chunks) and
+/// reads each chunk's size line: a size over ``limit`` fails the request at once, as a malformed one (400) when it
+/// is beyond any real body (2^53 bytes and more) and as a too large body (413) otherwise. It only ever refuses what
+/// it has read with certainty; anything it does not follow (an upgrade, `CONNECT`, a head or line it cannot read)
+/// makes it stand aside for the rest of the connection and leave the parser to judge.
+final class ChunkSizeGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    /// The largest body docketd takes (its largest body limit).
+    let limit: UInt64
+
+    private enum State {
+        /// Reading a request head; `seen` bytes of it so far, and the last four (to find its end).
+        case head(seen: Int, tail: UInt32, lines: [UInt8])
+        /// Skipping `remaining` bytes of a body with a known length, then `next`.
+        case body(remaining: UInt64)
+        /// Reading a chunk size line.
+        case chunkSize(line: [UInt8])
+        /// Skipping a chunk's data, then its CRLF.
+        case chunkData(remaining: UInt64)
+        /// Reading trailer lines after the last chunk, until an empty one.
+        case trailers(line: [UInt8])
+        /// Standing aside for the rest of the connection.
+        case off
+        /// The request was refused.
+        case refused
+    }
+
+    private var state = State.head(seen: 0, tail: 0, lines: [])
+    private static let maxHead = 96 * 1024
+    private static let maxLine = 1024
+    private static let absurd: UInt64 = 1 << 53
+
+    init(limit: Int) {
+        self.limit = UInt64(max(limit, 0))
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .refused = state { return }
+        let buffer = unwrapInboundIn(data)
+        if case .off = state {
+            context.fireChannelRead(data)
+            return
+        }
+        var refusal: (any Error)? = nil
+        buffer.withUnsafeReadableBytes { bytes in
+            var index = 0
+            while index < bytes.count, refusal == nil {
+                if case .off = state { break }
+                index = step(bytes, from: index, refusal: &refusal)
+            }
+        }
+        context.fireChannelRead(data)
+        if let refusal {
+            state = .refused
+            context.fireErrorCaught(refusal)
+        }
+    }
+
+    /// Consumes bytes from `index` in the current state; returns where it stopped.
+    private func step(_ bytes: UnsafeRawBufferPointer, from index: Int, refusal: inout (any Error)?) -> Int {
+        switch state {
+        case .head(var seen, var tail, var lines):
+            var index = index
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                seen += 1
+                tail = tail << 8 | UInt32(byte)
+                lines.append(byte)
+                if seen > Self.maxHead {
+                    state = .off
+                    return index
+                }
+                if tail == 0x0D0A_0D0A {
+                    state = afterHead(lines)
+                    return index
+                }
+            }
+            state = .head(seen: seen, tail: tail, lines: lines)
+            return index
+        case .body(let remaining):
+            let available = UInt64(bytes.count - index)
+            if available < remaining {
+                state = .body(remaining: remaining - available)
+                return bytes.count
+            }
+            state = .head(seen: 0, tail: 0, lines: [])
+            return index + Int(remaining)
+        case .chunkData(let remaining):
+            let available = UInt64(bytes.count - index)
+            if available < remaining {
+                state = .chunkData(remaining: remaining - available)
+                return bytes.count
+            }
+            // The data's CRLF is read as an empty size line.
+            state = .chunkSize(line: [])
+            return index + Int(remaining)
+        case .chunkSize(var line):
+            var index = index
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                guard byte == 0x0A else {
+                    line.append(byte)
+                    if line.count > Self.maxLine { state = .off; return index }
+                    continue
+                }
+                if line.last == 0x0D { line.removeLast() }
+                // The CRLF that ends a chunk's data comes first: an empty line.
+                if line.isEmpty { continue }
+                guard let size = Self.chunkSize(line) else { state = .off; return index }
+                switch size {
+                case .some(0): state = .trailers(line: [])
+                case .some(let size) where size > limit:
+                    refusal = size >= Self.absurd ? HTTPParserError.invalidChunkSize : NIOTooManyBytesError(maxBytes: Int(limit))
+                    return index
+                case .some(let size): state = .chunkData(remaining: size)
+                case .none: refusal = HTTPParserError.invalidChunkSize; return index
+                }
+                return index
+            }
+            state = .chunkSize(line: line)
+            return index
+        case .trailers(var line):
+            var index = index
+            while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                guard byte == 0x0A else {
+                    line.append(byte)
+                    if line.count > Self.maxLine { state = .off; return index }
+                    continue
+                }
+                if line.last == 0x0D { line.removeLast() }
+                if line.isEmpty {
+                    state = .head(seen: 0, tail: 0, lines: [])
+                    return index
+                }
+                line = []
+            }
+            state = .trailers(line: line)
+            return index
+        case .off, .refused:
+            return bytes.count
+        }
+    }
+
+    /// What follows a request head: its body's framing, or standing aside.
+    private func afterHead(_ head: [UInt8]) -> State {
+        let text = String(decoding: head, as: UTF8.self)
+        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: true)
+        guard let requestLine = lines.first else { return .off }
+        lines.removeFirst()
+        if requestLine.hasPrefix("CONNECT ") { return .off }
+        var chunked = false
+        var length: UInt64? = nil
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { return .off }
+            let name = line[..<colon].lowercased()
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces).lowercased()
+            switch name {
+            case "upgrade": return .off
+            case "transfer-encoding":
+                chunked = value.split(separator: ",").last?.trimmingCharacters(in: .whitespaces) == "chunked"
+                if !chunked { return .off }
+            case "content-length":
+                guard let number = UInt64(value), length == nil || length == number else { return .off }
+                length = number
+            default: continue
+            }
+        }
+        if chunked { return length == nil ? .chunkSize(line: []) : .off }
+        if let length, length > 0 { return .body(remaining: length) }
+        return .head(seen: 0, tail: 0, lines: [])
+    }
+
+    /// A chunk size line's size (hex digits before any extension): nil when it is not one; `.some(nil)` when the
+    /// size does not fit in 64 bits.
+    private static func chunkSize(_ line: [UInt8]) -> UInt64?? {
+        var size: UInt64 = 0
+        var digits = 0
+        for byte in line {
+            let value: UInt64
+            switch byte {
+            case 0x30...0x39: value = UInt64(byte - 0x30)
+            case 0x41...0x46: value = UInt64(byte - 0x37)
+            case 0x61...0x66: value = UInt64(byte - 0x57)
+            case 0x3B, 0x20, 0x09: return digits > 0 ? .some(size) : nil
+            default: return nil
+            }
+            digits += 1
+            guard size >> 60 == 0 else { return .some(nil) }
+            size = size << 4 | value
+        }
+        return digits > 0 ? .some(size) : nil
+    }
+}
