@@ -33,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/hummingbird-project/swift-mustache.git", from: "2.1.1"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         .target(
@@ -86,6 +87,8 @@ let package = Package(
             dependencies: [
                 "DocketModel",
                 .product(name: "WSClient", package: "swift-websocket", condition: .when(platforms: [.linux])),
+                // HTTP for Linux when a private CA is trusted (URLSession there trusts only the system's store).
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
             ]
         ),
         .target(

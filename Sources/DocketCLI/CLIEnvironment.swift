@@ -51,6 +51,30 @@ public struct CLIEnvironment: Sendable {
     @TaskLocal static var current = CLIEnvironment.standard()
 
     func print(_ text: String) { out(text + "\n") }
+
+    /// The certificate authority to trust besides the system's: `--ca-file`, else `DOCKET_CA_FILE`, else the one
+    /// `docket login --ca-file` saved; nil for the system's store alone.
+    func caFile(option: String?) -> String? {
+        if let option, !option.isEmpty { return option }
+        if let variable = ProcessInfo.processInfo.environment["DOCKET_CA_FILE"], !variable.isEmpty { return variable }
+        return CLIConfiguration.load(from: configDirectory)?.caFile
+    }
+
+    /// The trusted certificates of ``caFile(option:)``, read and checked.
+    func trustedCertificates(option: String?) throws -> TrustedCertificates? {
+        guard let path = caFile(option: option) else { return nil }
+        do {
+            return try TrustedCertificates(pemFile: path)
+        } catch let error as DocketError {
+            throw CLIFailure("\(error.message) (--ca-file or DOCKET_CA_FILE)")
+        }
+    }
+
+    /// The transport for every request, trusting ``caFile(option:)`` too.
+    func transport(caFile option: String?) throws -> any Transport {
+        guard let trusted = try trustedCertificates(option: option) else { return transport }
+        return try Transports.platform(trusting: trusted)
+    }
 }
 
 /// A failure the CLI reports as one line on stderr with exit code 1.

@@ -9,6 +9,8 @@ struct CLIConfiguration: Codable {
     var userName: String
     var repository: String? = nil
     var database: String? = nil
+    /// The certificate authority `docket login --ca-file` was given (an absolute path).
+    var caFile: String? = nil
 
     static func url(in directory: URL) -> URL { directory.appendingPathComponent("config.json") }
 
@@ -28,6 +30,21 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Instance name or URL; defaults to the one saved by 'docket login'.")
     var instance: String?
 
+    @Option(
+        name: .customLong("ca-file"),
+        help: "PEM file of a certificate authority to trust besides the system's, such as a self-hosted docketd's; also DOCKET_CA_FILE. Defaults to the one 'docket login --ca-file' saved."
+    )
+    var caFile: String?
+
+    /// The transport every request of the command uses.
+    func transport() throws -> any Transport { try CLIEnvironment.current.transport(caFile: caFile) }
+
+    /// How live changes arrive: over Server-Sent Events, or a GraphQL WebSocket that trusts the same certificates.
+    func liveTransport(webSocket: Bool) throws -> LiveUpdates.Transport {
+        guard webSocket else { return .serverSentEvents }
+        return .webSocket(using: WebSocketConnectors.platform(trusting: try CLIEnvironment.current.trustedCertificates(option: caFile)))
+    }
+
     /// A client with the saved credentials of the chosen instance.
     func client() throws -> DocketClient {
         let environment = CLIEnvironment.current
@@ -39,7 +56,7 @@ struct ConnectionOptions: ParsableArguments {
         guard let credentials = try environment.credentialStore.credentials(for: target) else {
             throw CLIFailure("no saved credentials for \(target): run 'docket login \(name) --user NAME'")
         }
-        return DocketClient(session: DocketSession(instance: target, credentials: credentials, transport: environment.transport))
+        return DocketClient(session: DocketSession(instance: target, credentials: credentials, transport: try transport()))
     }
 
     /// A client for a command that speaks the ServiceNow APIs only: a Compass login is told what to use instead.

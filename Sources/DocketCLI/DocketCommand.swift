@@ -96,7 +96,7 @@ public struct DocketCommand: AsyncParsableCommand {
         else { return false }
         if case .eto = old {
             let client = DocketClient(session: DocketSession(
-                instance: target, credentials: .eto(ETOLogin(email: saved.userName)), transport: environment.transport
+                instance: target, credentials: .eto(ETOLogin(email: saved.userName)), transport: try environment.transport(caFile: nil)
             ))
             try await client.eto.signIn(email: saved.userName, password: password)
             guard let login = await client.session.etoLogin else { return false }
@@ -107,7 +107,7 @@ public struct DocketCommand: AsyncParsableCommand {
         if let compass = old.compassDatabase {
             let credentials = try await LoginCommand.logIn(
                 target, repository: compass.repository, database: compass.database, user: saved.userName,
-                password: password, savePassword: false, environment: environment
+                password: password, savePassword: false, transport: try environment.transport(caFile: nil)
             )
             try environment.credentialStore.save(credentials, for: target)
             return true
@@ -115,7 +115,7 @@ public struct DocketCommand: AsyncParsableCommand {
         var client: (id: String, secret: String)? = nil
         if case .refreshToken(let id, let secret, _, _) = old { client = (id, secret) }
         let (credentials, _) = try await LoginCommand.logIn(
-            target, user: saved.userName, password: password, client: client, savePassword: false, environment: environment
+            target, user: saved.userName, password: password, client: client, savePassword: false, transport: try environment.transport(caFile: nil)
         )
         try environment.credentialStore.save(credentials, for: target)
         return true

@@ -9,12 +9,21 @@ struct LoginCommand: AsyncParsableCommand {
         abstract: "Log in to an instance and keep the login (never the password) for later commands.",
         discussion: """
             Asks for the password without echo; --password-stdin reads it from standard input instead. The \
-            password is used once: docket keeps an OAuth refresh token (docketd offers the docket-cli client; give \
-            --client-id and --client-secret for an instance's own), or else the session cookie, and asks for the \
-            password again when that expires. --save-password keeps the password itself instead, for unattended \
-            scripts; anyone who can read the credential store can then log in as you.
+            password is only used to log in: docket keeps an OAuth refresh token (docketd offers the docket-cli \
+            client; give --client-id and --client-secret for an instance's own), or else the session cookie, and asks \
+            for the password again when that expires. --save-password keeps the password itself instead, for \
+            unattended scripts; anyone who can read the credential store can then log in as you.
 
-            With --repo and --db, docket logs in to the Compass (Traxiem) REST API of that repository and database             instead (docketd serves SampleRepository/SAMPL): it keeps the Compass token (24 hours), and the work             commands (defects, show, create, edit, transition, delete, choices, watch --mine) speak Compass.
+            INSTANCE is a URL (http://127.0.0.1:8080, https://docket.example.com) or a ServiceNow instance name \
+            (acme for https://acme.service-now.com); a host without a scheme means https://. A docketd serving TLS \
+            with a certificate of your own CA: give the CA with --ca-file (it is saved, for later commands).
+
+            With --repo and --db, docket logs in to the Compass (Traxiem) REST API of that repository and database \
+            instead (docketd serves SampleRepository/SAMPL): it keeps the Compass token (24 hours), and the work \
+            commands (defects, show, create, edit, transition, delete, choices, watch --mine) speak Compass.
+
+            One login is kept at a time: logging in again, to another instance or to Compass or ETO on the same \
+            docketd, replaces the earlier login.
             """
     )
 
@@ -48,6 +57,12 @@ struct LoginCommand: AsyncParsableCommand {
     @Flag(help: "Sign in to the ETO (Efforts to Outcomes) API with your e-mail address as --user; then choose where to work with 'docket context'.")
     var eto = false
 
+    @Option(
+        name: .customLong("ca-file"),
+        help: "PEM file of a certificate authority to trust besides the system's (a self-hosted docketd's); saved with the login. Also DOCKET_CA_FILE."
+    )
+    var caFile: String?
+
     func validate() throws {
         if (repo == nil) != (db == nil) { throw ValidationError("--repo and --db go together") }
         if repo != nil, clientID != nil { throw ValidationError("--client-id is for ServiceNow logins, not with --repo") }
@@ -60,37 +75,80 @@ struct LoginCommand: AsyncParsableCommand {
         let environment = CLIEnvironment.current
         let target = try Instance(instance)
         if clientID != nil, clientSecret == nil { throw ValidationError("--client-id needs --client-secret") }
+        let transport = try environment.transport(caFile: caFile)
+        let trusted = environment.caFile(option: caFile).map { URL(fileURLWithPath: $0).standardizedFileURL.path }
         let password = passwordStdin ? environment.readLine() : environment.readPassword("Password for \(user): ")
         guard let password, !password.isEmpty else { throw CLIFailure("no password given") }
+        do {
+            try await logIn(target, password: password, transport: transport, trusted: trusted, environment: environment)
+        } catch let error as DocketError {
+            throw Self.explain(error, target: target, typed: instance)
+        }
+    }
+
+    private func logIn(
+        _ target: Instance, password: String, transport: any Transport, trusted: String?, environment: CLIEnvironment
+    ) async throws {
         if eto {
             let client = DocketClient(session: DocketSession(
-                instance: target, credentials: .eto(ETOLogin(email: user)), transport: environment.transport
+                instance: target, credentials: .eto(ETOLogin(email: user)), transport: transport
             ))
             try await client.eto.signIn(email: user, password: password)
             guard let login = await client.session.etoLogin else { throw CLIFailure("the ETO sign-in returned no token") }
             try environment.credentialStore.save(.eto(login), for: target)
-            try CLIConfiguration(instance: target.description, userName: user).save(to: environment.configDirectory)
+            try CLIConfiguration(instance: target.description, userName: user, caFile: trusted).save(to: environment.configDirectory)
             return environment.print("Signed in to \(target) as \(user) (ETO). Choose where to work with 'docket context'.")
         }
         if let repo, let db {
             let credentials = try await Self.logIn(
                 target, repository: repo, database: db, user: user, password: password, savePassword: savePassword,
-                environment: environment
+                transport: transport
             )
             try environment.credentialStore.save(credentials, for: target)
-            try CLIConfiguration(instance: target.description, userName: user, repository: repo, database: db)
+            try CLIConfiguration(instance: target.description, userName: user, repository: repo, database: db, caFile: trusted)
                 .save(to: environment.configDirectory)
             warnAboutSavedPassword(environment)
             return environment.print("Logged in to \(target) as \(user) (Compass \(repo)/\(db)).")
         }
         let (credentials, me) = try await Self.logIn(
             target, user: user, password: password, client: clientID.map { ($0, clientSecret ?? "") },
-            savePassword: savePassword, environment: environment
+            savePassword: savePassword, transport: transport
         )
         try environment.credentialStore.save(credentials, for: target)
-        try CLIConfiguration(instance: target.description, userName: user).save(to: environment.configDirectory)
+        try CLIConfiguration(instance: target.description, userName: user, caFile: trusted).save(to: environment.configDirectory)
         warnAboutSavedPassword(environment)
         environment.print("Logged in to \(target) as \(me["name"] ?? user) (\(user)).")
+    }
+
+    /// A failed login in words that name the fix: a URL without a scheme that meant plain HTTP, a certificate of
+    /// a private CA, an address where no instance answers.
+    static func explain(_ error: DocketError, target: Instance, typed: String) -> any Error {
+        let detail = error.detail ?? ""
+        if error.kind == .transport {
+            if !typed.contains("://"), target.baseURL.scheme == "https" {
+                return CLIFailure(
+                    "cannot reach \(target) (\(detail)). Without a scheme, \(typed) means https://; if the server does not "
+                        + "serve TLS (docketd without --tls-cert), log in to http://\(typed)"
+                )
+            }
+            if detail.lowercased().contains("certificate") || detail.lowercased().contains("ssl") {
+                return CLIFailure(
+                    "cannot reach \(target): its certificate is not trusted (\(detail)). For a docketd with a certificate of "
+                        + "your own CA, give the CA with --ca-file (or DOCKET_CA_FILE)"
+                )
+            }
+            return error
+        }
+        if error.kind == .decoding || (error.kind == .http && [404, 405].contains(error.status ?? 0)) {
+            let path = target.baseURL.path
+            return CLIFailure(
+                "no Docket or ServiceNow instance answers at \(target): its Table API (\(path)/api/now/table) "
+                    + (error.kind == .decoding ? "did not answer in JSON" : "answered \(error.status ?? 0)")
+                    + ". Give the instance's address without a path, such as \(target.baseURL.scheme ?? "https")://"
+                    + "\(target.baseURL.host ?? "host")\(target.baseURL.port.map { ":\($0)" } ?? "")"
+            )
+        }
+        return error
     }
 
     private func warnAboutSavedPassword(_ environment: CLIEnvironment) {
@@ -102,12 +160,12 @@ struct LoginCommand: AsyncParsableCommand {
     /// Logs in to Compass and returns what to keep: the token (the password only with `savePassword`).
     static func logIn(
         _ target: Instance, repository: String, database: String, user: String, password: String, savePassword: Bool,
-        environment: CLIEnvironment
+        transport: any Transport
     ) async throws -> Credentials {
         let session = DocketSession(
             instance: target,
             credentials: .compass(repository: repository, database: database, userName: user, password: password),
-            transport: environment.transport
+            transport: transport, retryPolicy: noRetries
         )
         // The repository's databases: the login itself, and a check that the database exists.
         let databases = try await DocketClient(session: session).compass.databases()
@@ -121,32 +179,54 @@ struct LoginCommand: AsyncParsableCommand {
         return .compassToken(repository: repository, database: database, userName: user, token: token)
     }
 
+    /// Logins are reported, not retried: a throttled one says how long to wait.
+    static let noRetries = DocketSession.RetryPolicy(maximumRetries: 0)
+
     /// Logs in and returns what to keep: a refresh token from the OAuth client (the given one, or docketd's),
     /// else the session cookies of a Basic login; the password itself only with `savePassword`.
+    ///
+    /// Without `client`, the password is checked once, by a Basic login: a wrong one is one failed login (the
+    /// OAuth error of an instance does not tell a wrong password from an unknown client). Then docketd's
+    /// command-line client turns it into a refresh token; where there is none (a ServiceNow instance), the session
+    /// cookies are kept.
     static func logIn(
         _ target: Instance, user: String, password: String, client: (id: String, secret: String)?, savePassword: Bool,
-        environment: CLIEnvironment
+        transport: any Transport
     ) async throws -> (Credentials, TableRecord) {
-        let oauthClient = client ?? (defaultClientID, defaultClientSecret)
-        let oauth = DocketSession(
-            instance: target,
-            credentials: .oauth(clientID: oauthClient.id, clientSecret: oauthClient.secret, userName: user, password: password),
-            transport: environment.transport
-        )
-        do {
+        if let client {
+            let oauth = DocketSession(
+                instance: target,
+                credentials: .oauth(clientID: client.id, clientSecret: client.secret, userName: user, password: password),
+                transport: transport, retryPolicy: noRetries
+            )
             let me = try await WhoAmICommand.lookUp(user, client: DocketClient(session: oauth))
-            if savePassword {
-                return (.oauth(clientID: oauthClient.id, clientSecret: oauthClient.secret, userName: user, password: password), me)
+            if savePassword { return (.oauth(clientID: client.id, clientSecret: client.secret, userName: user, password: password), me) }
+            guard let refresh = await oauth.refreshToken else {
+                throw CLIFailure("the OAuth client \(client.id) gave no refresh token: log in with --save-password instead")
             }
-            if let refresh = await oauth.refreshToken {
-                return (.refreshToken(clientID: oauthClient.id, clientSecret: oauthClient.secret, userName: user, refreshToken: refresh), me)
-            }
-        } catch let error as DocketError where client == nil && error.kind == .http && error.status == 401 {
-            // No docket-cli client here (a ServiceNow instance), or a wrong password: a Basic login tells which.
+            return (.refreshToken(clientID: client.id, clientSecret: client.secret, userName: user, refreshToken: refresh), me)
         }
-        let basic = DocketSession(instance: target, credentials: .basic(userName: user, password: password), transport: environment.transport)
+        let basic = DocketSession(
+            instance: target, credentials: .basic(userName: user, password: password), transport: transport,
+            retryPolicy: noRetries
+        )
         let me = try await WhoAmICommand.lookUp(user, client: DocketClient(session: basic))
         if savePassword { return (.basic(userName: user, password: password), me) }
+        let oauth = DocketSession(
+            instance: target,
+            credentials: .oauth(clientID: defaultClientID, clientSecret: defaultClientSecret, userName: user, password: password),
+            transport: transport, retryPolicy: noRetries
+        )
+        do {
+            _ = try await oauth.send("GET", "/api/now/table/sys_user", query: [("sysparm_limit", "1"), ("sysparm_fields", "sys_id")])
+            if let refresh = await oauth.refreshToken {
+                // The Basic login's session is not needed any more.
+                await basic.logout()
+                return (.refreshToken(clientID: defaultClientID, clientSecret: defaultClientSecret, userName: user, refreshToken: refresh), me)
+            }
+        } catch let error as DocketError where error.kind == .http && error.status == 401 {
+            // No docket-cli client here (a ServiceNow instance): the session cookies are what there is to keep.
+        }
         let cookies = await basic.sessionCookies
         guard !cookies.isEmpty else {
             throw CLIFailure("\(target) offers neither an OAuth client nor a session cookie: log in with --save-password or --client-id")
@@ -170,7 +250,7 @@ struct LogoutCommand: AsyncParsableCommand {
         let target = try Instance(name)
         if let credentials = try environment.credentialStore.credentials(for: target) {
             // Revokes the refresh token or ends the session at /logout.do; a password login has nothing to end.
-            await DocketSession(instance: target, credentials: credentials, transport: environment.transport).logout()
+            await DocketSession(instance: target, credentials: credentials, transport: try connection.transport()).logout()
         }
         try environment.credentialStore.delete(for: target)
         try? FileManager.default.removeItem(at: CLIConfiguration.url(in: environment.configDirectory))

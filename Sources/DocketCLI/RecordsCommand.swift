@@ -5,7 +5,11 @@ import Foundation
 
 struct RecordsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "records", abstract: "List records of any table through the Table API."
+        commandName: "records", abstract: "List records of any table through the Table API.",
+        discussion: """
+            Without --fields the table's useful columns are shown (number, short description or name, state, \
+            priority, assigned to), with display values: names and labels instead of sys_ids and codes.
+            """
     )
 
     @OptionGroup var connection: ConnectionOptions
@@ -28,8 +32,8 @@ struct RecordsCommand: AsyncParsableCommand {
     @Option(help: "Page requests in flight at once (1 follows Link headers one page at a time).")
     var concurrency = 2
 
-    @Option(help: "true, false or all.")
-    var displayValue: String = "false"
+    @Option(help: "true, false or all (default: all for the table, false with --json).")
+    var displayValue: String?
 
     @OptionGroup var output: OutputOptions
 
@@ -37,7 +41,7 @@ struct RecordsCommand: AsyncParsableCommand {
         guard limit > 0 else { throw ValidationError("--limit must be at least 1") }
         guard pageSize > 0 else { throw ValidationError("--page-size must be at least 1") }
         guard (1...8).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 8") }
-        guard DisplayValue(rawValue: displayValue) != nil else {
+        if let displayValue, DisplayValue(rawValue: displayValue) == nil {
             throw ValidationError("--display-value must be true, false or all")
         }
         if let query {
@@ -51,7 +55,8 @@ struct RecordsCommand: AsyncParsableCommand {
         let fieldList = fields?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
         let pages = client.table.paginator(
             in: table, query: try query.map(EncodedQuery.init), fields: fieldList, pageSize: min(pageSize, limit),
-            displayValue: DisplayValue(rawValue: displayValue) ?? .false, concurrency: concurrency
+            displayValue: displayValue.flatMap(DisplayValue.init(rawValue:)) ?? (output.json ? .false : .all),
+            concurrency: concurrency
         )
         var records: [TableRecord] = []
         var total: Int?
@@ -77,7 +82,7 @@ struct RecordsCommand: AsyncParsableCommand {
             environment.print("No records.")
             return
         }
-        let columns = fieldList ?? Array(first.fieldNames.prefix(6))
+        let columns = fieldList ?? Self.usefulColumns(of: first)
         let rows = records.map { record in columns.map { record.displayValue($0) ?? "" } }
         let widths = columns.indices.map { index in
             min(40, max(columns[index].count, rows.map { $0[index].count }.max() ?? 0))
@@ -91,5 +96,21 @@ struct RecordsCommand: AsyncParsableCommand {
         environment.print(line(columns))
         for row in rows { environment.print(line(row)) }
         if let total, total > records.count { environment.print("(\(records.count) of \(total))") }
+    }
+
+    /// The columns a person looks for first, those of them the table has; its first own fields when it has few.
+    static let preferred = [
+        "number", "short_description", "name", "user_name", "label", "title", "element", "state", "priority",
+        "assigned_to", "active",
+    ]
+
+    static func usefulColumns(of record: TableRecord) -> [String] {
+        let names = record.fieldNames
+        var columns = preferred.filter(names.contains)
+        for name in names where columns.count < 4 && !name.hasPrefix("sys_") && !columns.contains(name) {
+            columns.append(name)
+        }
+        if columns.isEmpty { columns = ["sys_id"] }
+        return Array(columns.prefix(6))
     }
 }

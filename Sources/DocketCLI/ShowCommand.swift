@@ -5,7 +5,9 @@ import Foundation
 
 struct ShowCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "show", abstract: "Show a task's main fields and its latest comments and work notes."
+        commandName: "show",
+        abstract: "Show an item's main fields and its latest comments and work notes (a Compass record's notes).",
+        discussion: "--comments 0 leaves the journal out."
     )
 
     @OptionGroup var connection: ConnectionOptions
@@ -13,8 +15,12 @@ struct ShowCommand: AsyncParsableCommand {
     @Argument(help: "Task number (INC0010001), sys_id, a Compass record id (SAMPL00000001) or an ETO participant id (5001).")
     var task: String
 
-    @Option(help: "How many journal entries to show.")
+    @Option(help: "How many journal entries (comments, work notes, Compass notes) to show.")
     var comments = 5
+
+    func validate() throws {
+        if comments < 0 { throw ValidationError("--comments is a number of entries, 0 or more") }
+    }
 
     @OptionGroup var output: OutputOptions
 
@@ -27,11 +33,30 @@ struct ShowCommand: AsyncParsableCommand {
 
     func run() async throws {
         let client = try connection.client()
-        if client.session.credentials.compassDatabase != nil || client.session.credentials.isETO {
+        if client.session.credentials.isETO {
             return WorkOutput.show(try await client.workBackend().item(task), json: output.json)
         }
+        if client.session.credentials.compassDatabase != nil {
+            let item = try await client.workBackend().item(task)
+            let notes = Array(WorkOutput.notes(item.fields["Notes_Log"] ?? "").prefix(comments))
+            if output.json {
+                guard case .object(var members) = WorkOutput.json(item) else { return }
+                members["notes"] = .array(notes.map { .object(["heading": .string($0.heading), "text": .string($0.text)]) })
+                return CLIEnvironment.current.print(WorkOutput.text(.object(members)))
+            }
+            WorkOutput.show(item, json: false)
+            guard comments > 0 else { return }
+            let environment = CLIEnvironment.current
+            environment.print("")
+            if notes.isEmpty { environment.print("No notes.") }
+            for note in notes {
+                environment.print(note.heading)
+                for line in note.text.split(separator: "\n", omittingEmptySubsequences: false) { environment.print("  \(line)") }
+            }
+            return
+        }
         let record = try await Self.find(task, client: client)
-        let entries = try await client.myWork.comments(for: record.sysID, limit: comments)
+        let entries = comments == 0 ? [] : try await client.myWork.comments(for: record.sysID, limit: comments)
         let environment = CLIEnvironment.current
         if output.json {
             let value = JSONValue.object([
@@ -49,6 +74,7 @@ struct ShowCommand: AsyncParsableCommand {
             guard let value = record.displayValue(field), !value.isEmpty else { continue }
             environment.print("\(label.padding(toLength: width, withPad: " ", startingAt: 0))  \(value)")
         }
+        guard comments > 0 else { return }
         environment.print("")
         if entries.isEmpty {
             environment.print("No comments or work notes.")

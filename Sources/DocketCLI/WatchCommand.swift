@@ -13,7 +13,10 @@ struct WatchCommand: AsyncParsableCommand {
             with --mine, a task reassigned away from you leaves. The connection is re-established after a network
             failure or a server restart, without missing or repeating a change. Stop with Ctrl-C.
 
-            With a Compass login (docket login --repo --db), watch follows your defects (--mine is implied) and says             what others do to them: "SAMPL00000042 assigned to you by beth.anglin", "SAMPL00000042 modified by             beth.anglin (State: Opened → Resolved)". It needs docketd's event stream; the stock Compass app polls             a query every five minutes instead.
+            With a Compass login (docket login --repo --db), watch follows your defects (--mine is implied) and says \
+            what others do to them, every field they changed: "SAMPL00000042 assigned to you by beth.anglin", \
+            "SAMPL00000042 modified by beth.anglin (State: Opened → Resolved; Priority: '2-High' → '1-Critical')". It \
+            needs docketd's event stream; the stock Compass app polls a query every five minutes instead.
             """
     )
 
@@ -67,7 +70,7 @@ struct WatchCommand: AsyncParsableCommand {
         }
         while true {
             var iterator = client.liveUpdates(
-                table: table, query: query.isEmpty ? nil : query, since: since, transport: websocket ? .webSocket : .serverSentEvents
+                table: table, query: query.isEmpty ? nil : query, since: since, transport: try connection.liveTransport(webSocket: websocket)
             ).makeAsyncIterator()
             do {
                 while let change = try await iterator.next() {

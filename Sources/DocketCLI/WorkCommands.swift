@@ -51,6 +51,20 @@ enum WorkOutput {
         }
     }
 
+    /// The notes of a Compass Notes_Log, in its order (newest first): each starts with a `==== … ====` line.
+    static func notes(_ log: String) -> [(heading: String, text: String)] {
+        var notes: [(heading: String, text: String)] = []
+        for line in log.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.hasPrefix("===="), trimmed.hasSuffix("===="), trimmed.count > 8 {
+                notes.append((trimmed, ""))
+            } else if !notes.isEmpty {
+                notes[notes.count - 1].text += (notes[notes.count - 1].text.isEmpty ? "" : "\n") + line
+            }
+        }
+        return notes.map { ($0.heading, $0.text.trimmingCharacters(in: .newlines)) }
+    }
+
     /// A table of items.
     static func list(_ items: [WorkItem], person: KeyPath<WorkItem, String>, personLabel: String, json: Bool) {
         let environment = CLIEnvironment.current

@@ -43,10 +43,12 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
     public let request: String?
     /// The underlying error, for transport and decoding failures.
     public let underlying: (any Error)?
+    /// How many seconds the instance asked to wait before trying again (`Retry-After` of a 429 or 503).
+    public let retryAfter: Int?
 
     init(
         kind: Kind, status: Int? = nil, message: String, detail: String? = nil, request: String? = nil,
-        underlying: (any Error)? = nil
+        underlying: (any Error)? = nil, retryAfter: Int? = nil
     ) {
         self.kind = kind
         self.status = status
@@ -54,6 +56,7 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         self.detail = detail
         self.request = request
         self.underlying = underlying
+        self.retryAfter = retryAfter
     }
 
     static func transport(_ error: any Error, request: HTTPRequestData) -> DocketError {
@@ -79,9 +82,10 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
                 message = text
             }
         }
+        let retryAfter = response.header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         return DocketError(
             kind: .http, status: response.status, message: message, detail: detail?.isEmpty == true ? nil : detail,
-            request: "\(request.method) \(request.url.absoluteString)"
+            request: "\(request.method) \(request.url.absoluteString)", retryAfter: retryAfter.map { max(0, $0) }
         )
     }
 
@@ -97,6 +101,9 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         switch (kind, status) {
         case (.http, 401): return "wrong user name or password (\(message))"
         case (.http, 403): return "not allowed: \(detail ?? message)"
+        case (.http, 429):
+            let wait = retryAfter.map { $0 == 1 ? "1 second" : "\($0) seconds" } ?? "a while"
+            return "too many attempts: try again in \(wait) (\(detail ?? message))"
         case (.http, let status?):
             return "\(message)\(detail.map { ": \($0)" } ?? "") (HTTP \(status))"
         default:

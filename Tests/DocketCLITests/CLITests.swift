@@ -43,6 +43,9 @@ final class CLIHarness: Sendable {
     /// What the command running now has printed to stdout so far.
     func outputSoFar() -> String { output.withLock { $0.0 } }
 
+    /// What the command running now has printed to stderr so far.
+    func errorsSoFar() -> String { output.withLock { $0.1 } }
+
     func login(_ base: String, user: String = "john.doe", password: String = "password") async -> Int32 {
         await run("login", base, "--user", user, "--password-stdin", stdin: [password]).code
     }
@@ -135,6 +138,83 @@ struct CLITests {
         }
     }
 
+    @Test("a private CA: login without it says to give --ca-file; with it every command and the WebSocket trust it", .timeLimit(.minutes(4)))
+    func privateCA() async throws {
+        let certificates = try TestCertificates.make()
+        defer { certificates.remove() }
+        try await withLiveTLSServer(certificates) { base in
+            let cli = CLIHarness()
+            let untrusted = await cli.run("login", base, "--user", "john.doe", "--password-stdin", stdin: ["password"])
+            #expect(untrusted.code == 1)
+            #expect(untrusted.err.contains("--ca-file"), "\(untrusted.err)")
+            let login = await cli.run("login", base, "--user", "john.doe", "--ca-file", certificates.caFile, "--password-stdin", stdin: ["password"])
+            #expect(login.code == 0, "\(login.err)")
+            // Later commands use the saved CA: requests, the event stream and the WebSocket.
+            let tasks = await cli.run("tasks")
+            #expect(tasks.code == 0, "\(tasks.err)")
+            #expect(tasks.out.contains("INC0010001"))
+            let admin = try DocketClient(
+                instance: base, credentials: .basic(userName: "admin", password: "admin"),
+                transport: try Transports.platform(trusting: TrustedCertificates(pemFile: certificates.caFile))
+            )
+            for websocket in [false, true] {
+                let watch = Task {
+                    websocket
+                        ? await cli.run("watch", "--table", "incident", "--count", "1", "--websocket")
+                        : await cli.run("watch", "--table", "incident", "--count", "1")
+                }
+                // The watch follows from when it connected: poke until it has printed a poke of this round.
+                let marker = websocket ? "poke-ws" : "poke-sse"
+                var pokes = 0
+                while !cli.outputSoFar().contains(marker), pokes < 50 {
+                    _ = try await admin.table.updateRecord(Demo.incident1, in: "incident", with: ["description": "\(marker) \(pokes)"])
+                    pokes += 1
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                let watched = await watch.value
+                #expect(watched.code == 0, "websocket \(websocket): \(watched.err)")
+                #expect(watched.out.contains("INC0010001") && watched.out.contains(marker), "websocket \(websocket)")
+            }
+            // A file that is no CA is said to be one.
+            let bogus = certificates.folder.appendingPathComponent("ext.cnf").path
+            let refused = await cli.run("tasks", "--ca-file", bogus)
+            #expect(refused.code == 1)
+            #expect(refused.err.contains("holds no certificate"), "\(refused.err)")
+        }
+    }
+
+    @Test("login to an address without a scheme, or with a path where no instance answers, names the fix")
+    func loginAddresses() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            let hostAndPort = String(base.dropFirst("http://".count))
+            let schemeless = await cli.run("login", hostAndPort, "--user", "john.doe", "--password-stdin", stdin: ["password"])
+            #expect(schemeless.code == 1)
+            #expect(schemeless.err.contains("log in to http://\(hostAndPort)"), "\(schemeless.err)")
+            let path = await cli.run("login", base + "/foo", "--user", "john.doe", "--password-stdin", stdin: ["password"])
+            #expect(path.code == 1)
+            #expect(path.err.contains("no Docket or ServiceNow instance answers at \(base)/foo"), "\(path.err)")
+            #expect(path.err.contains("such as \(base)"), "\(path.err)")
+        }
+    }
+
+    @Test("one wrong password is one failed login; once throttled, the CLI says how long to wait")
+    func failedLoginsCountOnce() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            // docketd lets five failures of one user from one address go by, then makes each further one wait: the
+            // sixth starts the wait and the seventh, within it, is refused. Counted twice, the fourth would be.
+            for attempt in 1...6 {
+                let failed = await cli.run("login", base, "--user", "beth.anglin", "--password-stdin", stdin: ["wrong"])
+                #expect(failed.code == 1)
+                #expect(failed.err.contains("wrong user name or password"), "attempt \(attempt): \(failed.err)")
+            }
+            let throttled = await cli.run("login", base, "--user", "beth.anglin", "--password-stdin", stdin: ["wrong"])
+            #expect(throttled.code == 1)
+            #expect(throttled.err.contains("too many attempts: try again in "), "\(throttled.err)")
+        }
+    }
+
     @Test("a wrong password is exit 1 with a message a person can act on, and saves nothing")
     func wrongPassword() async throws {
         try await withLiveServer { base throws in
@@ -210,6 +290,15 @@ struct CLITests {
             #expect(Set(parsed?.compactMap { $0["number"] } ?? []).count == 22)
             let query = await cli.run("records", "incident", "--query", "number=INC0010002", "--fields", "number", "--json")
             #expect(query.out == #"[{"number":"INC0010002"}]"# + "\n")
+            // Without --fields: the useful columns, with names and labels.
+            let plain = await cli.run("records", "incident", "--limit", "2")
+            let header = plain.out.split(separator: "\n").first.map(String.init) ?? ""
+            #expect(header.hasPrefix("number      short_description"), "\(header)")
+            #expect(header.contains("state") && header.contains("priority") && header.contains("assigned_to"), "\(header)")
+            #expect(plain.out.contains("John Doe") && plain.out.contains("In Progress"), "\(plain.out)")
+            #expect(!header.contains("sys_"))
+            let users = await cli.run("records", "sys_user", "--query", "user_name=beth.anglin")
+            #expect(users.out.hasPrefix("name         user_name"), "\(users.out)")
         }
     }
 
@@ -223,6 +312,25 @@ struct CLITests {
                 #expect(result.code == 0)
                 #expect(result.err.contains("Fetched 22 of 22 records") == terminal)
                 #expect(result.out.hasPrefix("[{"))
+            }
+        }
+    }
+
+    @Test("every command's help reads as prose: no stray runs of spaces in its overview")
+    func helpText() async throws {
+        let cli = CLIHarness()
+        for command in DocketCommand.configuration.subcommands.map({ $0.configuration.commandName ?? "" }) {
+            let help = await cli.run("help", command)
+            #expect(help.code == 0, "\(command)")
+            let text = help.out + help.err
+            guard let start = text.range(of: "OVERVIEW:"), let end = text.range(of: "USAGE:") else {
+                Issue.record("\(command): no overview")
+                continue
+            }
+            let overview = text[start.upperBound..<end.lowerBound]
+            for line in overview.split(separator: "\n") {
+                let prose = line.trimmingCharacters(in: .whitespaces)
+                #expect(prose.range(of: #"\S {2,}\S"#, options: .regularExpression) == nil, "\(command): \(prose)")
             }
         }
     }
@@ -242,7 +350,7 @@ struct CLITests {
         #expect(notLoggedIn.err.contains("docket login"))
     }
 
-    @Test("watch prints each change as it happens, one JSON object per line with --json", .timeLimit(.minutes(1)))
+    @Test("watch prints each change as it happens, one JSON object per line with --json", .timeLimit(.minutes(3)))
     func watch() async throws {
         try await withLiveServer { base throws in
             let cli = CLIHarness()

@@ -91,7 +91,7 @@ struct WorkCommandTests {
         }
     }
 
-    @Test("Compass: watch --mine prints who assigned or modified my defects", .timeLimit(.minutes(1)))
+    @Test("Compass: watch --mine prints who assigned or modified my defects", .timeLimit(.minutes(3)))
     func compassWatch() async throws {
         try await withLiveServer { base in
             let cli = CLIHarness()
@@ -116,7 +116,7 @@ struct WorkCommandTests {
             let lines = cli.outputSoFar().split(separator: "\n").map(String.init)
             watch.cancel()
             _ = await watch.value
-            #expect(lines.first?.hasPrefix("SAMPL00000001 modified by beth.anglin  ") == true, "\(lines)")
+            #expect(lines.first?.hasPrefix("SAMPL00000001 modified by beth.anglin (Description: 'poke ") == true, "\(lines)")
             #expect(lines.contains("\(created.id) assigned to you by beth.anglin  for john"), "\(lines)")
             #expect(lines.last == moved, "\(lines)")
             #expect(await cli.run("watch", "--table", "defect").code == 2)
@@ -143,6 +143,66 @@ struct WorkCommandTests {
             #expect(mine.out.contains(id))
             #expect(await cli.run("delete", id).out == "Deleted \(id).\n")
             #expect(await cli.run("edit", id).code == 2)
+        }
+    }
+
+    @Test("ServiceNow: create and edit take what a person types (labels, names, user names); a reference naming nobody is refused with the candidates")
+    func serviceNowValuesAsTyped() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            #expect(await cli.login(base) == 0)
+            let created = await cli.run(
+                "create", "incident", "short_description=typed by a person", "urgency=1 - High", "assigned_to=beth.anglin",
+                "caller_id=Abel Tuter", "--json"
+            )
+            #expect(created.code == 0, "\(created.err)")
+            let item = try JSONValue.parse(Array(created.out.utf8))
+            #expect(item["assignee"]?.stringValue == "Beth Anglin")
+            #expect(item["fields"]?["urgency"]?.stringValue == "1 - High")
+            #expect(item["fields"]?["caller_id"]?.stringValue == "Abel Tuter")
+            let id = try #require(item["id"]?.stringValue)
+            // It reaches beth's work: the reference is hers, not the text.
+            let beth = CLIHarness()
+            #expect(await beth.login(base, user: "beth.anglin") == 0)
+            #expect(await beth.run("defects", "--type", "incident").out.contains(id))
+
+            let resolved = await cli.run("edit", id, "state=Resolved", "close_code=Solved (Permanently)", "assigned_to=John Doe")
+            #expect(resolved.code == 0, "\(resolved.err)")
+            #expect(resolved.out.contains("Updated \(id) (Resolved)"))
+            let nobody = await cli.run("edit", id, "assigned_to=alice")
+            #expect(nobody.code == 1)
+            #expect(nobody.err.contains("No user is called 'alice'"), "\(nobody.err)")
+            let almost = await cli.run("create", "incident", "short_description=x", "caller_id=abel")
+            #expect(almost.code == 1)
+            #expect(almost.err.contains("did you mean Abel Tuter (abel.tuter)?"), "\(almost.err)")
+            let badState = await cli.run("edit", id, "state=Finished")
+            #expect(badState.code == 1)
+            #expect(badState.err.contains("New (1)") && badState.err.contains("Resolved (6)"), "\(badState.err)")
+            // Nothing at all: the fields a new record needs.
+            let empty = await cli.run("create", "incident")
+            #expect(empty.code == 1)
+            #expect(empty.err.contains("A new incident needs its fields as field=value; required: short_description"), "\(empty.err)")
+        }
+    }
+
+    @Test("Compass: show --comments N prints the latest notes of a defect")
+    func compassNotes() async throws {
+        try await withLiveServer { base in
+            let cli = CLIHarness()
+            #expect(await compassLogin(cli, base).code == 0)
+            #expect(await cli.run("comment", "SAMPL00000002", "first note").code == 0)
+            // Journal entries are ordered by their time, to the second.
+            try await Task.sleep(for: .milliseconds(1_100))
+            #expect(await cli.run("comment", "SAMPL00000002", "second note\nwith two lines").code == 0)
+            let shown = await cli.run("show", "SAMPL00000002", "--comments", "1")
+            #expect(shown.code == 0, "\(shown.err)")
+            #expect(shown.out.contains("by john.doe ====\n  second note\n  with two lines\n"), "\(shown.out)")
+            #expect(!shown.out.contains("first note"))
+            let both = await cli.run("show", "SAMPL00000002", "--json")
+            let notes = try JSONValue.parse(Array(both.out.utf8))["notes"]?.arrayValue ?? []
+            #expect(notes.count >= 2)
+            #expect(notes.first?["text"]?.stringValue == "second note\nwith two lines")
+            #expect(await cli.run("show", "SAMPL00000002", "--comments", "0").out.contains("==== ") == false)
         }
     }
 }

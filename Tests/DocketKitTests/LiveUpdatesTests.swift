@@ -65,7 +65,7 @@ struct LiveUpdatesTests {
 
     @Test(
         "create, update, reassign away and delete arrive as entered, changed, left; another user's stream sees only theirs",
-        .timeLimit(.minutes(1)), arguments: LiveTransportKind.allCases
+        .timeLimit(.minutes(3)), arguments: LiveTransportKind.allCases
     )
     func follows(_ kind: LiveTransportKind) async throws {
         try await withLiveServer { base throws in
@@ -105,7 +105,7 @@ struct LiveUpdatesTests {
 
     @Test(
         "a follower that stops and comes back with its position gets what happened meanwhile, once",
-        .timeLimit(.minutes(1)), arguments: LiveTransportKind.allCases
+        .timeLimit(.minutes(3)), arguments: LiveTransportKind.allCases
     )
     func resumes(_ kind: LiveTransportKind) async throws {
         try await withLiveServer { base throws in
@@ -129,7 +129,7 @@ struct LiveUpdatesTests {
 
     @Test(
         "a follower survives a restart of the instance and misses nothing written while it was down",
-        .timeLimit(.minutes(2)), arguments: LiveTransportKind.allCases
+        .timeLimit(.minutes(4)), arguments: LiveTransportKind.allCases
     )
     func survivesRestart(_ kind: LiveTransportKind) async throws {
         let consumer = Mutex<Task<([RecordChange], Int?), any Error>?>(nil)
@@ -176,7 +176,7 @@ struct LiveUpdatesTests {
         }
     }
 
-    @Test("a WebSocket follower whose session ends logs in again and misses nothing", .timeLimit(.minutes(1)))
+    @Test("a WebSocket follower whose session ends logs in again and misses nothing", .timeLimit(.minutes(3)))
     func webSocketLogsInAgain() async throws {
         try await withLiveServer(heartbeat: .milliseconds(200)) { base throws in
             let admin = try client(base, "admin", "admin")

@@ -132,7 +132,7 @@ struct WorkBackendTests {
         return try await collector.value
     }
 
-    @Test("Compass: watchMine says who assigned or modified my defects, with the state change", .timeLimit(.minutes(1)))
+    @Test("Compass: watchMine says who assigned or modified my defects, with the state change", .timeLimit(.minutes(3)))
     func compassNotifications() async throws {
         try await withLiveServer { base in
             let mine = try Self.compass(base).workBackend()
@@ -148,7 +148,9 @@ struct WorkBackendTests {
                 },
                 done: { all in all.contains { $0.stateChange != nil } }
             )
-            #expect(notes.first?.message == "SAMPL00000001 modified by beth.anglin")
+            // Every field the change set is told, in Compass's names.
+            #expect(notes.first?.message.hasPrefix("SAMPL00000001 modified by beth.anglin (Description: 'poke ") == true, "\(notes.first?.message ?? "")")
+            #expect(notes.first?.changes.map(\.field) == ["Description"])
             let assigned = try #require(notes.first { $0.kind == .assigned })
             #expect(assigned.message == "\(assigned.id) assigned to you by beth.anglin")
             #expect(assigned.title == "for john")
@@ -159,7 +161,7 @@ struct WorkBackendTests {
         }
     }
 
-    @Test("ServiceNow tables: watchMine over incidents", .timeLimit(.minutes(1)))
+    @Test("ServiceNow tables: watchMine over incidents", .timeLimit(.minutes(3)))
     func serviceNowNotifications() async throws {
         try await withLiveServer { base in
             let mine = try Self.serviceNow(base).workBackend()
@@ -180,6 +182,16 @@ struct WorkBackendTests {
             let assigned = try #require(notes.first { $0.kind == .assigned })
             #expect(assigned.message == "\(assigned.id) assigned to you by admin")
             #expect(notes.last?.message == "\(assigned.id) modified by admin (State: New → In Progress)")
+            // Other fields are described too, choice fields by their labels.
+            let poked = try #require(notes.first { $0.id == "INC0010001" })
+            #expect(poked.message.hasPrefix("INC0010001 modified by admin (description: '"), "\(poked.message)")
+            let urgent = try await Self.notifications(
+                mine, poke: { _ = try await admin.table.updateRecord(first, in: "incident", with: ["urgency": "1", "comments": "Calling you now"]) },
+                act: {}, done: { all in all.contains { $0.changes.contains { $0.field == "urgency" } } }
+            )
+            let note = try #require(urgent.first { $0.changes.contains { $0.field == "urgency" } })
+            #expect(note.message.contains("urgency: '2 - Medium' → '1 - High'"), "\(note.message)")
+            #expect(note.message.contains("comments: 'Calling you now'"), "\(note.message)")
         }
     }
 }

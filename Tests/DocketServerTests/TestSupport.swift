@@ -24,6 +24,13 @@ struct TemporaryDirectory: ~Copyable {
 /// The storage tests run on: SQLite in the test's folder, or, when `DOCKET_TEST_POSTGRES_URL` names a
 /// PostgreSQL database, a new schema of it for each test (the storage conformance run of `.ci/run`).
 enum TestDatabase {
+    /// Why the PostgreSQL-only suites are skipped, and how to run them (printed by `swift test`).
+    static let postgresHint: Comment = """
+        needs PostgreSQL: set DOCKET_TEST_POSTGRES_URL=postgres://USER@HOST:PORT/DATABASE?sslmode=disable (a role that \
+        may create and drop schemas, on a server allowing about 100 connections; scripts/postgres-cluster.sh start \
+        makes one and prints the URL). With it, every server suite runs on PostgreSQL instead of SQLite
+        """
+
     static let postgres: PostgresLocation? = {
         guard let url = ProcessInfo.processInfo.environment["DOCKET_TEST_POSTGRES_URL"], !url.isEmpty else { return nil }
         guard case .postgres(let location) = try? StorageLocation(parsing: url) else {

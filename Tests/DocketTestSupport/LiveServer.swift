@@ -72,9 +72,69 @@ private func runServer<T: Sendable>(_ configuration: Configuration, _ body: @Sen
     }
 }
 
-enum LiveServerError: Error { case noPort }
+enum LiveServerError: Error {
+    case noPort
+    case openssl(String)
+}
 
 /// The demo's fixed sys_ids (see DemoData).
 public enum Demo {
     public static let incident1 = "cdb04ffc53247d4908555def767adca7"
+}
+
+/// A throw-away certificate authority and a server certificate it signed for 127.0.0.1 (made with openssl).
+public struct TestCertificates: Sendable {
+    public let folder: URL
+    public var caFile: String { folder.appendingPathComponent("ca.pem").path }
+    public var certificateFile: String { folder.appendingPathComponent("server.pem").path }
+    public var keyFile: String { folder.appendingPathComponent("server.key").path }
+
+    /// Makes them in a new temporary folder.
+    public static func make() throws -> TestCertificates {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-ca-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let certificates = TestCertificates(folder: folder)
+        try "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
+            .write(to: folder.appendingPathComponent("ext.cnf"), atomically: true, encoding: .utf8)
+        for arguments in [
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=Docket test CA", "-keyout", "ca.key", "-out", "ca.pem"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr"],
+            ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
+             "-extfile", "ext.cnf", "-out", "server.pem"],
+        ] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["openssl"] + arguments
+            process.currentDirectoryURL = folder
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            guard process.terminationStatus == 0 else { throw LiveServerError.openssl(arguments.first ?? "") }
+        }
+        return certificates
+    }
+
+    public func remove() { try? FileManager.default.removeItem(at: folder) }
+}
+
+/// Runs a docketd with demo data over TLS (a certificate of `certificates`' CA) on a free port; its https URL.
+public func withLiveTLSServer<T: Sendable>(
+    _ certificates: TestCertificates, _ body: @Sendable (_ baseURL: String) async throws -> T
+) async throws -> T {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-live-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    let port = Mutex<Int?>(nil)
+    var configuration = Configuration(
+        host: "127.0.0.1", port: 0, dataDirectory: directory.path, demo: true, logLevel: .warning, bcryptCost: 4
+    )
+    configuration.tlsCertificatePath = certificates.certificateFile
+    configuration.tlsKeyPath = certificates.keyFile
+    let app = try await buildApplication(configuration) { channel in
+        port.withLock { $0 = channel.localAddress?.port }
+    }
+    return try await app.test(.live) { _ in
+        guard let port = port.withLock({ $0 }) else { throw LiveServerError.noPort }
+        return try await body("https://127.0.0.1:\(port)")
+    }
 }

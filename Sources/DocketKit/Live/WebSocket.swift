@@ -32,11 +32,14 @@ public protocol WebSocketConnector: Sendable {
 /// The WebSocket connectors DocketKit ships.
 public enum WebSocketConnectors {
     /// The connector of this platform.
-    public static var platform: any WebSocketConnector {
+    public static var platform: any WebSocketConnector { platform(trusting: nil) }
+
+    /// The connector of this platform, trusting `certificates` besides the system's (a private CA's).
+    public static func platform(trusting certificates: TrustedCertificates?) -> any WebSocketConnector {
         #if canImport(WSClient)
-        return NIOWebSocketConnector()
+        return NIOWebSocketConnector(trusting: certificates)
         #else
-        return URLSessionWebSocketConnector()
+        return URLSessionWebSocketConnector(trusting: certificates)
         #endif
     }
 }
@@ -44,13 +47,18 @@ public enum WebSocketConnectors {
 #if canImport(Darwin)
 /// WebSockets through `URLSessionWebSocketTask`.
 public struct URLSessionWebSocketConnector: WebSocketConnector {
-    public init() {}
+    let trusted: TrustedCertificates?
+
+    /// Creates a connector; `certificates` are trusted besides the system's.
+    public init(trusting certificates: TrustedCertificates? = nil) { trusted = certificates }
 
     public func connect(to url: URL, subprotocol: String, headers: [String: String]) async throws -> any WebSocketConnection {
         var request = URLRequest(url: url)
         request.setValue(subprotocol, forHTTPHeaderField: "Sec-WebSocket-Protocol")
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        let task = URLSession.shared.webSocketTask(with: request)
+        let session = trusted == nil
+            ? URLSession.shared : URLSession(configuration: .ephemeral, delegate: TrustDelegate(trusted), delegateQueue: nil)
+        let task = session.webSocketTask(with: request)
         task.maximumMessageSize = 16 * 1024 * 1024
         task.resume()
         return Connection(task: task)
@@ -88,13 +96,31 @@ public struct URLSessionWebSocketConnector: WebSocketConnector {
 
         func close() async { task.cancel(with: .normalClosure, reason: nil) }
     }
+
+    /// Judges the server's certificate with the trusted certificates as extra anchors.
+    final class TrustDelegate: NSObject, URLSessionTaskDelegate, Sendable {
+        let trusted: TrustedCertificates?
+
+        init(_ trusted: TrustedCertificates?) { self.trusted = trusted }
+
+        func urlSession(
+            _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
+            completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+        ) {
+            let answer = ServerTrust.answer(challenge, trusting: trusted) ?? (.performDefaultHandling, nil)
+            completionHandler(answer.0, answer.1)
+        }
+    }
 }
 #endif
 
 #if canImport(WSClient)
 /// WebSockets through swift-websocket's `WebSocketClient` (SwiftNIO).
 public struct NIOWebSocketConnector: WebSocketConnector {
-    public init() {}
+    let trusted: TrustedCertificates?
+
+    /// Creates a connector; `certificates` are trusted besides the system's.
+    public init(trusting certificates: TrustedCertificates? = nil) { trusted = certificates }
 
     public func connect(to url: URL, subprotocol: String, headers: [String: String]) async throws -> any WebSocketConnection {
         var fields = HTTPFields()
@@ -104,8 +130,20 @@ public struct NIOWebSocketConnector: WebSocketConnector {
         }
         let connection = Connection()
         let secure = url.scheme?.lowercased() == "wss"
-        let configuration = WebSocketClientConfiguration(maxFrameSize: 16 * 1024 * 1024, additionalHeaders: fields)
-        let tls = secure ? TLSConfiguration.makeClientConfiguration() : nil
+        var configuration = WebSocketClientConfiguration(maxFrameSize: 16 * 1024 * 1024, additionalHeaders: fields)
+        var tls = secure ? TLSConfiguration.makeClientConfiguration() : nil
+        if let trusted { tls?.additionalTrustRoots = [.file(trusted.pemFile)] }
+        if secure, let host = url.host, Self.isIPAddress(host) {
+            // TLS names the server it expects (SNI), which cannot be an IP address: the loopback address is
+            // "localhost" (as docketd's documented certificate names it); other addresses need the server's name.
+            guard host == "127.0.0.1" || host == "::1" || host == "[::1]" else {
+                throw DocketError(
+                    kind: .invalidRequest,
+                    message: "a WebSocket over TLS needs the server's host name, not the address \(host): use the name its certificate was made for, or Server-Sent Events"
+                )
+            }
+            configuration.sniHostname = "localhost"
+        }
         let text = url.absoluteString
         let run = Task {
             do {
@@ -136,8 +174,30 @@ public struct NIOWebSocketConnector: WebSocketConnector {
             }
         }
         connection.run = run
-        try await connection.waitUntilOpen()
+        do {
+            try await connection.waitUntilOpen()
+        } catch let error as NIOSSLError {
+            throw Self.tlsFailure(error)
+        } catch let error as NIOSSLExtraError {
+            throw Self.tlsFailure(error)
+        } catch let error as BoringSSLError {
+            throw Self.tlsFailure(error)
+        }
         return connection
+    }
+
+    /// A TLS failure does not pass by itself (an untrusted certificate, a name it does not hold): it is reported,
+    /// not retried.
+    static func tlsFailure(_ error: any Error) -> DocketError {
+        DocketError(
+            kind: .invalidRequest,
+            message: "the WebSocket's TLS handshake failed (for a certificate of your own CA, trust the CA)",
+            detail: "\(error)", underlying: error
+        )
+    }
+
+    static func isIPAddress(_ host: String) -> Bool {
+        host.contains(":") || (!host.isEmpty && host.allSatisfy { $0.isNumber || $0 == "." })
     }
 
     /// A close code as its number.

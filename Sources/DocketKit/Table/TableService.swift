@@ -30,17 +30,29 @@ public struct TableService: Sendable {
         return try Self.single(from: try await session.send("GET", Self.path(table, sysID), query: query))
     }
 
-    /// Creates a record; returns it as stored (with sys_id, number and defaults).
-    public func createRecord(with values: [String: String], in table: String) async throws -> TableRecord {
-        try Self.single(from: try await session.send("POST", Self.path(table), body: try Self.body(values)))
+    /// Creates a record; returns it as stored (with sys_id, number and defaults). With `inputDisplayValue`, values
+    /// may be what a person reads (`sysparm_input_display_value=true`): choice labels (`1 - High`), names of
+    /// referenced records, dates in the user's time zone.
+    public func createRecord(
+        with values: [String: String], in table: String, inputDisplayValue: Bool = false
+    ) async throws -> TableRecord {
+        try Self.single(from: try await session.send(
+            "POST", Self.path(table), query: Self.inputQuery(inputDisplayValue), body: try Self.body(values)
+        ))
     }
 
     /// Changes the given fields of a record; returns it as stored. Setting `comments` or `work_notes` adds a
-    /// journal entry.
-    public func updateRecord(_ sysID: String, in table: String, with values: [String: String]) async throws
-        -> TableRecord
-    {
-        try Self.single(from: try await session.send("PATCH", Self.path(table, sysID), body: try Self.body(values)))
+    /// journal entry. `inputDisplayValue` as for ``createRecord(with:in:inputDisplayValue:)``.
+    public func updateRecord(
+        _ sysID: String, in table: String, with values: [String: String], inputDisplayValue: Bool = false
+    ) async throws -> TableRecord {
+        try Self.single(from: try await session.send(
+            "PATCH", Self.path(table, sysID), query: Self.inputQuery(inputDisplayValue), body: try Self.body(values)
+        ))
+    }
+
+    static func inputQuery(_ inputDisplayValue: Bool) -> [(String, String)] {
+        inputDisplayValue ? [("sysparm_input_display_value", "true")] : []
     }
 
     /// Deletes a record.

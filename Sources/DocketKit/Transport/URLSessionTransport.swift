@@ -4,22 +4,30 @@ import Synchronization
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
+#if canImport(Security)
+    import Security
+#endif
 
 /// The default ``Transport``, on `URLSession`. Cookies are handled by ``DocketSession``, not by the URL
 /// loading system, so that each client keeps its own session.
 public final class URLSessionTransport: Transport {
     private let session: URLSession
-    private let challenges = ChallengeDecliner()
+    private let challenges: ChallengeDecliner
     private let timeout: TimeInterval
+    private let trusted: TrustedCertificates?
 
-    /// Creates a transport with an ephemeral session and the given request timeout.
-    public init(timeout: TimeInterval = 60) {
+    /// Creates a transport with an ephemeral session and the given request timeout. On Apple platforms
+    /// `certificates` are trusted besides the system's; on Linux `URLSession` trusts only the system's store
+    /// (``Transports/platform(trusting:)`` picks a transport that can).
+    public init(timeout: TimeInterval = 60, trusting certificates: TrustedCertificates? = nil) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpCookieStorage = nil
         configuration.httpShouldSetCookies = false
         configuration.urlCredentialStorage = nil
         configuration.timeoutIntervalForRequest = timeout
         self.timeout = timeout
+        self.trusted = certificates
+        challenges = ChallengeDecliner(trusting: certificates)
         session = URLSession(configuration: configuration, delegate: challenges, delegateQueue: nil)
     }
 
@@ -108,7 +116,7 @@ extension URLSessionTransport: StreamingTransport {
         configuration.httpShouldSetCookies = false
         configuration.urlCredentialStorage = nil
         configuration.timeoutIntervalForRequest = timeout
-        let delegate = StreamDelegate()
+        let delegate = StreamDelegate(trusting: trusted)
         let session = URLSession(configuration: configuration, delegate: delegate, delegateQueue: nil)
         let task = session.dataTask(with: urlRequest)
         let (chunks, continuation) = AsyncThrowingStream<Data, any Error>.makeStream()
@@ -137,6 +145,9 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
     }
 
     private let state = Mutex(State())
+    private let trusted: TrustedCertificates?
+
+    init(trusting certificates: TrustedCertificates?) { trusted = certificates }
 
     func start(
         head: CheckedContinuation<HTTPResponseData, any Error>, chunks: AsyncThrowingStream<Data, any Error>.Continuation
@@ -178,6 +189,7 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
         _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
+        if let answer = ServerTrust.answer(challenge, trusting: trusted) { return completionHandler(answer.0, answer.1) }
         if let failure = challenge.failureResponse as? HTTPURLResponse {
             answer(failure)
             state.withLock { $0.chunks }?.finish()
@@ -190,6 +202,9 @@ private final class StreamDelegate: NSObject, URLSessionDataDelegate, Sendable {
 /// decides how to log in again. (Default handling stalls on Linux when a 401 carries `WWW-Authenticate`.)
 private final class ChallengeDecliner: NSObject, URLSessionTaskDelegate, Sendable {
     private let failures = Mutex<[Int: HTTPURLResponse]>([:])
+    private let trusted: TrustedCertificates?
+
+    init(trusting certificates: TrustedCertificates?) { trusted = certificates }
 
     func take(_ taskID: Int) -> HTTPURLResponse? {
         failures.withLock { $0.removeValue(forKey: taskID) }
@@ -199,9 +214,33 @@ private final class ChallengeDecliner: NSObject, URLSessionTaskDelegate, Sendabl
         _ session: URLSession, task: URLSessionTask, didReceive challenge: URLAuthenticationChallenge,
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
+        if let answer = ServerTrust.answer(challenge, trusting: trusted) { return completionHandler(answer.0, answer.1) }
         if let failure = challenge.failureResponse as? HTTPURLResponse {
             failures.withLock { $0[task.taskIdentifier] = failure }
         }
         completionHandler(.rejectProtectionSpace, nil)
+    }
+}
+
+/// The server's certificate, judged with the trusted certificates as extra anchors (Apple platforms).
+enum ServerTrust {
+    /// The answer to a server trust challenge; nil for other challenges. Without extra certificates, the system
+    /// judges as usual.
+    static func answer(
+        _ challenge: URLAuthenticationChallenge, trusting certificates: TrustedCertificates?
+    ) -> (URLSession.AuthChallengeDisposition, URLCredential?)? {
+        #if canImport(Security)
+            guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodServerTrust,
+                let trust = challenge.protectionSpace.serverTrust
+            else { return nil }
+            guard let certificates else { return (.performDefaultHandling, nil) }
+            let anchors = certificates.certificates.compactMap { SecCertificateCreateWithData(nil, $0 as CFData) }
+            SecTrustSetAnchorCertificates(trust, anchors as CFArray)
+            SecTrustSetAnchorCertificatesOnly(trust, false)
+            guard SecTrustEvaluateWithError(trust, nil) else { return (.cancelAuthenticationChallenge, nil) }
+            return (.useCredential, URLCredential(trust: trust))
+        #else
+            return nil
+        #endif
     }
 }

@@ -98,7 +98,12 @@ public struct CompassBackend: WorkBackend {
     private func follow(_ deliver: (WorkNotification) -> Void) async throws {
         let maker = NotificationMaker(myUserName: client.session.credentials.userName)
         var lastState: [String: String] = [:]
-        for item in try await myItems(type: nil) { lastState[item.id] = item.state }
+        // What was last seen of each record, in Compass's field names and labels.
+        var lastSeen: [String: [String: String]] = [:]
+        for item in try await myItems(type: nil) {
+            lastState[item.id] = item.state
+            lastSeen[item.id] = item.fields
+        }
         // docketd's table behind a Compass record type has the type's name in lower case.
         let updates = client.liveUpdates(
             table: defaultType.lowercased(), query: "assigned_to=\(ServiceNowBackend.me)"
@@ -107,21 +112,41 @@ public struct CompassBackend: WorkBackend {
             let id = change["number"].isEmpty ? change.sysID : change["number"]
             var title = change["short_description"]
             var state = lastState[id]
+            var now: [String: String]? = nil
             if change.kind != .deleted, change.operation != "delete",
                 let record = try? await compass.record(id, type: defaultType)
             {
                 state = record["State"]
                 title = record["Headline"]
+                now = Dictionary(record.fields.map { ($0.name, $0.value) }, uniquingKeysWith: { a, _ in a })
             }
             let before = lastState[id]
+            let seen = lastSeen[id] ?? [:]
             lastState[id] = change.kind == .entered || change.kind == .changed ? state : nil
+            lastSeen[id] = change.kind == .entered || change.kind == .changed ? now ?? seen : nil
             var states: WorkNotification.StateChange? = nil
             if change.fields.contains("state"), let state, let before, state != before { states = .init(from: before, to: state) }
-            if let note = maker.notification(for: change, id: id, title: title, states: states) { deliver(note) }
+            var changes: [WorkNotification.FieldChange] = []
+            for field in change.fields where !field.hasPrefix("sys_") && field != "state" {
+                guard let name = Self.fieldNames[field] else { continue }
+                if field == "comments" {
+                    changes.append(.init(field: "Note", from: nil, to: change[field]))
+                } else {
+                    changes.append(.init(field: name, from: seen[name], to: now?[name] ?? change[field]))
+                }
+            }
+            if let note = maker.notification(for: change, id: id, title: title, states: states, changes: changes) { deliver(note) }
         }
     }
 
     // MARK: Helpers
+
+    /// Compass's names of the fields docketd's event log names (those a person changes).
+    static let fieldNames = [
+        "short_description": "Headline", "description": "Description", "priority": "Priority", "severity": "Severity",
+        "assigned_to": "Owner", "resolution": "Resolution", "keywords": "Keywords", "symptoms": "Symptoms",
+        "project": "Project", "comments": "Notes_Log",
+    ]
 
     /// Runs the named personal query (saving it first when the folder has none of that name).
     private func list(_ type: String, name: String, field: String) async throws -> [WorkItem] {

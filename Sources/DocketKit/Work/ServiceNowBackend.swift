@@ -4,6 +4,10 @@ import Foundation
 /// ``WorkBackend`` over ServiceNow's Table API (docketd or a real instance): items are tasks (`task` and the tables
 /// extending it) found by number; states come from the table's `sys_choice` list, and a transition sets the state
 /// (ServiceNow tables are permissive: any state may follow any other). Notifications need docketd's event stream.
+///
+/// Values are written as a person reads them (`sysparm_input_display_value=true`): `state=Resolved`,
+/// `urgency=1 - High`, `assigned_to=Beth Anglin`; docketd also takes a user name (`assigned_to=beth.anglin`), and
+/// refuses a reference that names no record, or several, naming the candidates.
 public struct ServiceNowBackend: WorkBackend {
     let client: DocketClient
 
@@ -31,15 +35,51 @@ public struct ServiceNowBackend: WorkBackend {
         _ = try await client.table.updateRecord(sysID, in: table, with: ["comments": text])
     }
 
+    /// Creates a record of `type`; with no fields at all it is refused, naming the fields a new record needs
+    /// (`short_description` and the table's mandatory fields).
     public func create(type: String, fields: [(String, String)]) async throws -> WorkItem {
-        let created = try await client.table.createRecord(with: Self.values(fields), in: type)
+        if fields.isEmpty {
+            let required = try await requiredFields(table: type)
+            throw DocketError(
+                kind: .invalidRequest,
+                message: "A new \(type) needs its fields as field=value; required: " + required.joined(separator: ", ")
+                    + " (for example: short_description='Printer jams on every page' urgency='2 - Medium')"
+            )
+        }
+        let created = try await client.table.createRecord(with: Self.values(fields), in: type, inputDisplayValue: true)
         return Self.item(try await client.table.record(created.sysID, in: type, displayValue: .all), table: type)
     }
 
     public func edit(_ id: String, fields: [(String, String)]) async throws -> WorkItem {
         let (table, sysID) = try await locate(id)
-        _ = try await client.table.updateRecord(sysID, in: table, with: Self.values(fields))
+        _ = try await client.table.updateRecord(sysID, in: table, with: Self.values(fields), inputDisplayValue: true)
         return Self.item(try await client.table.record(sysID, in: table, displayValue: .all), table: table)
+    }
+
+    /// The fields a new record of a table must be given: `short_description` where the table has one, and the
+    /// dictionary's mandatory fields of the table and the tables it extends.
+    func requiredFields(table: String) async throws -> [String] {
+        var chain = [table]
+        while chain.count < 8, let parent = try await parent(of: chain[chain.count - 1]) { chain.append(parent) }
+        let dictionary = try await client.table.records(
+            in: "sys_dictionary", query: try EncodedQuery("nameIN\(chain.joined(separator: ","))^active=true"),
+            fields: ["element", "mandatory"], limit: 2_000
+        ).records
+        var required = dictionary.contains { $0["element"] == "short_description" } ? ["short_description"] : []
+        for entry in dictionary where entry["mandatory"] == "true" {
+            if let name = entry["element"], !name.isEmpty, !name.hasPrefix("sys_"), !required.contains(name) { required.append(name) }
+        }
+        return required.isEmpty ? ["(none)"] : required
+    }
+
+    /// The table a table extends, or nil.
+    private func parent(of table: String) async throws -> String? {
+        let parentID = try await client.table.records(
+            in: "sys_db_object", query: .where("name", .equals, table), fields: ["super_class"], limit: 1
+        ).records.first?["super_class"] ?? ""
+        guard !parentID.isEmpty else { return nil }
+        let name = try await client.table.record(parentID, in: "sys_db_object", fields: ["name"])["name"] ?? ""
+        return name.isEmpty ? nil : name
     }
 
     /// Every other state of the table's state choice list.
@@ -65,7 +105,7 @@ public struct ServiceNowBackend: WorkBackend {
         }
         var values = Self.values(fields)
         values["state"] = state.value
-        _ = try await client.table.updateRecord(sysID, in: table, with: values)
+        _ = try await client.table.updateRecord(sysID, in: table, with: values, inputDisplayValue: true)
         return Self.item(try await client.table.record(sysID, in: table, displayValue: .all), table: table)
     }
 
@@ -85,20 +125,39 @@ public struct ServiceNowBackend: WorkBackend {
             let task = Task {
                 do {
                     let maker = NotificationMaker(myUserName: client.session.credentials.userName)
+                    let backend = ServiceNowBackend(client: client)
+                    // Choice labels per table and field, read once (none when the lookup fails: values are shown).
                     var labels: [String: [String: String]] = [:]
+                    func label(_ value: String, _ field: String, in table: String) async -> String {
+                        let key = table + "." + field
+                        if labels[key] == nil {
+                            let list = (try? await backend.choices(table: table, field: field)) ?? []
+                            labels[key] = Dictionary(list.map { ($0.value, $0.label) }, uniquingKeysWith: { a, _ in a })
+                        }
+                        return labels[key]?[value] ?? value
+                    }
                     for try await change in client.liveUpdates(table: "task", query: "assigned_to=\(Self.me)") {
                         var states: WorkNotification.StateChange? = nil
-                        if change.kind == .changed, change.fields.contains("state") {
-                            if labels[change.table] == nil {
-                                let list = (try? await ServiceNowBackend(client: client).choices(table: change.table, field: "state")) ?? []
-                                labels[change.table] = Dictionary(list.map { ($0.value, $0.label) }, uniquingKeysWith: { a, _ in a })
+                        var changes: [WorkNotification.FieldChange] = []
+                        if change.kind == .changed {
+                            for field in change.fields where !field.hasPrefix("sys_") {
+                                if Self.journalFields.contains(field) {
+                                    changes.append(.init(field: field, from: nil, to: change[field]))
+                                    continue
+                                }
+                                let old = await label(change.previous[field] ?? "", field, in: change.table)
+                                let new = await label(change[field], field, in: change.table)
+                                if field == "state" {
+                                    states = .init(from: old, to: new)
+                                } else if !Self.derivedFields.contains(field) {
+                                    changes.append(.init(field: field, from: old, to: new))
+                                }
                             }
-                            let table = labels[change.table] ?? [:]
-                            let old = change.previous["state"] ?? ""
-                            states = .init(from: table[old] ?? old, to: table[change["state"]] ?? change["state"])
                         }
                         let id = change["number"].isEmpty ? change.sysID : change["number"]
-                        if let note = maker.notification(for: change, id: id, title: change["short_description"], states: states) {
+                        if let note = maker.notification(
+                            for: change, id: id, title: change["short_description"], states: states, changes: changes
+                        ) {
                             continuation.yield(note)
                         }
                     }
@@ -112,6 +171,11 @@ public struct ServiceNowBackend: WorkBackend {
     }
 
     // MARK: Helpers
+
+    /// Fields whose change adds a journal entry: their value is the new entry.
+    static let journalFields: Set<String> = ["comments", "work_notes"]
+    /// Fields that follow from others (the change that set them is described already).
+    static let derivedFields: Set<String> = ["active", "incident_state", "reassignment_count", "priority_calculated"]
 
     private func list(_ table: String, _ query: String) async throws -> [WorkItem] {
         let page = try await client.table.records(in: table, query: try EncodedQuery(query), limit: 500, displayValue: .all)

@@ -83,6 +83,36 @@ public struct WorkNotification: Sendable, Equatable {
         }
     }
 
+    /// Another field before and after (a value not known is empty).
+    public struct FieldChange: Sendable, Equatable {
+        /// The field's name as the backend shows it (`Priority`, `short_description`).
+        public var field: String
+        public var from: String?
+        public var to: String?
+
+        public init(field: String, from: String?, to: String?) {
+            self.field = field
+            self.from = from
+            self.to = to
+        }
+
+        /// "Priority: 2 → 1", "Description changed", "comments: 'On my way'".
+        public var description: String {
+            switch (from, to) {
+            case (let from?, let to?): return "\(field): \(Self.short(from)) → \(Self.short(to))"
+            case (nil, let to?): return "\(field): \(Self.short(to))"
+            default: return "\(field) changed"
+            }
+        }
+
+        static func short(_ value: String) -> String {
+            let line = value.split(separator: "\n", omittingEmptySubsequences: true).first.map(String.init) ?? ""
+            if line.isEmpty { return "''" }
+            return line.count > 40 || line.count < value.trimmingCharacters(in: .whitespacesAndNewlines).count
+                ? "'" + String(line.prefix(39)) + "…'" : "'" + line + "'"
+        }
+    }
+
     public var kind: Kind
     /// The item's display id.
     public var id: String
@@ -90,18 +120,21 @@ public struct WorkNotification: Sendable, Equatable {
     public var user: String
     /// The state before and after, for a change of state.
     public var stateChange: StateChange?
+    /// The other fields the change set, in the order they were written.
+    public var changes: [FieldChange] = []
     /// The item's summary, when known.
     public var title: String
     /// The event log's sequence number (resume after it).
     public var sequence: Int
 
     /// A sentence: "SAMPL00000042 assigned to you by beth.anglin", "SAMPL00000042 modified by beth.anglin
-    /// (State: Opened → Resolved)".
+    /// (State: Opened → Resolved; Priority: '2-Major' → '1-Critical'; Description changed)".
     public var message: String {
         switch kind {
         case .assigned: return "\(id) assigned to you by \(user)"
         case .modified:
-            return "\(id) modified by \(user)" + (stateChange.map { " (State: \($0.from) → \($0.to))" } ?? "")
+            let parts = (stateChange.map { ["State: \($0.from) → \($0.to)"] } ?? []) + changes.map(\.description)
+            return "\(id) modified by \(user)" + (parts.isEmpty ? "" : " (" + parts.joined(separator: "; ") + ")")
         case .unassigned: return "\(id) assigned away from you by \(user)"
         case .deleted: return "\(id) deleted by \(user)"
         }
@@ -160,7 +193,8 @@ struct NotificationMaker {
     /// The notification for a change made by someone else; nil for my own changes. `states` gives the state's
     /// label before and after (when the change moved it).
     func notification(
-        for change: RecordChange, id: String, title: String, states: WorkNotification.StateChange?
+        for change: RecordChange, id: String, title: String, states: WorkNotification.StateChange?,
+        changes: [WorkNotification.FieldChange] = []
     ) -> WorkNotification? {
         guard change.user != myUserName else { return nil }
         let kind: WorkNotification.Kind
@@ -171,8 +205,8 @@ struct NotificationMaker {
         case .deleted: kind = .deleted
         }
         return WorkNotification(
-            kind: kind, id: id, user: change.user, stateChange: kind == .modified ? states : nil, title: title,
-            sequence: change.sequence
+            kind: kind, id: id, user: change.user, stateChange: kind == .modified ? states : nil,
+            changes: kind == .modified ? changes : [], title: title, sequence: change.sequence
         )
     }
 }

@@ -102,7 +102,7 @@ public func buildApplication(
         // The web UI: `/` and `/app/…`, HTML pages, its own session cookie and CSRF tokens.
         WebAPI(
             store: store, configuration: configuration, authenticator: authenticator,
-            sessions: WebSessions(secret: signingKey, secure: tls != nil), ui: webUI,
+            sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams)
         ).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.

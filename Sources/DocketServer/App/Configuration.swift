@@ -73,6 +73,12 @@ public struct Configuration: Sendable {
     /// Whether docketd serves HTTPS.
     public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }
 
+    /// Whether browsers reach docketd over HTTPS: it serves TLS itself, or its public URL (a TLS proxy in front)
+    /// is `https://`. Session cookies are then marked `Secure`.
+    public var servedOverHTTPS: Bool {
+        usesTLS || publicURL?.lowercased().hasPrefix("https://") == true
+    }
+
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String = "./.docket", demo: Bool = false,
         logLevel: Logger.Level = .info, publicURL: String? = nil, bcryptCost: UInt8 = 12,

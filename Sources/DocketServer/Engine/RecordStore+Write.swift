@@ -33,7 +33,7 @@ extension RecordStore {
         if !caller.isAdmin, policy.rules(for: .create, on: table, caller: caller).isEmpty {
             throw EngineError.forbidden(.create)
         }
-        let prepared = try await prepare(input, for: table, isInsert: true, options: options.allowed(for: caller))
+        let prepared = try await prepare(input, for: table, isInsert: true, options: options.allowed(for: caller), caller: caller)
         let now = GlideDateTime.format(Date())
         let rules = try await businessRules.rules(for: .create, on: table, storage: storage)
         let events = try await storage.write { db -> [ChangeEvent] in
@@ -143,7 +143,7 @@ extension RecordStore {
         let now = GlideDateTime.format(Date())
         // Validation needs the concrete class (PATCH /table/task/<incident> may set incident fields).
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
-        let prepared = try await prepare(input, for: concrete, isInsert: false, options: options.allowed(for: caller))
+        let prepared = try await prepare(input, for: concrete, isInsert: false, options: options.allowed(for: caller), caller: caller)
         if !caller.isAdmin, concrete.field("sys_domain") != nil, prepared.values["sys_domain"] != nil {
             throw EngineError.badRequest(
                 "Operation Failed", detail: "The enterprise of a record (sys_domain) cannot be changed", field: "sys_domain"
@@ -324,7 +324,7 @@ extension RecordStore {
     }
 
     private func prepare(
-        _ input: [String: String], for table: SchemaCatalog.Table, isInsert: Bool, options: WriteOptions
+        _ input: [String: String], for table: SchemaCatalog.Table, isInsert: Bool, options: WriteOptions, caller: Caller
     ) async throws -> PreparedWrite {
         var prepared = PreparedWrite()
         for (name, raw) in input.sorted(by: { $0.key < $1.key }) {
@@ -354,7 +354,7 @@ extension RecordStore {
             default:
                 var value = raw
                 if options.inputDisplayValue {
-                    value = try await storedValue(forDisplay: raw, field: field, in: table)
+                    value = catalog.choiceValue(forLabel: raw, field: field.name, in: table) ?? raw
                     // Dates given as display values are the caller's local time.
                     if field.type == .glideDateTime, let zone = options.timeZone,
                         let date = GlideDateTime.parse(raw, in: zone)
@@ -362,7 +362,15 @@ extension RecordStore {
                         value = GlideDateTime.format(date)
                     }
                 }
-                prepared.values[name] = try FieldCoercion.normalize(value, for: field)
+                // A record may name itself (an enterprise is its own domain): it exists once this write commits.
+                let naming = isInsert && !value.isEmpty && value == input["sys_id"]
+                    && table.ancestry.contains(field.reference ?? "")
+                if field.type == .reference, !naming { value = try await referenceValue(value, field: field, caller: caller) }
+                do {
+                    prepared.values[name] = try FieldCoercion.normalize(value, for: field)
+                } catch {
+                    throw choiceProblem(error, value: value, field: field, in: table)
+                }
             }
         }
         return prepared
@@ -374,22 +382,17 @@ extension RecordStore {
         name == "password" ? table.field("user_password") : nil
     }
 
-    /// Resolves a display value (choice label, reference display name) to the value to store.
-    private func storedValue(forDisplay value: String, field: FieldDefinition, in table: SchemaCatalog.Table)
-        async throws -> String
+    /// A value refused for a field with a choice list names the choices (their labels are accepted with
+    /// `sysparm_input_display_value=true`).
+    private func choiceProblem(_ error: EngineError, value: String, field: FieldDefinition, in table: SchemaCatalog.Table)
+        -> EngineError
     {
-        guard !value.isEmpty else { return value }
-        if let stored = catalog.choiceValue(forLabel: value, field: field.name, in: table) { return stored }
-        guard field.type == .reference, let targetName = field.reference, let target = catalog.table(targetName),
-            let display = target.displayField
-        else { return value }
-        return try await storage.read { db in
-            let rows = try await db.rows(
-                "SELECT sys_id FROM " + .identifier(target.physicalTable) + " WHERE sys_id = " + .bind(value) + " OR "
-                    + .identifier(display) + " = " + .bind(value) + " ORDER BY sys_id LIMIT 1"
-            )
-            return try rows.first?.value(at: "sys_id", kind: .text).text ?? value
-        }
+        guard let choices = catalog.choices(for: field.name, in: table), !choices.isEmpty else { return error }
+        let list = choices.prefix(20).map { "\($0.label) (\($0.value))" }.joined(separator: ", ")
+        return EngineError.badRequest(
+            error.message, detail: "'\(value.prefix(80))' is not one of the \(field.label) values of \(table.name): \(list)",
+            field: field.name
+        )
     }
 
     /// Throws unless a rule lets the caller `operation` this record, changing only `fields`.

@@ -85,20 +85,26 @@ struct OAuthDirectory: Sendable {
     static let commandLineClientSecret = "docket-cli"
 
     static func offerCommandLineClient(in store: RecordStore) async throws {
-        let offered = try await store.storage.read { db in
-            try await !db.rows("SELECT value FROM docket_meta WHERE key = 'cli_client'").isEmpty
+        func offered() async throws -> Bool {
+            try await store.storage.read { db in
+                try await !db.rows("SELECT value FROM docket_meta WHERE key = 'cli_client'").isEmpty
+            }
         }
-        guard !offered else { return }
-        try await store.insert(
-            into: "oauth_entity",
-            values: [
-                "sys_id": SysID.stable("oauth_entity.docket-cli"), "name": "Docket command-line app",
-                "client_id": commandLineClientID, "client_secret": commandLineClientSecret,
-            ],
-            caller: .system
-        )
-        try await store.storage.write { db in
-            try await db.run("INSERT INTO docket_meta (key, value) VALUES ('cli_client', 'created')")
+        guard try await !offered() else { return }
+        do {
+            // The client and the note that it was offered commit together, so instances starting at once on one
+            // database offer it once: the others find the record (their insert is refused) and the note.
+            try await store.insert(
+                into: "oauth_entity",
+                values: [
+                    "sys_id": SysID.stable("oauth_entity.docket-cli"), "name": "Docket command-line app",
+                    "client_id": commandLineClientID, "client_secret": commandLineClientSecret,
+                ],
+                caller: .system,
+                within: { db, _ in try await db.run("INSERT INTO docket_meta (key, value) VALUES ('cli_client', 'created')") }
+            )
+        } catch {
+            guard try await offered() else { throw error }
         }
     }
 

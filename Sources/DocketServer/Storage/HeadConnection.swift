@@ -19,6 +19,13 @@ final class HeadConnection: Sendable {
 
     init(location: PostgresLocation) { self.location = location }
 
+    /// A storage dropped without being closed (a start that failed half way) still closes its connection: the
+    /// connection is kept until it has closed, as PostgresNIO requires.
+    deinit {
+        guard let connection = state.withLock({ $0.connection }), !connection.isClosed else { return }
+        connection.close().whenComplete { _ in withExtendedLifetime(connection) {} }
+    }
+
     /// The open connection, or nil while there is none. The first caller to find none connects one and waits for
     /// it (unless a try failed within the last second); callers meanwhile get nil.
     func connection(logger: Logger) async -> PostgresConnection? {

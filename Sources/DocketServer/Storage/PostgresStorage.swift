@@ -61,8 +61,13 @@ final class PostgresStorage: Storage {
         }
         do {
             if let schema = location.schema {
-                try await PostgresRunner(connection: probe, logger: logger)
-                    .run("CREATE SCHEMA IF NOT EXISTS " + .identifier(schema))
+                // Under the schema's lock: instances starting at once would otherwise both try to create it, and
+                // all but one fail (CREATE SCHEMA IF NOT EXISTS is not safe against itself).
+                let runner = PostgresRunner(connection: probe, logger: logger)
+                try await runner.run("BEGIN")
+                try await runner.run("SELECT pg_advisory_xact_lock(" + .bind(Int(Self.writeLockKey(schema: schema))) + ")")
+                try await runner.run("CREATE SCHEMA IF NOT EXISTS " + .identifier(schema))
+                try await runner.run("COMMIT")
             }
             try await probe.close()
         } catch {
@@ -72,7 +77,15 @@ final class PostgresStorage: Storage {
         var configuration = location.clientConfiguration
         configuration.options.maximumConnections = max(2, connections)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        let runTask = Task { await client.run() }
+        // The pool serves leases only once run() has begun: the first request waits until it has (no statement of
+        // run() suspends before it marks the client running), instead of leasing early and being warned about it.
+        let (started, starting) = AsyncStream<Void>.makeStream()
+        let runTask = Task {
+            starting.yield()
+            starting.finish()
+            await client.run()
+        }
+        for await _ in started { break }
         return PostgresStorage(location: location, client: client, runTask: runTask, logger: logger)
     }
 
@@ -149,6 +162,8 @@ final class PostgresStorage: Storage {
         let (location, logger) = (self.location, self.logger)
         let task = Task {
             var delay = Duration.milliseconds(100)
+            // Since when the notifications were lost, to say when they are back.
+            var lostSince: ContinuousClock.Instant? = nil
             while !Task.isCancelled {
                 do {
                     let connection = try await PostgresConnection.connect(
@@ -160,16 +175,25 @@ final class PostgresStorage: Storage {
                         try await connection.listen(on: Self.channelPrefix + schema) { notifications in
                             continuation.yield()
                             delay = .milliseconds(100)
+                            if let since = lostSince {
+                                logger.notice(
+                                    "Listening for the event log's notifications again",
+                                    metadata: ["after": "\(ContinuousClock.now - since)"]
+                                )
+                                lostSince = nil
+                            }
                             for try await _ in notifications { continuation.yield() }
                         }
                     } catch {
                         if !Task.isCancelled {
                             logger.warning("Lost the event log's notifications; listening again", metadata: ["error": "\(Self.describe(error))"])
+                            lostSince = lostSince ?? .now
                         }
                     }
                     try? await connection.close()
                 } catch {
                     logger.warning("Cannot listen for the event log's notifications", metadata: ["error": "\(Self.describe(error))"])
+                    lostSince = lostSince ?? .now
                 }
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(5))

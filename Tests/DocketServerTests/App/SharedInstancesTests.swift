@@ -3,13 +3,14 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import Logging
 import Testing
 
 @testable import DocketServer
 
 /// Two docketd applications on one PostgreSQL database, as behind a load balancer: a client may send each
 /// request to either and sees one service. Runs when `DOCKET_TEST_POSTGRES_URL` names a server.
-@Suite("Several instances, one service", .enabled(if: TestDatabase.postgres != nil))
+@Suite("Several instances, one service", .enabled(if: TestDatabase.postgres != nil, TestDatabase.postgresHint))
 struct SharedInstancesTests {
     static func withTwoApps(
         configure: (inout Configuration) -> Void = { _ in },
@@ -30,6 +31,33 @@ struct SharedInstancesTests {
 
     static func cookie(_ response: TestResponse) throws -> String {
         try #require(response.headers[.setCookie]?.split(separator: ";").first.map(String.init))
+    }
+
+    @Test("several instances started at once on an empty database all start; the command-line client is offered once")
+    func concurrentStart() async throws {
+        let location = try #require(TestDatabase.freshPostgres())
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("docket-start-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: base) }
+        let started = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<3 {
+                group.addTask {
+                    var configuration = TestApp.configuration(dataDirectory: base + "/\(index)", demo: false)
+                    configuration.database = location
+                    let app = try await buildApplication(configuration)
+                    return try await app.test(.router) { client in
+                        try await client.get("/health", [:]).status == .ok
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(started == [true, true, true])
+        let storage = try await location.open(logger: Logger(label: "test"))
+        let clients = try await storage.read { db in
+            try await db.integer("SELECT COUNT(*) FROM oauth_entity WHERE client_id = 'docket-cli'")
+        }
+        try await storage.close()
+        #expect(clients == 1)
     }
 
     @Test("a session started on one instance works on the other, and a logout on either ends it on both")

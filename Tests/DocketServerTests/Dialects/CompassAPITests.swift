@@ -54,7 +54,7 @@ struct CompassAPITests {
         }
     }
 
-    @Test("a Compass token follows Docket's event stream, and nothing else below /api; logoff ends it", .timeLimit(.minutes(1)))
+    @Test("a Compass token follows Docket's event stream, and nothing else below /api; logoff ends it", .timeLimit(.minutes(3)))
     func eventStream() async throws {
         try await TestApp.withRouter(configure: {
             $0.liveHeartbeat = .milliseconds(50)

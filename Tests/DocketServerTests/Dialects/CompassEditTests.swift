@@ -172,7 +172,7 @@ struct CompassEditTests {
 
 /// Compass across two docketd on one PostgreSQL database: a token from one works on the other, an edit started on
 /// one is seen and locked on the other, a result set made on one pages on the other, logoff ends the token on both.
-@Suite("Compass across instances", .enabled(if: TestDatabase.postgres != nil))
+@Suite("Compass across instances", .enabled(if: TestDatabase.postgres != nil, TestDatabase.postgresHint))
 struct CompassSharedTests {
     @Test("tokens, edits, locks and result sets are shared by every instance")
     func shared() async throws {

@@ -175,7 +175,7 @@ struct DataSyncAPITests {
         }
     }
 
-    @Test("concurrent updates with the same version: exactly one wins, the others conflict", .timeLimit(.minutes(1)))
+    @Test("concurrent updates with the same version: exactly one wins, the others conflict", .timeLimit(.minutes(3)))
     func concurrentUpdates() async throws {
         try await TestApp.withRouter { client in
             let id = try await Self.apollo(client, nil, #"mutation { createTask(title: "race", description: "") { id } }"#)

@@ -106,7 +106,7 @@ struct ETOTouchPointTests {
         }
     }
 
-    @Test("responses added at once each get their own id, and all are listed", .timeLimit(.minutes(1)))
+    @Test("responses added at once each get their own id, and all are listed", .timeLimit(.minutes(3)))
     func concurrentAdds() async throws {
         try await TestApp.withRouter { client in
             let (_, _, john) = try await ETOSecurityTests.siteToken(client)

@@ -67,7 +67,7 @@ struct LiveEventsTests {
         }
     }
 
-    @Test("a stream starts with ready and replays the changes matching its query that the caller may read; follow=false ends it with end", .timeLimit(.minutes(1)))
+    @Test("a stream starts with ready and replays the changes matching its query that the caller may read; follow=false ends it with end", .timeLimit(.minutes(3)))
     func replay() async throws {
         try await TestApp.withRouter { client in
             // Abel's own incident and one he may not read, both matching the query.
@@ -106,7 +106,7 @@ struct LiveEventsTests {
         }
     }
 
-    @Test("Last-Event-ID resumes after the given sequence and wins over since", .timeLimit(.minutes(1)))
+    @Test("Last-Event-ID resumes after the given sequence and wins over since", .timeLimit(.minutes(3)))
     func resume() async throws {
         try await TestApp.withRouter { client in
             var ids: [String] = []
@@ -132,7 +132,7 @@ struct LiveEventsTests {
         }
     }
 
-    @Test("resuming from before the oldest retained event says resync and ends", .timeLimit(.minutes(1)))
+    @Test("resuming from before the oldest retained event says resync and ends", .timeLimit(.minutes(3)))
     func resync() async throws {
         // The retention service prunes at start: only the newest five events stay.
         try await TestApp.withRouter(configure: { $0.eventLogMaxEvents = 5 }) { client in
@@ -175,7 +175,7 @@ struct LiveEventsTests {
         }
     }
 
-    @Test("a user may hold only so many streams at once", .timeLimit(.minutes(1)))
+    @Test("a user may hold only so many streams at once", .timeLimit(.minutes(3)))
     func streamsPerUser() async throws {
         try await TestApp.withRouter(configure: {
             $0.liveStreamsPerUser = 1
@@ -198,7 +198,7 @@ struct LiveEventsTests {
         }
     }
 
-    @Test("a revoked bearer token ends its stream", .timeLimit(.minutes(1)))
+    @Test("a revoked bearer token ends its stream", .timeLimit(.minutes(3)))
     func revokedBearer() async throws {
         try await TestApp.withRouter(configure: {
             $0.liveHeartbeat = .milliseconds(50)

@@ -111,7 +111,7 @@ struct LiveGroupsTests {
         #expect(condition())
     }
 
-    @Test("members get each change once, in order; a congested one goes on alone from where it stopped", .timeLimit(.minutes(1)))
+    @Test("members get each change once, in order; a congested one goes on alone from where it stopped", .timeLimit(.minutes(3)))
     func congestion() async throws {
         try await Self.withFixture { fixture in
             let (caller, token) = try await fixture.authenticator.login(userName: "admin", password: "admin", address: "t")
@@ -146,7 +146,7 @@ struct LiveGroupsTests {
         }
     }
 
-    @Test("a member whose caller changed goes on alone; one whose session ended is revoked", .timeLimit(.minutes(1)))
+    @Test("a member whose caller changed goes on alone; one whose session ended is revoked", .timeLimit(.minutes(3)))
     func credentials() async throws {
         try await Self.withFixture { fixture in
             let (caller, token) = try await fixture.authenticator.login(userName: "john.doe", password: "password", address: "t")

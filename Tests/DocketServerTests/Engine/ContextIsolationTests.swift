@@ -102,7 +102,7 @@ struct ContextIsolationTests {
         }
     }
 
-    @Test("attachments and live events of one enterprise's records do not reach the other", .timeLimit(.minutes(1)))
+    @Test("attachments and live events of one enterprise's records do not reach the other", .timeLimit(.minutes(3)))
     func attachmentsAndEvents() async throws {
         try await TestApp.withRouter { client in
             let upload = try await client.execute(
@@ -134,7 +134,7 @@ struct ContextIsolationTests {
         }
     }
 
-    @Test("a GraphQL subscription to a scoped table replays and follows only the subscriber's enterprise", .timeLimit(.minutes(1)))
+    @Test("a GraphQL subscription to a scoped table replays and follows only the subscriber's enterprise", .timeLimit(.minutes(3)))
     func subscriptions() async throws {
         try await GraphQLSocketTests.withServer { client, port in
             let john = try await TestSocket.open(port)

@@ -8,7 +8,7 @@ import Testing
 /// Following the event log: replay, then live, with no gap and no duplicate at the seam.
 @Suite("Event log subscriptions")
 struct EventLogTests {
-    @Test("a subscription started while eight clients write sees every event after its start once, in order", .timeLimit(.minutes(1)))
+    @Test("a subscription started while eight clients write sees every event after its start once, in order", .timeLimit(.minutes(3)))
     func seamUnderConcurrentWrites() async throws {
         try await TestApp.withStore { store in
             let start = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
@@ -62,7 +62,7 @@ struct EventLogTests {
         }
     }
 
-    @Test("a subscription from now sees only what commits after it, as it commits", .timeLimit(.minutes(1)))
+    @Test("a subscription from now sees only what commits after it, as it commits", .timeLimit(.minutes(3)))
     func live() async throws {
         try await TestApp.withStore { store in
             let now = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
@@ -78,7 +78,7 @@ struct EventLogTests {
         }
     }
 
-    @Test("a subscription that ends stops following the broadcaster", .timeLimit(.minutes(1)))
+    @Test("a subscription that ends stops following the broadcaster", .timeLimit(.minutes(3)))
     func stops() async throws {
         try await TestApp.withStore { store in
             let now = try await store.events(after: 0, limit: 100_000).last?.sequence ?? 0
@@ -126,7 +126,7 @@ struct EventLogTests {
         }
     }
 
-    @Test("a follower that falls behind its live buffer reads what it lost from the log, in order, once", .timeLimit(.minutes(1)))
+    @Test("a follower that falls behind its live buffer reads what it lost from the log, in order, once", .timeLimit(.minutes(3)))
     func slowFollower() async throws {
         try await TestApp.withStore { store in
             let start = try await store.latestSequence()

@@ -82,7 +82,7 @@ struct LiveQueryTests {
         }
     }
 
-    @Test("a user without roles follows only incidents they may read: entered, changed, left, entered, deleted", .timeLimit(.minutes(1)))
+    @Test("a user without roles follows only incidents they may read: entered, changed, left, entered, deleted", .timeLimit(.minutes(3)))
     func accessFiltered() async throws {
         try await TestApp.withStore { store in
             let start = try await store.latestSequence()
@@ -115,7 +115,7 @@ struct LiveQueryTests {
         }
     }
 
-    @Test("a query subscription tells that a task reassigned away from me left my list", .timeLimit(.minutes(1)))
+    @Test("a query subscription tells that a task reassigned away from me left my list", .timeLimit(.minutes(3)))
     func queryEnteredAndLeft() async throws {
         try await TestApp.withStore { store in
             let start = try await store.latestSequence()
@@ -141,7 +141,7 @@ struct LiveQueryTests {
         }
     }
 
-    @Test("a query subscription sees a record leave when it stops matching", .timeLimit(.minutes(1)))
+    @Test("a query subscription sees a record leave when it stops matching", .timeLimit(.minutes(3)))
     func leavesWhenNoLongerMatching() async throws {
         try await TestApp.withStore { store in
             let start = try await store.latestSequence()

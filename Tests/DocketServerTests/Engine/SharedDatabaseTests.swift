@@ -10,7 +10,7 @@ import Testing
 /// Two engines on one PostgreSQL database, as two docketd instances behind a load balancer: what one writes,
 /// the other serves at once (caches, catalog) and carries to its live followers, in order, once. Runs when
 /// `DOCKET_TEST_POSTGRES_URL` names a server (as in `.ci/run`).
-@Suite("Shared database (several instances)", .enabled(if: TestDatabase.postgres != nil))
+@Suite("Shared database (several instances)", .enabled(if: TestDatabase.postgres != nil, TestDatabase.postgresHint))
 struct SharedDatabaseTests {
     /// Two engines on a new copy of the demo database, each with its own storage (connections, caches,
     /// broadcaster), the second following the first's notifications as ``SharedChangesService`` does.
@@ -68,7 +68,7 @@ struct SharedDatabaseTests {
         }
     }
 
-    @Test("a follower on one instance receives every change written through both, in order, once", .timeLimit(.minutes(1)))
+    @Test("a follower on one instance receives every change written through both, in order, once", .timeLimit(.minutes(3)))
     func liveAcrossInstances() async throws {
         try await Self.withTwoInstances { a, b in
             let start = try await b.latestSequence()
@@ -102,7 +102,7 @@ struct SharedDatabaseTests {
         var all: [ChangeEvent] { events.withLock { $0 } }
     }
 
-    @Test("an instance that serves no request hears of another's writes by notification alone", .timeLimit(.minutes(1)))
+    @Test("an instance that serves no request hears of another's writes by notification alone", .timeLimit(.minutes(3)))
     func notified() async throws {
         try await Self.withTwoInstances { a, b in
             // B neither writes nor answers requests here: only the notification path can publish on it.

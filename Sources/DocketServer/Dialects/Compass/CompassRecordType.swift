@@ -17,8 +17,10 @@ struct CompassRecordType: Sendable {
         case dbid
         /// The record type's name.
         case recordType
-        /// The journal's entries, newest first (reading); a new entry (writing).
+        /// A new journal entry (writing); empty when read, as Compass's input box is.
         case journal(String)
+        /// The journal's entries as one log, newest first (Compass's Notes_Log, read only).
+        case notesLog(String)
         /// Whether the record is active ("1"/"0").
         case active
         /// Whether the record is a duplicate ("1"/"0").
@@ -81,7 +83,7 @@ struct CompassRecordType: Sendable {
             Field(name: "lock_version", type: "INT", source: .value("sys_mod_count")),
             Field(name: "locked_by", type: "INT", source: .none),
             Field(name: "Note_Entry", type: "MULTILINE_STRING", source: .journal("comments")),
-            Field(name: "Notes_Log", type: "MULTILINE_STRING", source: .none),
+            Field(name: "Notes_Log", type: "MULTILINE_STRING", source: .notesLog("comments")),
             Field(name: "old_id", type: "SHORT_STRING", source: .none),
             Field(name: "Owner", type: "REFERENCE", source: .reference("assigned_to", display: "user_name")),
             Field(name: "Priority", type: "SHORT_STRING", source: .choice("priority")),

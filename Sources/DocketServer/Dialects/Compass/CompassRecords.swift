@@ -105,7 +105,12 @@ struct CompassRecords {
             caller: caller
         )
         guard let record = page.records.first else { throw CompassError(.notFound, "No \(type.name) \(id)") }
-        var values = compassValues(type, record: record, table: table)
+        let journals = Set(type.fields.compactMap { field -> String? in
+            if case .notesLog(let element) = field.source { return element }
+            return nil
+        })
+        let notes = try await store.journalEntries(for: [record.sysID], elements: journals)[record.sysID] ?? []
+        var values = compassValues(type, record: record, table: table, notes: notes)
         var state = record["state"]
         var action = "Modify"
         let edit = try await edits.edit(recordID: record.sysID)
@@ -167,8 +172,11 @@ struct CompassRecords {
         }
     }
 
-    /// Every field's value as Compass shows it, from a committed record.
-    func compassValues(_ type: CompassRecordType, record: Record, table: SchemaCatalog.Table) -> [String: String] {
+    /// Every field's value as Compass shows it, from a committed record (and its journal entries, newest first, for
+    /// Notes_Log; lists leave them out).
+    func compassValues(
+        _ type: CompassRecordType, record: Record, table: SchemaCatalog.Table, notes: [JournalEntry] = []
+    ) -> [String: String] {
         var values: [String: String] = [:]
         for field in type.fields {
             switch field.source {
@@ -180,10 +188,18 @@ struct CompassRecords {
             case .recordType: values[field.name] = type.name
             case .active: values[field.name] = record["active"] == "true" ? "1" : "0"
             case .isDuplicate: values[field.name] = record["unduplicate_state"].isEmpty ? "0" : "1"
+            case .notesLog(let element): values[field.name] = Self.notesLog(notes.filter { $0.element == element })
             case .journal, .none: values[field.name] = ""
             }
         }
         return values
+    }
+
+    /// Notes as Compass's Notes package logs them, newest first: a header line per note, then its text.
+    static func notesLog(_ entries: [JournalEntry]) -> String {
+        entries.map { entry in
+            "==== \(entry.createdOn) by \(entry.createdBy) ====\n\(entry.value)"
+        }.joined(separator: "\n\n")
     }
 
     /// The values of a record not yet committed: defaults, the caller as submitter, its provisional id.

@@ -24,7 +24,7 @@ struct ServiceNowAPI {
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
         router.add(middleware: ServiceNowMiddleware())
         router.add(middleware: AuthMiddleware(
-            authenticator: authenticator, oauth: oauth, compass: compass, secure: configuration.usesTLS
+            authenticator: authenticator, oauth: oauth, compass: compass, secure: configuration.servedOverHTTPS
         ))
         router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
         for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {

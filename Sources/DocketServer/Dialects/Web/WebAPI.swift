@@ -38,12 +38,38 @@ struct WebAPI {
             return try ui.asset(request, name: context.parameters.get("name") ?? "")
         }
         router.get("/app/events") { request, context in try await events.events(request, context: context) }
+        // ServiceNow's form and list pages (the My Work API's `snowui` links, pysnc's get_link): the web UI's.
+        let store = self.store
+        router.get("/:page") { request, context in try Self.classicPage(request, context: context, catalog: store.catalog) }
         WebWork(store: store, pages: pages).add(to: router)
         WebItems(store: store, pages: pages, configuration: configuration).add(to: router)
         WebEdits(store: store, pages: pages, configuration: configuration).add(to: router)
         return DialectMount(prefix: "/app", responder: router.buildResponder()) { path in
-            path == "/" || path == "/app" || path.hasPrefix("/app/")
+            path == "/" || path == "/app" || path.hasPrefix("/app/") || Self.classicTable(path, catalog: store.catalog) != nil
         }
+    }
+
+    /// The table of a ServiceNow page path: `/incident.do` (a record's form) or `/incident_list.do` (a list); nil for
+    /// anything else (`/logout.do`, `/oauth_token.do` are no tables).
+    static func classicTable(_ path: String, catalog: SchemaCatalog) -> (table: String, isList: Bool)? {
+        guard path.hasPrefix("/"), path.hasSuffix(".do"), path.count < 120 else { return nil }
+        var name = String(path.dropFirst().dropLast(3))
+        guard !name.contains("/") else { return nil }
+        let isList = name.hasSuffix("_list") && catalog.table(name) == nil
+        if isList { name.removeLast("_list".count) }
+        guard catalog.table(name) != nil else { return nil }
+        return (name, isList)
+    }
+
+    /// `/incident.do?sys_id=…` opens the item, `/incident.do` without one the form for a new incident, and
+    /// `/incident_list.do` My work.
+    static func classicPage(_ request: Request, context: Context, catalog: SchemaCatalog) throws -> Response {
+        guard let page = classicTable(request.uri.path, catalog: catalog) else { throw WebError(.notFound, "There is no such page.") }
+        if page.isList { return redirect("/app/work") }
+        let sysID = request.uri.queryParameters["sys_id"].map(String.init) ?? ""
+        guard !sysID.isEmpty, sysID != "-1" else { return redirect("/app/new/\(page.table)") }
+        guard SysID.isValid(sysID) else { throw WebError(.notFound, "This item does not exist, or you may not see it.") }
+        return redirect("/app/item/\(page.table)/\(sysID)")
     }
 
     var pages: WebPages { WebPages(store: store, sessions: sessions, ui: ui) }
@@ -185,7 +211,8 @@ struct WebMiddleware: RouterMiddleware {
                 context.credential = .session(token)
             }
             let path = request.uri.path
-            let open = path == "/" || path == "/app/login" || path.hasPrefix("/app/assets/")
+            // ServiceNow's page paths only redirect (to a page that asks to sign in, and comes back to it after).
+            let open = path == "/" || path == "/app/login" || path.hasPrefix("/app/assets/") || path.hasSuffix(".do")
             if !open, context.caller == nil {
                 if request.method == .get || request.method == .head, !path.hasPrefix("/app/events"), !path.hasPrefix("/app/lookup") {
                     let target = request.uri.query.map { path + "?" + $0 } ?? path

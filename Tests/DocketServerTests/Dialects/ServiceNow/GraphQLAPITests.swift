@@ -231,7 +231,7 @@ struct GraphQLAPITests {
         }
     }
 
-    @Test("a table added through sys_db_object is queryable at once; concurrent requests agree", .timeLimit(.minutes(1)))
+    @Test("a table added through sys_db_object is queryable at once; concurrent requests agree", .timeLimit(.minutes(3)))
     func schemaFollowsCatalog() async throws {
         try await TestApp.withRouter { client in
             #expect(try await client.send(.post, "/api/now/table/sys_db_object", json: #"{"name":"u_gadget","label":"Gadget"}"#, headers: .admin).status == .created)

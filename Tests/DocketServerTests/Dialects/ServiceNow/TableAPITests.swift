@@ -32,6 +32,68 @@ struct TableAPITests {
         }
     }
 
+    @Test("a reference is written the same way on create and update: a sys_id, a display value, a user name or 'Name (user_name)' store the sys_id; a value naming no record or several is refused with the candidates")
+    func referenceValues() async throws {
+        try await TestApp.withRouter { client throws in
+            let beth = DemoData.userID("beth.anglin")
+            let abel = DemoData.userID("abel.tuter")
+            let fields = "?sysparm_fields=sys_id,assigned_to,caller_id&sysparm_exclude_reference_link=true"
+            for (assigned, caller) in [(beth, "abel.tuter"), ("Beth Anglin", "Abel Tuter"), ("beth.anglin", "Abel Tuter (abel.tuter)")] {
+                let created = try await client.send(
+                    .post, "/api/now/table/incident" + fields,
+                    json: #"{"short_description":"refs","assigned_to":"\#(assigned)","caller_id":"\#(caller)"}"#
+                )
+                #expect(created.status == .created, "\(assigned)")
+                #expect(try created.result.string("assigned_to") == beth && created.result.string("caller_id") == abel)
+                let id = try created.result.string("sys_id")
+                let updated = try await client.send(
+                    .patch, "/api/now/table/incident/\(id)" + fields, json: #"{"assigned_to":"\#(caller)","caller_id":"\#(assigned)"}"#
+                )
+                #expect(updated.status == .ok, "\(assigned)")
+                #expect(try updated.result.string("assigned_to") == abel && updated.result.string("caller_id") == beth)
+            }
+            let before = try await client.get("/api/now/table/incident?sysparm_fields=sys_id", .admin).results.count
+            for (value, detail) in [
+                ("alice", "No user is called 'alice'"), ("beth", "No user is called 'beth'; did you mean Beth Anglin (beth.anglin)?"),
+                ("0123456789abcdef0123456789abcdef", "No user is called '0123456789abcdef0123456789abcdef'"),
+            ] {
+                for (method, uri) in [(HTTPRequest.Method.post, "/api/now/table/incident"), (.patch, "/api/now/table/incident/\(incident1)")] {
+                    let refused = try await client.send(method, uri, json: #"{"short_description":"refused","assigned_to":"\#(value)"}"#)
+                    #expect(refused.status == .badRequest, "\(value)")
+                    #expect(refused.errorMessage == "Invalid value for field 'assigned_to'")
+                    #expect(try refused.json["error"]?["detail"]?.stringValue == detail)
+                }
+            }
+            // Two users of one name: the name alone is refused with both; the user name picks one.
+            let twin = try await client.send(
+                .post, "/api/now/table/sys_user", json: #"{"user_name":"beth.twin","first_name":"Beth","last_name":"Anglin","name":"Beth Anglin"}"#,
+                headers: .admin
+            )
+            #expect(twin.status == .created)
+            let ambiguous = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"refused","assigned_to":"Beth Anglin"}"#)
+            #expect(ambiguous.status == .badRequest)
+            #expect(try ambiguous.json["error"]?["detail"]?.stringValue?.contains("Beth Anglin (beth.anglin), Beth Anglin (beth.twin)") == true)
+            #expect(try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"ok","assigned_to":"beth.twin"}"#).status == .created)
+            #expect(try await client.get("/api/now/table/incident?sysparm_fields=sys_id", .admin).results.count == before + 1)
+            #expect(try await client.get("/api/now/table/incident/\(incident1)?sysparm_fields=short_description").result.string("short_description") != "refused")
+        }
+    }
+
+    @Test("a value refused for a field with choices names them; their labels are taken with sysparm_input_display_value")
+    func choiceValues() async throws {
+        try await TestApp.withRouter { client throws in
+            let refused = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"x","state":"Resolved"}"#)
+            #expect(refused.status == .badRequest)
+            #expect(try refused.json["error"]?["detail"]?.stringValue?.contains("Resolved (6)") == true)
+            let labelled = try await client.send(
+                .post, "/api/now/table/incident?sysparm_input_display_value=true&sysparm_fields=state,urgency",
+                json: #"{"short_description":"x","state":"In Progress","urgency":"1 - High"}"#
+            )
+            #expect(labelled.status == .created)
+            #expect(try labelled.result.string("state") == "2" && labelled.result.string("urgency") == "1")
+        }
+    }
+
     @Test("v1, v2 and unversioned paths all serve; v1 answers 404 for an empty match")
     func versions() async throws {
         try await TestApp.withRouter { client throws in

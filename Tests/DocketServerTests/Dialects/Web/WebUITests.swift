@@ -14,6 +14,44 @@ struct WebUITests {
     /// SAMPL00000002: assigned to john.doe, state Assigned.
     static let defect2 = DemoData.id("defect", 2)
 
+    @Test("ServiceNow's page links (the My Work API's snowui) open the item in the web UI; lists and new forms too")
+    func classicLinks() async throws {
+        try await TestApp.withRouter { client in
+            let tasks = try await client.get("/api/x_snc_my_work/v1/tracker/task", .john)
+            let link = try #require(tasks.json["result"]?["Incident"]?.arrayValue?.first?["snowui"]?.stringValue)
+            let path = String(link.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" })
+            #expect(path.hasPrefix("/incident.do?sys_id="), "\(link)")
+            // Signed out: the redirect to the item, which then asks to sign in and comes back to it.
+            let first = try await client.get(path, [:])
+            #expect(first.status == .seeOther)
+            #expect(first.location.hasPrefix("/app/item/"), "\(first.location)")
+            let signIn = try await client.get(first.location, [:])
+            #expect(signIn.location.hasPrefix("/?next=%2Fapp%2Fitem%2F") || signIn.location.hasPrefix("/?next=/app/item/"), "\(signIn.location)")
+            var browser = WebBrowser(client)
+            try await browser.signIn()
+            let item = try await browser.get(first.location)
+            #expect(item.status == .ok)
+            #expect(try await client.get("/incident.do", [:]).location == "/app/new/incident")
+            #expect(try await client.get("/incident_list.do?sysparm_query=active=true", [:]).location == "/app/work")
+            #expect(try await client.get("/no_such_table.do?sys_id=x", [:]).status == .notFound)
+            // The root's own .do paths are untouched.
+            #expect(try await client.execute(uri: "/oauth_token.do", method: .post, headers: [:], body: nil).status != .seeOther)
+        }
+    }
+
+    @Test("behind a TLS proxy (an https public URL) session cookies are Secure; over plain HTTP they are not", arguments: [true, false])
+    func secureCookies(behindTLS: Bool) async throws {
+        try await TestApp.withRouter(configure: { if behindTLS { $0.publicURL = "https://docket.example.com" } }) { client in
+            var browser = WebBrowser(client)
+            let signedIn = try await browser.signIn()
+            let web = try #require(WebBrowser.setCookies(signedIn)[WebSessions.cookie])
+            #expect(web.contains("Secure") == behindTLS, "\(web)")
+            let api = try await client.get("/api/now/table/incident?sysparm_limit=1", .john)
+            let session = try #require(WebBrowser.setCookies(api)["JSESSIONID"])
+            #expect(session.contains("Secure") == behindTLS, "\(session)")
+        }
+    }
+
     @Test("GET / is the sign-in page; signing in sets an HttpOnly, SameSite=Strict cookie; sign-out ends the session")
     func signInAndOut() async throws {
         try await TestApp.withRouter { client in
