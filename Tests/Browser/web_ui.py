@@ -193,7 +193,7 @@ def main():
         defect = driver.current_url.rstrip("/").rsplit("/", 1)[1]
         api(port, "PATCH", f"/api/now/table/defect/{defect}", {"comments": "Confirmed fixed in build 42"})
         run.until_text("#journal", "Confirmed fixed in build 42")
-        run.until_text("#notices", "beth.anglin")
+        run.until_text("#notices", "Beth Anglin")  # people by their full names, as everywhere on the page
         if not run.still_same_page():
             sys.exit("the item page was reloaded instead of updated")
         run.screenshot("item")
@@ -203,7 +203,7 @@ def main():
         driver.find_element(By.ID, "f-description").send_keys(" Also on tablets.")
         api(port, "PATCH", f"/api/now/table/defect/{defect}", {"priority": "1"})
         WebDriverWait(driver, 15, ignored_exceptions=PAGE_CHANGES).until(lambda d: d.find_element(By.ID, "conflict").is_displayed())
-        run.until_text("#conflict", "beth.anglin changed this item while you were editing it")
+        run.until_text("#conflict", "Beth Anglin changed this item while you were editing it")
         run.expected_statuses.add(409)
         driver.find_element(By.CSS_SELECTOR, "#edit button[type=submit]").click()
         run.until_text(".record .error", "changed this item after you opened it")
@@ -236,6 +236,25 @@ def main():
         run.until_text("main h1", "Screen flickers on rotate")
         run.until_text("#fields", "Beth Anglin")
         run.check_console()
+
+        run.step("on a phone: the navigation says it scrolls, an item's actions show without scrolling, names are full names")
+        driver.set_window_size(390, 844)
+        driver.get(base + "/app/item/incident/cdb04ffc53247d4908555def767adca7")
+        run.until_text("main h1", "INC0010001")
+        WebDriverWait(driver, 5, ignored_exceptions=PAGE_CHANGES).until(lambda d: d.execute_script(
+            "var n = document.querySelector('.bar nav'); return n.scrollWidth <= n.clientWidth + 1 || n.classList.contains('scrolls');"))
+        actions_top = driver.execute_script("var a = document.getElementById('actions'); return a.getBoundingClientRect().top;")
+        if actions_top is None or actions_top > 844:
+            sys.exit(f"on a phone the item's actions start at {actions_top} px, below the screen")
+        if "beth.anglin" in driver.find_element(By.CSS_SELECTOR, "main").text:
+            sys.exit("the item page names a person by user name")
+        driver.get(base + "/app/new/incident")
+        run.until_text("main h1", "New incident")
+        offered = [e.get_attribute("id") for e in driver.find_elements(By.CSS_SELECTOR, ".form-page [id^='f-']")]
+        for unwanted in ["f-reopen_count", "f-resolved_by", "f-close_code", "f-priority"]:
+            if unwanted in offered:
+                sys.exit(f"the create form offers {unwanted}: {offered}")
+        driver.set_window_size(1440, 900)
 
         run.step("first contentful paint of My work with 200 active items")
         count = api(port, "GET", "/api/now/stats/task?sysparm_count=true&sysparm_query=active=true^assigned_to=" + john)

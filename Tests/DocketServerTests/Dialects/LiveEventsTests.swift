@@ -99,6 +99,8 @@ struct LiveEventsTests {
             #expect(changes.map { $0.string("change") } == ["entered", "changed"])
             #expect(changes[1]["previous"]?["urgency"] != nil)
             #expect(changes[1]["record"]?["urgency"]?.stringValue == "1")
+            // Who did it, by user name and by full name.
+            #expect(changes.allSatisfy { $0.string("user") == "admin" && $0.string("user_display") == "System Administrator" })
             #expect(!response.text.contains("sse-replay other"))
             // `id:` is the sequence, so that EventSource resumes with Last-Event-ID.
             let ids = messages.filter { $0["event"] == nil }.compactMap { $0["id"].flatMap { Int($0) } }

@@ -13,8 +13,8 @@ import Synchronization
 /// - `event: ready` first, its `id:` the sequence the stream starts after (a client that reconnects with it as
 ///   `Last-Event-ID` misses nothing);
 /// - one unnamed event per change, `id:` its sequence, `data:` a JSON object (`sequence`, `change` =
-///   entered/changed/left/deleted, `operation`, `table`, `sys_id`, `fields`, `user`, `time`, `record`, and
-///   `previous` for a change);
+///   entered/changed/left/deleted, `operation`, `table`, `sys_id`, `fields`, `user`, `user_display` (the user's
+///   full name), `time`, `record`, and `previous` for a change);
 /// - `: heartbeat` comments, each after a check that the session or token still holds;
 /// - `event: resync` when the log no longer reaches back to where the client asked to resume, and
 ///   `event: revoked` when its credentials ended: both end the stream.
@@ -30,6 +30,7 @@ struct EventStreamController {
     /// Shared with the GraphQL sockets' subscriptions.
     let streams: LiveStreamLimit
     let messages = MessageCache()
+    let names = UserNames()
 
     var endpoints: RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
@@ -156,7 +157,7 @@ struct EventStreamController {
                     guard let rejudged = try await store.change(change.event, for: iterator.live) else { continue }
                     change = rejudged
                 }
-                try await writer.write(messages.message(for: change))
+                try await writer.write(messages.message(for: change, userDisplay: try await names.fullName(of: change.event.userName, store: store)))
             }
         }
         if let until, iterator.position >= until {
@@ -183,7 +184,7 @@ struct EventStreamController {
     }
 
     /// One change as an SSE message.
-    static func message(_ change: RecordChange) -> String {
+    static func message(_ change: RecordChange, userDisplay: String) -> String {
         let event = change.event
         func object(_ row: [String: String]) -> JSONValue {
             JSONValue(members: row.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
@@ -192,7 +193,8 @@ struct EventStreamController {
             ("sequence", .integer(event.sequence)), ("change", .string(change.kind.rawValue)),
             ("operation", .string(event.operation.rawValue)), ("table", .string(event.table)),
             ("sys_id", .string(event.sysID)), ("fields", .array(event.fields.map(JSONValue.string))),
-            ("user", .string(event.userName)), ("time", .string(event.time)), ("record", object(change.record)),
+            ("user", .string(event.userName)), ("user_display", .string(userDisplay)), ("time", .string(event.time)),
+            ("record", object(change.record)),
         ]
         if change.kind == .changed { members.append(("previous", object(change.previous))) }
         let data = String(decoding: JSONValue(members: members).serialized(), as: UTF8.self)
@@ -212,15 +214,39 @@ final class MessageCache: Sendable {
     static let capacity = 1_024
     private let entries = Mutex<[Key: ByteBuffer]>([:])
 
-    func message(for change: RecordChange) -> ByteBuffer {
+    func message(for change: RecordChange, userDisplay: String) -> ByteBuffer {
         let key = Key(sequence: change.event.sequence, kind: change.kind)
         if let cached = entries.withLock({ $0[key] }) { return cached }
-        let buffer = ByteBuffer(string: EventStreamController.message(change))
+        let buffer = ByteBuffer(string: EventStreamController.message(change, userDisplay: userDisplay))
         entries.withLock { entries in
             if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
             entries[key] = buffer
         }
         return buffer
+    }
+}
+
+/// Users' full names by user name, for messages that name who changed something (read once, kept a while: a
+/// renamed user's messages may show the old name for up to ``lifetime``).
+final class UserNames: Sendable {
+    static let capacity = 2_048
+    static let lifetime: Duration = .seconds(300)
+    private let entries = Mutex<[String: (name: String, read: ContinuousClock.Instant)]>([:])
+
+    func fullName(of userName: String, store: RecordStore) async throws -> String {
+        if userName.isEmpty || userName == "system" { return userName }
+        let now = ContinuousClock.now
+        if let cached = entries.withLock({ $0[userName] }), now - cached.read < Self.lifetime { return cached.name }
+        let found = try await store.list(
+            RecordQuery(table: "sys_user", query: .where("user_name", .equals, userName), fields: ["name"], limit: 1, count: false),
+            caller: .system
+        ).records.first?["name"] ?? ""
+        let name = found.isEmpty ? userName : found
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[userName] = (name, now)
+        }
+        return name
     }
 }
 

@@ -277,7 +277,11 @@ struct WebEdits {
         var views = WebItems.controls(
             for: empty, action: submit?.name, state: submit?.destination ?? "", store: store, values: values
         )
-        views.removeAll { $0.readOnly || ($0.name == "state" && submit == nil) }
+        views.removeAll { view in
+            guard !view.readOnly, !(view.name == "state" && submit == nil) else { return true }
+            guard !view.mandatory, let field = table.field(view.name) else { return false }
+            return !WebFields.isFilledAtCreation(field, in: table)
+        }
         for index in views.indices where views[index].name == "short_description" { views[index].mandatory = true }
         return views
     }

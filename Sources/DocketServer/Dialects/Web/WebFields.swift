@@ -53,6 +53,24 @@ enum WebFields {
         mainFields(of: table).filter { !fixed.contains($0.name) && !$0.readOnly && $0.type.isStored }
     }
 
+    /// Fields a person does not fill in when creating a record: what happens later (resolution, closure, reopening,
+    /// reassignment), what follows from other fields (priority from impact and urgency) and links made later.
+    static let setLater: Set<String> = [
+        "reopen_count", "resolved_by", "resolved_at", "close_code", "close_notes", "closed_at", "closed_by",
+        "incident_state", "hold_reason", "reassignment_count", "parent_incident", "problem_id", "duplicate_of",
+        "unduplicate_state", "resolution", "active", "approval", "escalation", "made_sla", "work_start", "work_end",
+        "cause_notes", "fix_notes", "resolution_code", "known_error", "related_incidents", "on_hold",
+    ]
+
+    /// Whether a create form offers the field (a field the submit action makes mandatory always is).
+    static func isFilledAtCreation(_ field: FieldDefinition, in table: SchemaCatalog.Table) -> Bool {
+        if setLater.contains(field.name) || fixed.contains(field.name) { return false }
+        if field.name == "priority", table.field("impact") != nil, table.field("urgency") != nil { return false }
+        if field.type == .glideDateTime, field.name.hasSuffix("_at") { return false }
+        if field.type == .integer, field.name.hasSuffix("_count") { return false }
+        return true
+    }
+
     static func isWide(_ field: FieldDefinition) -> Bool { field.maxLength > 255 || field.name == "short_description" }
 
     /// The control for a field, holding `value` (stored) and showing `display` for references.

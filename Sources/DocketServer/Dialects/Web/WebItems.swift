@@ -63,6 +63,19 @@ struct WebItems {
         }
     }
 
+    /// Full names of users by user name (those the caller may read).
+    static func fullNames(_ userNames: Set<String>, store: RecordStore, caller: Caller) async throws -> [String: String] {
+        guard !userNames.isEmpty else { return [:] }
+        let users = try await store.list(
+            RecordQuery(
+                table: "sys_user", query: .where("user_name", .in, userNames.sorted().joined(separator: ",")),
+                fields: ["user_name", "name"], limit: userNames.count, count: false
+            ),
+            caller: caller
+        ).records
+        return Dictionary(users.compactMap { $0["name"].isEmpty ? nil : ($0["user_name"], $0["name"]) }, uniquingKeysWith: { a, _ in a })
+    }
+
     static func load(_ sysID: String, table tableName: String, store: RecordStore, caller: Caller) async throws -> Loaded {
         guard store.catalog.table(tableName) != nil, sysID.count <= 64 else { throw WebError(.notFound, "This item does not exist, or you may not see it.") }
         let (_, record) = try await store.get(sysID, in: tableName, caller: caller)
@@ -84,8 +97,12 @@ struct WebItems {
         let renderer = RecordRenderer(
             catalog: store.catalog, mode: .display, excludeReferenceLink: true, baseURL: "", data: DisplayData(), timeZone: caller.timeZone
         )
+        // Who last changed it is shown by full name, as people are everywhere else (the field holds the user name).
+        let auditFields: Set<String> = ["sys_updated_by", "sys_created_by"]
+        let names = try await Self.fullNames(Set(auditFields.map { record[$0] }.filter { !$0.isEmpty }), store: store, caller: caller)
         let shown = WebFields.mainFields(of: table).compactMap { field -> ShownField? in
-            let display = loaded.display(field, renderer: renderer)
+            var display = loaded.display(field, renderer: renderer)
+            if auditFields.contains(field.name) { display = names[display] ?? display }
             if display.isEmpty, field.name != "short_description", field.name != "state" { return nil }
             return ShownField(label: field.label, display: display, wide: WebFields.isWide(field))
         }

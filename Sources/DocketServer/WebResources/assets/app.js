@@ -16,6 +16,20 @@
     while (notices.children.length > 3) notices.firstChild.remove();
   }
 
+  // A navigation bar wider than the screen scrolls sideways: say so (a fading edge until its end is shown).
+  var nav = document.querySelector('.bar nav');
+  function markNav() {
+    if (!nav) return;
+    var scrolls = nav.scrollWidth > nav.clientWidth + 1;
+    nav.classList.toggle('scrolls', scrolls);
+    nav.classList.toggle('at-end', scrolls && nav.scrollLeft + nav.clientWidth >= nav.scrollWidth - 1);
+  }
+  if (nav) {
+    markNav();
+    nav.addEventListener('scroll', markNav, { passive: true });
+    window.addEventListener('resize', markNav);
+  }
+
   function label(field) {
     var text = String(field).replace(/_/g, ' ');
     return text.charAt(0).toUpperCase() + text.slice(1);
@@ -87,7 +101,9 @@
     var record = change.record || {};
     var previous = change.previous || {};
     var name = record.number || previous.number || change.sys_id;
-    var by = change.user === me ? 'you' : change.user;
+    // People are named by their full names, as everywhere else on the page.
+    var who = change.user_display || change.user;
+    var by = change.user === me ? 'you' : who;
     var fields = (change.fields || []).filter(function (f) { return f.indexOf('sys_') !== 0; }).map(label);
     var item = body.dataset.liveItem;
     if (item) {
@@ -99,7 +115,7 @@
       if (dirty && change.user !== me) {
         var banner = document.getElementById('conflict');
         if (banner) {
-          banner.textContent = change.user + ' changed this item while you were editing it' +
+          banner.textContent = who + ' changed this item while you were editing it' +
             (fields.length ? ' (' + fields.join(', ') + ')' : '') +
             '. If you save, your values replace theirs; reload the page to see their change first.';
           banner.hidden = false;

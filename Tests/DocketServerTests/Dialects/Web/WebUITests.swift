@@ -293,6 +293,43 @@ struct WebUITests {
         }
     }
 
+    @Test("a create form offers the fields a person fills in, not those set later or worked out (reopen count, resolved by, priority)")
+    func createFields() async throws {
+        try await TestApp.withRouter { client in
+            var browser = WebBrowser(client)
+            try await browser.signIn()
+            let incident = try await browser.get("/app/new/incident").text
+            for wanted in ["short_description", "description", "caller_id", "urgency", "impact", "assigned_to", "category"] {
+                #expect(incident.contains(#"id="f-\#(wanted)""#), "\(wanted)")
+            }
+            for unwanted in ["reopen_count", "resolved_by", "resolved_at", "close_code", "incident_state", "priority", "opened_at", "hold_reason"] {
+                #expect(!incident.contains(#"id="f-\#(unwanted)""#), "\(unwanted)")
+            }
+            // A defect's priority is chosen by people (Compass), and its submit action's mandatory fields stay.
+            let defect = try await browser.get("/app/new/defect").text
+            #expect(defect.contains(#"id="f-severity""#))
+            #expect(!defect.contains(#"id="f-resolution""#))
+        }
+    }
+
+    @Test("an item's actions come before its fields; people are named by full name, also for the last change")
+    func itemLayout() async throws {
+        try await TestApp.withRouter { client in
+            let changed = try await client.send(
+                .patch, "/api/now/table/incident/\(Demo.incident1)", json: #"{"description":"changed by beth"}"#, headers: .beth
+            )
+            #expect(changed.status == .ok)
+            var browser = WebBrowser(client)
+            try await browser.signIn()
+            let page = try await browser.get("/app/item/incident/\(Demo.incident1)").text
+            let actions = try #require(page.range(of: #"id="actions""#))
+            let fields = try #require(page.range(of: #"id="fields""#))
+            #expect(actions.lowerBound < fields.lowerBound)
+            #expect(page.contains("<dt>Updated by</dt><dd>Beth Anglin</dd>"), "\(page)")
+            #expect(!page.contains(">beth.anglin<"))
+        }
+    }
+
     @Test("every form refuses a missing or foreign CSRF token, and changes nothing")
     func csrf() async throws {
         try await TestApp.withRouter { client in
