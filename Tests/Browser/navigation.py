@@ -22,7 +22,6 @@ import argparse
 import base64
 import hashlib
 import http.client
-import json
 import os
 import shutil
 import ssl
@@ -31,10 +30,10 @@ import sys
 import tempfile
 import time
 
-from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+import web_ui
 from web_ui import PAGE_CHANGES
 
 PAGE_BUDGET_S = 2.0
@@ -61,59 +60,33 @@ def make_certificates(folder):
 
 
 def start(binary, folder, tls=None):
-    out = open(os.path.join(folder, "stdout"), "w+")
-    err = open(os.path.join(folder, "stderr"), "w")
-    command = [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning",
-               "--live-streams-per-user", "6"]
-    if tls:
-        command += ["--tls-cert", tls[0], "--tls-key", tls[1]]
-    process = subprocess.Popen(command, stdout=out, stderr=err)
-    for _ in range(600):
-        out.seek(0)
-        text = out.read()
-        if "listening on" in text:
-            return process, text.strip().rsplit(" ", 1)[1]
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    sys.exit("docketd did not start: " + open(os.path.join(folder, "stderr")).read())
+    extra = ["--live-streams-per-user", "6"] + (["--tls-cert", tls[0], "--tls-key", tls[1]] if tls else [])
+    process, port = web_ui.start(binary, folder, extra)
+    return process, f"{'https' if tls else 'http'}://127.0.0.1:{port}"
+
+
+def connect(base, ca):
+    """A connection to the server of `base`, trusting `ca` over HTTPS."""
+    host, port = base.split("://", 1)[1].rsplit(":", 1)
+    if base.startswith("https"):
+        return http.client.HTTPSConnection(host, int(port), timeout=30, context=ssl.create_default_context(cafile=ca))
+    return http.client.HTTPConnection(host, int(port), timeout=30)
 
 
 def api(base, ca, method, path, body=None, user="beth.anglin"):
     """A Table API call as a demo user."""
-    host, port = base.split("://", 1)[1].rsplit(":", 1)
-    if base.startswith("https"):
-        connection = http.client.HTTPSConnection(host, int(port), timeout=30, context=ssl.create_default_context(cafile=ca))
-    else:
-        connection = http.client.HTTPConnection(host, int(port), timeout=30)
-    token = base64.b64encode(f"{user}:password".encode()).decode()
-    headers = {"Authorization": "Basic " + token, "Accept": "application/json", "Content-Type": "application/json"}
-    connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-    response = connection.getresponse()
-    data = response.read()
-    connection.close()
-    if response.status >= 300:
-        sys.exit(f"{method} {path} answered {response.status}: {data[:300]!r}")
-    return json.loads(data) if data else None
+    return web_ui.api(None, method, path, body, user, connection=connect(base, ca))
 
 
 def browser(spki=None, back_forward_cache=True):
-    options = webdriver.ChromeOptions()
-    arguments = ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,900",
-                 "--disable-extensions", "--no-first-run"]
+    arguments = []
     if spki:
         # Trusts the test CA's server certificate as a valid one (no certificate error, so nothing changes how
         # the browser treats the pages), by the hash of its public key.
         arguments.append("--ignore-certificate-errors-spki-list=" + spki)
     if not back_forward_cache:
         arguments.append("--disable-features=BackForwardCache")
-    for argument in arguments:
-        options.add_argument(argument)
-    if shutil.which("chromium"):
-        options.binary_location = shutil.which("chromium")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
-    driver = webdriver.Chrome(options=options, service=service)
+    driver = web_ui.browser(arguments)
     driver.set_page_load_timeout(30)
     return driver
 
@@ -222,6 +195,44 @@ def click_through(driver, base, ca, pages):
     return tab
 
 
+def hold_streams(base, ca, count):
+    """Opens `count` live streams as john.doe (the server's per-user limit is 6); closing them releases them."""
+    token = base64.b64encode(b"john.doe:password").decode()
+    held = []
+    for _ in range(count):
+        connection = connect(base, ca)
+        connection.request("GET", "/api/docket/events?table=incident",
+                           headers={"Authorization": "Basic " + token, "Accept": "text/event-stream"})
+        response = connection.getresponse()
+        if response.status != 200:
+            sys.exit(f"holding a stream answered {response.status}")
+        response.fp.readline()  # the stream has begun
+        held.append(connection)
+    return held
+
+
+def refused_then_resumes(driver, base, ca):
+    """With every stream of the user taken, a page says live updates stopped and tries again; once one is free it
+    follows again by itself."""
+    driver.get(base + "/app/new/incident")  # a page without a stream: the tab holds none now
+    WebDriverWait(driver, 10, ignored_exceptions=PAGE_CHANGES).until(lambda d: "New incident" in d.title)
+    held = hold_streams(base, ca, 6)
+    driver.get(base + "/app/work")
+    WebDriverWait(driver, 10, poll_frequency=0.05, ignored_exceptions=PAGE_CHANGES).until(
+        lambda d: d.execute_script("return document.body.dataset.liveState") == "retrying")
+    status = driver.find_element(By.ID, "live-status")
+    if not status.is_displayed() or "Live updates stopped" not in status.text:
+        sys.exit(f"a refused stream is not told: {status.text!r}")
+    for connection in held:
+        connection.close()
+    start = time.perf_counter()
+    WebDriverWait(driver, 20, poll_frequency=0.1, ignored_exceptions=PAGE_CHANGES).until(
+        lambda d: d.execute_script("return document.body.dataset.liveState") == "open")
+    if driver.find_element(By.ID, "live-status").is_displayed():
+        sys.exit("the stopped notice stays after live updates resumed")
+    return time.perf_counter() - start
+
+
 def quick_views(driver, base, views):
     """With the back/forward cache off, page views in quick succession, not waiting for live updates to connect."""
     tab = Tab(driver, base)
@@ -262,6 +273,9 @@ def run(binary, scheme, pages):
               f"{sorted(t[1] for t in tab.timings)[len(tab.timings) // 2] * 1000:.0f} ms", flush=True)
         if tab.restored == 0:
             print("  - note: no page was restored from the back/forward cache", flush=True)
+        resumed = refused_then_resumes(driver, base, ca)
+        print(f"  - with every stream taken the page says so and retries; it follows again {resumed:.1f} s after one is free",
+              flush=True)
         driver.quit()
         driver = browser(spki, back_forward_cache=False)
         elapsed = quick_views(driver, base, 30)

@@ -35,11 +35,12 @@ from selenium.common.exceptions import StaleElementReferenceException, WebDriver
 PAGE_CHANGES = (StaleElementReferenceException, WebDriverException)
 
 
-def start(binary, folder):
+def start(binary, folder, extra=()):
+    """Starts a demo docketd on a free port with `extra` arguments; its process and port."""
     out = open(os.path.join(folder, "stdout"), "w+")
     err = open(os.path.join(folder, "stderr"), "w")
     process = subprocess.Popen(
-        [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning"],
+        [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning", *extra],
         stdout=out, stderr=err,
     )
     for _ in range(600):
@@ -53,11 +54,12 @@ def start(binary, folder):
     sys.exit("docketd did not start: " + open(os.path.join(folder, "stderr")).read())
 
 
-def api(port, method, path, body=None, user="beth.anglin"):
-    """A Table API call as a demo user (password "password"; admin's is "admin")."""
+def api(port, method, path, body=None, user="beth.anglin", connection=None):
+    """A Table API call as a demo user (password "password"; admin's is "admin"), to 127.0.0.1:port or on
+    `connection`."""
     password = "admin" if user == "admin" else "password"
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection = connection or http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     headers = {"Authorization": "Basic " + token, "Accept": "application/json", "Content-Type": "application/json"}
     connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
     response = connection.getresponse()
@@ -68,10 +70,11 @@ def api(port, method, path, body=None, user="beth.anglin"):
     return json.loads(data) if data else None
 
 
-def browser():
+def browser(extra=()):
+    """Headless Chromium with its default features, and `extra` arguments."""
     options = webdriver.ChromeOptions()
     for argument in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1440,900",
-                     "--disable-extensions", "--no-first-run"]:
+                     "--disable-extensions", "--no-first-run", *extra]:
         options.add_argument(argument)
     if shutil.which("chromium"):
         options.binary_location = shutil.which("chromium")

@@ -140,9 +140,9 @@ struct CLITests {
 
     @Test("a private CA: login without it says to give --ca-file; with it every command and the WebSocket trust it", .timeLimit(.minutes(4)))
     func privateCA() async throws {
-        let certificates = try TestCertificates.make()
+        let certificates = try await TestCertificates.make()
         defer { certificates.remove() }
-        try await withLiveTLSServer(certificates) { base in
+        try await withLiveServer(tls: certificates) { base in
             let cli = CLIHarness()
             let untrusted = await cli.run("login", base, "--user", "john.doe", "--password-stdin", stdin: ["password"])
             #expect(untrusted.code == 1)

@@ -5,9 +5,10 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 
-/// Runs a docketd with demo data on a free loopback port for the duration of `body`.
+/// Runs a docketd with demo data on a free loopback port for the duration of `body`; over TLS with a certificate of
+/// `tls`' CA when given.
 public func withLiveServer<T: Sendable>(
-    heartbeat: Duration = .seconds(15), _ body: @Sendable (_ baseURL: String) async throws -> T
+    heartbeat: Duration = .seconds(15), tls: TestCertificates? = nil, _ body: @Sendable (_ baseURL: String) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-live-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
@@ -16,12 +17,14 @@ public func withLiveServer<T: Sendable>(
         host: "127.0.0.1", port: 0, dataDirectory: directory.path, demo: true, logLevel: .warning, bcryptCost: 4
     )
     configuration.liveHeartbeat = heartbeat
+    configuration.tlsCertificatePath = tls?.certificateFile
+    configuration.tlsKeyPath = tls?.keyFile
     let app = try await buildApplication(configuration) { channel in
         port.withLock { $0 = channel.localAddress?.port }
     }
     return try await app.test(.live) { _ in
         guard let port = port.withLock({ $0 }) else { throw LiveServerError.noPort }
-        return try await body("http://127.0.0.1:\(port)")
+        return try await body("\(tls == nil ? "http" : "https")://127.0.0.1:\(port)")
     }
 }
 
@@ -89,8 +92,8 @@ public struct TestCertificates: Sendable {
     public var certificateFile: String { folder.appendingPathComponent("server.pem").path }
     public var keyFile: String { folder.appendingPathComponent("server.key").path }
 
-    /// Makes them in a new temporary folder.
-    public static func make() throws -> TestCertificates {
+    /// Makes them in a new temporary folder (openssl runs without holding a thread of the test's pool).
+    public static func make() async throws -> TestCertificates {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-ca-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let certificates = TestCertificates(folder: folder)
@@ -108,33 +111,17 @@ public struct TestCertificates: Sendable {
             process.currentDirectoryURL = folder
             process.standardOutput = FileHandle.nullDevice
             process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else { throw LiveServerError.openssl(arguments.first ?? "") }
+            let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+                process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+                do { try process.run() } catch {
+                    process.terminationHandler = nil
+                    continuation.resume(throwing: error)
+                }
+            }
+            guard status == 0 else { throw LiveServerError.openssl(arguments.first ?? "") }
         }
         return certificates
     }
 
     public func remove() { try? FileManager.default.removeItem(at: folder) }
-}
-
-/// Runs a docketd with demo data over TLS (a certificate of `certificates`' CA) on a free port; its https URL.
-public func withLiveTLSServer<T: Sendable>(
-    _ certificates: TestCertificates, _ body: @Sendable (_ baseURL: String) async throws -> T
-) async throws -> T {
-    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-live-\(UUID().uuidString)")
-    defer { try? FileManager.default.removeItem(at: directory) }
-    let port = Mutex<Int?>(nil)
-    var configuration = Configuration(
-        host: "127.0.0.1", port: 0, dataDirectory: directory.path, demo: true, logLevel: .warning, bcryptCost: 4
-    )
-    configuration.tlsCertificatePath = certificates.certificateFile
-    configuration.tlsKeyPath = certificates.keyFile
-    let app = try await buildApplication(configuration) { channel in
-        port.withLock { $0 = channel.localAddress?.port }
-    }
-    return try await app.test(.live) { _ in
-        guard let port = port.withLock({ $0 }) else { throw LiveServerError.noPort }
-        return try await body("https://127.0.0.1:\(port)")
-    }
 }

@@ -106,52 +106,62 @@ final class ChunkSizeGuard: ChannelInboundHandler, RemovableChannelHandler {
             return index + Int(remaining)
         case .chunkSize(var line):
             var index = index
-            while index < bytes.count {
-                let byte = bytes[index]
-                index += 1
-                guard byte == 0x0A else {
-                    line.append(byte)
-                    if line.count > Self.maxLine { state = .off; return index }
-                    continue
-                }
-                if line.last == 0x0D { line.removeLast() }
+            while true {
+                let read = Self.readLine(bytes, from: index, into: &line)
+                index = read.index
+                guard !read.tooLong else { state = .off; return index }
+                guard read.complete else { state = .chunkSize(line: line); return index }
                 // The CRLF that ends a chunk's data comes first: an empty line.
                 if line.isEmpty { continue }
-                guard let size = Self.chunkSize(line) else { state = .off; return index }
-                switch size {
-                case .some(0): state = .trailers(line: [])
-                case .some(let size) where size > limit:
-                    refusal = size >= Self.absurd ? HTTPParserError.invalidChunkSize : NIOTooManyBytesError(maxBytes: Int(limit))
-                    return index
-                case .some(let size): state = .chunkData(remaining: size)
-                case .none: refusal = HTTPParserError.invalidChunkSize; return index
+                switch Self.chunkSize(line) {
+                case .none: state = .off
+                case .some(.none): refusal = HTTPParserError.invalidChunkSize
+                case .some(.some(let size)):
+                    if size == 0 {
+                        state = .trailers(line: [])
+                    } else if size > limit {
+                        refusal = size >= Self.absurd ? HTTPParserError.invalidChunkSize : NIOTooManyBytesError(maxBytes: Int(limit))
+                    } else {
+                        state = .chunkData(remaining: size)
+                    }
                 }
                 return index
             }
-            state = .chunkSize(line: line)
-            return index
         case .trailers(var line):
             var index = index
-            while index < bytes.count {
-                let byte = bytes[index]
-                index += 1
-                guard byte == 0x0A else {
-                    line.append(byte)
-                    if line.count > Self.maxLine { state = .off; return index }
-                    continue
-                }
-                if line.last == 0x0D { line.removeLast() }
+            while true {
+                let read = Self.readLine(bytes, from: index, into: &line)
+                index = read.index
+                guard !read.tooLong else { state = .off; return index }
+                guard read.complete else { state = .trailers(line: line); return index }
                 if line.isEmpty {
                     state = .head(seen: 0, tail: 0, lines: [])
                     return index
                 }
                 line = []
             }
-            state = .trailers(line: line)
-            return index
         case .off, .refused:
             return bytes.count
         }
+    }
+
+    /// Reads bytes into `line` up to the next LF: where it stopped, whether the line is complete (then without its
+    /// CR), and whether it grew past ``maxLine``.
+    private static func readLine(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, into line: inout [UInt8]
+    ) -> (index: Int, complete: Bool, tooLong: Bool) {
+        var index = start
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            if byte == 0x0A {
+                if line.last == 0x0D { line.removeLast() }
+                return (index, true, false)
+            }
+            line.append(byte)
+            if line.count > maxLine { return (index, false, true) }
+        }
+        return (index, false, false)
     }
 
     /// What follows a request head: its body's framing, or standing aside.

@@ -11,7 +11,7 @@ import NIOHTTPTypes
 /// It sits among the HTTP handlers of connections that did not become WebSockets (a first head that cannot be
 /// parsed is answered by ``FirstHeadTimeoutHandler``). A head that arrives while the answer to an earlier request
 /// is still being written (HTTP/1.1 pipelining) is refused right after that answer.
-final class HeadLimitHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class HeadLimitHandler: ChannelDuplexHandler, RemovableChannelHandler, LingeringDraining {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
@@ -31,7 +31,7 @@ final class HeadLimitHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var outstanding = 0
     /// A refusal waiting for the answers before it.
     private var refusing = false
-    private var drain = LingeringDrain()
+    private(set) var drain = LingeringDrain()
 
     /// About the bytes a head takes on the wire in HTTP/1.1.
     static func size(of head: HTTPRequest) -> Int {
@@ -69,16 +69,6 @@ final class HeadLimitHandler: ChannelDuplexHandler, RemovableChannelHandler {
         guard case .end = unwrapOutboundIn(data) else { return }
         outstanding = max(0, outstanding - 1)
         if outstanding == 0, refusing { answer(context) }
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if drain.readComplete(context) { return }
-        context.fireChannelReadComplete()
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if drain.inboundEvent(event, context) { return }
-        context.fireUserInboundEventTriggered(event)
     }
 
     private func refuse(_ context: ChannelHandlerContext) {

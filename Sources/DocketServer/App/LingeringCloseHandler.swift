@@ -10,7 +10,7 @@ import NIOHTTPTypes
 /// the connection (30 s) with a reset that may destroy the unread answer. Only the output half is closed by
 /// the response, so this handler sees that, drops the rest of the request, keeps the socket read, and closes
 /// fully when the client stops sending or the linger time is over.
-final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler, LingeringDraining {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
     typealias OutboundIn = HTTPResponsePart
@@ -19,21 +19,11 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
     /// The longest time the rest of an unread request is read and thrown away.
     static let linger: TimeAmount = .seconds(2)
 
-    private var drain = LingeringDrain()
+    private(set) var drain = LingeringDrain()
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         if drain.isActive { return }
         context.fireChannelRead(data)
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if drain.readComplete(context) { return }
-        context.fireChannelReadComplete()
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if drain.inboundEvent(event, context) { return }
-        context.fireUserInboundEventTriggered(event)
     }
 
     func close(context: ChannelHandlerContext, mode: CloseMode, promise: EventLoopPromise<Void>?) {
@@ -44,6 +34,24 @@ final class LingeringCloseHandler: ChannelDuplexHandler, RemovableChannelHandler
         }
         context.close(mode: .output, promise: promise)
         drain.start(context)
+    }
+}
+
+/// A handler that may drain a connection it answered (``LingeringDrain``): while draining, reads are kept going and
+/// the end of the client's input closes the connection.
+protocol LingeringDraining: ChannelInboundHandler {
+    var drain: LingeringDrain { get }
+}
+
+extension LingeringDraining {
+    func channelReadComplete(context: ChannelHandlerContext) {
+        if drain.readComplete(context) { return }
+        context.fireChannelReadComplete()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if drain.inboundEvent(event, context) { return }
+        context.fireUserInboundEventTriggered(event)
     }
 }
 

@@ -90,7 +90,7 @@ struct HeadTimedChannel: ServerChildChannel, HTTPChannelHandler {
 /// only starts after it: closes the connection when the head has not arrived in time, and answers an unparsable
 /// head with a 400 (the upgrade handler would otherwise leave the client waiting). Removes itself once a head
 /// has passed.
-final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler {
+final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandler, LingeringDraining {
     typealias InboundIn = HTTPServerRequestPart
     typealias InboundOut = HTTPServerRequestPart
     typealias OutboundIn = HTTPServerResponsePart
@@ -111,7 +111,7 @@ final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandl
         scheduled = nil
     }
 
-    private var drain = LingeringDrain()
+    private(set) var drain = LingeringDrain()
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         if drain.isActive { return }
@@ -134,16 +134,6 @@ final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandl
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(mode: .output, promise: nil) }
         drain.start(context)
-    }
-
-    func channelReadComplete(context: ChannelHandlerContext) {
-        if drain.readComplete(context) { return }
-        context.fireChannelReadComplete()
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if drain.inboundEvent(event, context) { return }
-        context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {

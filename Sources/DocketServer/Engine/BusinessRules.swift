@@ -165,17 +165,12 @@ extension RecordStore {
         return changed
     }
 
-    /// Whether a record with these values (of class `table`) matches `query`: judged by the query compiler against
-    /// the row itself, as live followers judge rows.
-    func row(
-        _ row: [String: String], of table: SchemaCatalog.Table, sysID: String, matches query: EncodedQuery, db: SQLExecutor
-    ) async throws -> Bool {
-        guard let root = catalog.table(table.root) else { return false }
-        var compiler = compiler(for: table, caller: .system, dialect: db.dialect)
-        guard let condition = try compiler.condition(for: query) else { return true }
+    /// A one-row SQL source holding a record's values (of class `table`) as the columns of its hierarchy's table: for
+    /// judging a row as it is about to be, or was, with the compiler's own conditions.
+    func inlineRow(_ row: [String: String], of table: SchemaCatalog.Table, sysID: String) -> SQLFragment {
         var columns: [SQLFragment] = []
         var named = Set<String>()
-        for field in catalog.physicalColumns(root: root.name) {
+        for field in catalog.physicalColumns(root: table.root) {
             named.insert(field.name)
             var value = row[field.name] ?? ""
             if field.name == "sys_class_name", table.isInHierarchy { value = table.name }
@@ -183,7 +178,17 @@ extension RecordStore {
             columns.append(FieldCoercion.sqlValue(value, for: field).fragment + " AS " + .identifier(field.name))
         }
         if !named.contains("sys_id") { columns.append(.bind(sysID) + " AS " + .identifier("sys_id")) }
-        compiler.source = "(SELECT " + columns.joined(", ") + ")"
+        return "(SELECT " + columns.joined(", ") + ")"
+    }
+
+    /// Whether a record with these values (of class `table`) matches `query`: judged by the query compiler against
+    /// the row itself, as live followers judge rows.
+    func row(
+        _ row: [String: String], of table: SchemaCatalog.Table, sysID: String, matches query: EncodedQuery, db: SQLExecutor
+    ) async throws -> Bool {
+        var compiler = compiler(for: table, caller: .system, dialect: db.dialect)
+        guard let condition = try compiler.condition(for: query) else { return true }
+        compiler.source = inlineRow(row, of: table, sysID: sysID)
         return try await db.integer("SELECT COUNT(*) FROM " + compiler.from + " WHERE " + condition) > 0
     }
 }

@@ -85,7 +85,7 @@ extension RecordStore {
     /// and access rules as a list read, against the row itself rather than the table (the table may have moved
     /// on since). References and dot-walks are resolved against the current state of the tables they name.
     private func matches(_ row: [String: String], of event: ChangeEvent, as live: LiveQuery) async throws -> Bool {
-        guard !row.isEmpty, let eventClass = catalog.table(event.table), let root = catalog.table(eventClass.root) else {
+        guard !row.isEmpty, let eventClass = catalog.table(event.table), catalog.table(eventClass.root) != nil else {
             return false
         }
         let table = live.table ?? eventClass
@@ -96,16 +96,7 @@ extension RecordStore {
         if let filter = try compiler.condition(for: live.query) { conditions.append(filter) }
         // The class filter holds by construction (the event's class extends the table); nothing else to judge.
         if conditions.count <= (compiler.classFilter() == nil ? 0 : 1) { return true }
-        var columns: [SQLFragment] = []
-        var named = Set<String>()
-        for field in catalog.physicalColumns(root: root.name) {
-            named.insert(field.name)
-            var value = row[field.name] ?? ""
-            if field.name == "sys_class_name", eventClass.isInHierarchy { value = eventClass.name }
-            columns.append(FieldCoercion.sqlValue(value, for: field).fragment + " AS " + .identifier(field.name))
-        }
-        if !named.contains("sys_id") { columns.append(.bind(event.sysID) + " AS " + .identifier("sys_id")) }
-        compiler.source = "(SELECT " + columns.joined(", ") + ")"
+        compiler.source = inlineRow(row, of: eventClass, sysID: event.sysID)
         let statement: SQLFragment = "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + conditions.joined(" AND ")
         return try await storage.read { db in try await db.integer(statement) } > 0
     }
