@@ -20,6 +20,9 @@ extension RecordStore {
         var journals: [(field: String, text: String)] = []
         var sysID: String?
         var systemValues: [String: String] = [:]
+        /// References written as sys_ids of records that do not exist (any more): an update may keep one the
+        /// record already holds (a form sends every field back); any other is refused with its error.
+        var dangling: [String: EngineError] = [:]
     }
 
     /// Creates a record; returns its sys_id. `within` runs in the same transaction after the row is written
@@ -159,6 +162,9 @@ extension RecordStore {
             // Checked in the writing transaction, so no other write can come between the check and this one.
             if let expected = options.expectedModCount, Int(current["sys_mod_count"]) != expected {
                 throw EngineError.conflict(table: concrete.name, sysID: sysID, expected: expected, current: current.values)
+            }
+            for (name, error) in prepared.dangling.sorted(by: { $0.key < $1.key }) where prepared.values[name] != current[name] {
+                throw error
             }
             var values = current.values
             var changed = Set<String>()
@@ -365,7 +371,13 @@ extension RecordStore {
                 // A record may name itself (an enterprise is its own domain): it exists once this write commits.
                 let naming = isInsert && !value.isEmpty && value == input["sys_id"]
                     && table.ancestry.contains(field.reference ?? "")
-                if field.type == .reference, !naming { value = try await referenceValue(value, field: field, caller: caller) }
+                if field.type == .reference, !naming {
+                    do {
+                        value = try await referenceValue(value, field: field, caller: caller)
+                    } catch let error as EngineError where !isInsert && error.field == field.name && SysID.isValid(value) {
+                        prepared.dangling[name] = error
+                    }
+                }
                 do {
                     prepared.values[name] = try FieldCoercion.normalize(value, for: field)
                 } catch {

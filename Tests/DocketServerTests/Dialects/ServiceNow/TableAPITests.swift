@@ -79,6 +79,28 @@ struct TableAPITests {
         }
     }
 
+    @Test("an update may send back a reference to a record deleted since (a form sends every field); a new one must exist")
+    func danglingReference() async throws {
+        try await TestApp.withRouter { client throws in
+            let user = try await client.send(
+                .post, "/api/now/table/sys_user", json: #"{"user_name":"leaving","name":"Leaving User"}"#, headers: .admin
+            ).result.string("sys_id")
+            let incident = try await client.send(
+                .post, "/api/now/table/incident", json: #"{"short_description":"dangling","assigned_to":"\#(user)"}"#
+            ).result.string("sys_id")
+            #expect(try await client.execute(uri: "/api/now/table/sys_user/\(user)", method: .delete, headers: .admin, body: nil).status == .noContent)
+            let kept = try await client.send(
+                .patch, "/api/now/table/incident/\(incident)", json: #"{"short_description":"still here","assigned_to":"\#(user)"}"#
+            )
+            #expect(kept.status == .ok)
+            let other = try await client.send(
+                .patch, "/api/now/table/incident/\(incident)", json: #"{"caller_id":"\#(user)"}"#
+            )
+            #expect(other.status == .badRequest)
+            #expect(other.errorMessage == "Invalid value for field 'caller_id'")
+        }
+    }
+
     @Test("a value refused for a field with choices names them; their labels are taken with sysparm_input_display_value")
     func choiceValues() async throws {
         try await TestApp.withRouter { client throws in
