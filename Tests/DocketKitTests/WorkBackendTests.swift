@@ -124,12 +124,22 @@ struct WorkBackendTests {
             }
             return seen.withLock { $0 }
         }
-        while seen.withLock({ $0.isEmpty }) {
-            try await poke()
-            try await Task.sleep(for: .milliseconds(200))
+        // The collector is not a child task: a test that runs out of time must stop it, or the test never ends.
+        return try await withTaskCancellationHandler {
+            do {
+                while seen.withLock({ $0.isEmpty }) {
+                    try await poke()
+                    try await Task.sleep(for: .milliseconds(200))
+                }
+                try await act()
+            } catch {
+                collector.cancel()
+                throw error
+            }
+            return try await collector.value
+        } onCancel: {
+            collector.cancel()
         }
-        try await act()
-        return try await collector.value
     }
 
     @Test("Compass: watchMine says who assigned or modified my defects, with the state change", .timeLimit(.minutes(3)))
@@ -186,8 +196,10 @@ struct WorkBackendTests {
             let poked = try #require(notes.first { $0.id == "INC0010001" })
             #expect(poked.message.hasPrefix("INC0010001 modified by admin (description: '"), "\(poked.message)")
             let urgent = try await Self.notifications(
-                mine, poke: { _ = try await admin.table.updateRecord(first, in: "incident", with: ["urgency": "1", "comments": "Calling you now"]) },
-                act: {}, done: { all in all.contains { $0.changes.contains { $0.field == "urgency" } } }
+                mine,
+                poke: { _ = try await admin.table.updateRecord(first, in: "incident", with: ["description": "poke \(UUID())"]) },
+                act: { _ = try await admin.table.updateRecord(first, in: "incident", with: ["urgency": "1", "comments": "Calling you now"]) },
+                done: { all in all.contains { $0.changes.contains { $0.field == "urgency" } } }
             )
             let note = try #require(urgent.first { $0.changes.contains { $0.field == "urgency" } })
             #expect(note.message.contains("urgency: '2 - Medium' → '1 - High'"), "\(note.message)")
