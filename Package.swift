@@ -44,7 +44,6 @@ let package = Package(
             dependencies: [
                 "DocketModel",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),

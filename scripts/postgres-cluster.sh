@@ -5,6 +5,8 @@
 #                                              a new temporary folder and starts it on 127.0.0.1:PORT (default
 #                                              55432); prints the URL to use as DOCKET_TEST_POSTGRES_URL
 #   scripts/postgres-cluster.sh stop           stops it and removes its folder
+#   scripts/postgres-cluster.sh pause          stops the server, keeping its data (an outage, for tests)
+#   scripts/postgres-cluster.sh resume         starts it again after pause
 #
 # initdb refuses to run as root, so the cluster belongs to the `postgres` user. It trusts local connections:
 # it is for tests only, listens on loopback only, and is removed by `stop`.
@@ -49,8 +51,20 @@ stop)
     fi
     rm -rf "$data" "$state"
     ;;
+pause | resume)
+    [ -f "$state/data" ] || { echo "no cluster is running" >&2; exit 1; }
+    data=$(cat "$state/data")
+    bin=$(cat "$state/bin")
+    port=$(cat "$state/port")
+    if [ "$1" = pause ]; then
+        command="'$bin/pg_ctl' -D '$data/db' -m fast -w stop"
+    else
+        command="'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=off\" start"
+    fi
+    if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$command" >/dev/null; else sh -c "$command" >/dev/null; fi
+    ;;
 *)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

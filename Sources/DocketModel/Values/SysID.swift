@@ -18,12 +18,11 @@ public enum SysID {
     /// A deterministic sys_id derived from a seed string, for demo data and fixtures.
     public static func stable(_ seed: String) -> String {
         // Two FNV-1a passes with different offsets give 128 well-spread bits; not for security.
-        var a: UInt64 = 0xcbf2_9ce4_8422_2325
+        var a = FNV1a.offsetBasis
         var b: UInt64 = 0x8422_2325_cbf2_9ce4
         for byte in seed.utf8 {
-            a = (a ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-            b = (b ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
-            b = b &+ (a >> 29)
+            a = FNV1a.step(a, byte)
+            b = FNV1a.step(b, byte) &+ (a >> 29)
         }
         return hex(mix(a)) + hex(mix(b ^ a))
     }

@@ -27,7 +27,8 @@ public func buildApplication(
     var logger = Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
     try configuration.prepareStorage()
-    let storage = try await configuration.storageLocation.open(logger: logger)
+    let location = try await configuration.storageLocation.open(logger: logger)
+    let storage = configuration.wrapStorage?(location) ?? location
     let hasher = PasswordHasher(
         cost: configuration.bcryptCost, threads: configuration.passwordHashThreads,
         queueLimit: configuration.passwordHashQueue
@@ -116,7 +117,7 @@ public func buildApplication(
     let root = Router(context: DocketRequestContext.self, options: .autoGenerateHeadEndpoints)
     root.add(middleware: MalformedRequestMiddleware())
     root.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
-    root.addRoutes(HealthController().endpoints, atPath: "/health")
+    root.addRoutes(HealthController(storage: storage).endpoints, atPath: "/health")
     OAuthController(oauth: oauth).add(to: root)
     LogoutController(authenticator: authenticator).add(to: root)
     // On a database other docketd write too, each request first takes in what they committed.
@@ -163,11 +164,10 @@ public func buildApplication(
         services: [
             StorageService(storage: storage, hasher: hasher),
             LiveTickService(broadcaster: store.broadcaster, interval: configuration.liveHeartbeat),
-            EventLogRetentionService(
+        ] + (configuration.runsMaintenance ? [EventLogRetentionService(
                 store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,
                 loginMemory: configuration.loginThrottle.memory, logger: logger
-            ),
-        ] + (storage.logSignals().map { [SharedChangesService(store: store, signals: $0, logger: logger)] } ?? []),
+            )] : []) + (storage.logSignals().map { [SharedChangesService(store: store, signals: $0, logger: logger)] } ?? []),
         onServerRunning: onServerRunning,
         logger: logger
     )

@@ -69,6 +69,11 @@ public struct Configuration: Sendable {
     /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
     /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.
     public var initialAdmin: (userName: String, password: String)?
+    /// Tests only: whether the hourly maintenance (pruning the event log, ended sessions, rate counts) runs; it
+    /// writes at start, which a test planning the failure of a statement must not meet.
+    var runsMaintenance = true
+    /// Tests only: wraps the opened storage (to make it fail on demand).
+    var wrapStorage: (@Sendable (any Storage) -> any Storage)? = nil
 
     /// Whether docketd serves HTTPS.
     public var usesTLS: Bool { tlsCertificatePath != nil && tlsKeyPath != nil }

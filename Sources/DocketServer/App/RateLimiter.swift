@@ -29,6 +29,8 @@ final class RateLimiter: Sendable, ChangeObserver {
 
     private struct State {
         var rules: [Rule]?
+        /// Counts invalidations: rules read before the latest one are not kept.
+        var generation = 0
         var window = 0
         var counts: [String: Int] = [:]
     }
@@ -41,7 +43,12 @@ final class RateLimiter: Sendable, ChangeObserver {
     }
 
     /// Forgets the loaded rules (after a change to `sys_rate_limit_rules`).
-    func invalidate() { state.withLock { $0.rules = nil } }
+    func invalidate() {
+        state.withLock { state in
+            state.rules = nil
+            state.generation += 1
+        }
+    }
 
     /// Rules are read again after any change to `sys_rate_limit_rules`.
     func observe(_ event: ChangeEvent) {
@@ -87,7 +94,8 @@ final class RateLimiter: Sendable, ChangeObserver {
     }
 
     private func loadRules() async throws -> [Rule] {
-        if let rules = state.withLock({ $0.rules }) { return rules }
+        let (cached, generation) = state.withLock { ($0.rules, $0.generation) }
+        if let cached { return cached }
         let page = try await store.list(
             RecordQuery(table: "sys_rate_limit_rules", query: try EncodedQuery("active=true"), count: false),
             caller: .system
@@ -98,7 +106,10 @@ final class RateLimiter: Sendable, ChangeObserver {
                 role: record["role"], limit: max(0, Int(record["rate_limit"]) ?? 0)
             )
         }
-        state.withLock { $0.rules = rules }
+        // A change to the rules while they were read: these may be stale, so they answer this request only.
+        state.withLock { state in
+            if state.generation == generation { state.rules = rules }
+        }
         return rules
     }
 }

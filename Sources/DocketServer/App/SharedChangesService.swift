@@ -35,6 +35,8 @@ struct SharedChangesResponder: HTTPResponder {
     func respond(to request: Request, context: Context) async throws -> Response {
         do {
             try await store.catchUp()
+        } catch is StorageUnavailable {
+            // The request itself meets the same storage and answers 503; the outage is logged once, by the storage.
         } catch {
             // The request itself will meet the same storage and answer for it; a failed catch-up is only logged.
             store.logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])

@@ -28,7 +28,8 @@ struct AuthMiddleware: RouterMiddleware {
         do {
             if let basic = request.headers.basic {
                 let (caller, token) = try await authenticator.login(
-                    userName: basic.username, password: basic.password, address: context.clientAddress
+                    userName: basic.username, password: basic.password, address: context.clientAddress,
+                    client: Self.client(request, context: context)
                 )
                 context.caller = caller
                 context.credential = .session(token)
@@ -36,8 +37,10 @@ struct AuthMiddleware: RouterMiddleware {
             } else if let bearer = request.headers.bearer {
                 // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
                 // refresh path sends one request without the new token) stay signed in through it.
-                if let userID = await oauth.userID(accessToken: bearer.token) {
-                    let (caller, session) = try await authenticator.bearerLogin(userID: userID, presentedSession: presented)
+                if let userID = try await oauth.userID(accessToken: bearer.token) {
+                    let (caller, session) = try await authenticator.bearerLogin(
+                        userID: userID, presentedSession: presented, client: Self.client(request, context: context)
+                    )
                     context.caller = caller
                     context.credential = .bearer(bearer.token)
                     issue = session
@@ -60,7 +63,7 @@ struct AuthMiddleware: RouterMiddleware {
         } catch let failure as LoginFailure {
             await failure.holdBack(authenticator)
             if failure == .unavailable {
-                context.logger.error("User store unavailable during authentication", metadata: ["path": "\(request.uri.path)"])
+                context.logger.warning("Credentials could not be checked: the database is unavailable", metadata: ["path": "\(request.uri.path)"])
             }
             throw ServiceNowError(failure)
         }
@@ -69,6 +72,11 @@ struct AuthMiddleware: RouterMiddleware {
             response.setCookie(Cookie(name: Self.cookieName, value: issue, path: "/", secure: secure, httpOnly: true, sameSite: .lax))
         }
         return response
+    }
+
+    /// Which client of a user a request comes from, for its session: its address and `User-Agent`.
+    static func client(_ request: Request, context: Context) -> String {
+        context.clientAddress + "\u{0}" + String((request.headers[.userAgent] ?? "").prefix(256))
     }
 
     /// The caller of a Compass login token; nil for a token that does not hold.

@@ -55,7 +55,13 @@ actor Authenticator: ChangeObserver {
     private let clock = ContinuousClock()
     private var credentials: [String: CachedCredential] = [:]
     private var sessions: [String: Session] = [:]
-    private var sessionByUser: [String: String] = [:]
+    /// The session handed to each client of a user (see ``sessionToken(for:client:)``), by user and client.
+    private var sessionByClient: [ClientKey: String] = [:]
+
+    private struct ClientKey: Hashable {
+        let userID: String
+        let client: String
+    }
     private var callers: [String: (caller: Caller, expires: ContinuousClock.Instant)] = [:]
     private let changes = Atomic<Int>(0)
     private let logouts = Atomic<Int>(0)
@@ -154,16 +160,17 @@ actor Authenticator: ChangeObserver {
     }
 
     /// Authenticates Basic credentials and returns the caller with their session token, in one actor hop.
-    func login(userName: String, password: String, address: String) async throws(LoginFailure)
+    /// `client` tells the user's clients apart (see ``sessionToken(for:client:)``).
+    func login(userName: String, password: String, address: String, client: String = "") async throws(LoginFailure)
         -> (caller: Caller, sessionToken: String)
     {
         let caller = try await authenticate(userName: userName, password: password, address: address)
-        return (caller, try await sessionToken(for: caller))
+        return (caller, try await sessionToken(for: caller, client: client))
     }
 
     /// The caller for a bearer token's user with the session to carry in the cookie (nil when the presented
     /// cookie already is that user's session), in one actor hop.
-    func bearerLogin(userID: String, presentedSession: String?) async throws(LoginFailure)
+    func bearerLogin(userID: String, presentedSession: String?, client: String = "") async throws(LoginFailure)
         -> (caller: Caller, sessionToken: String?)
     {
         guard let caller = try await knownCaller(userID: userID) else { throw .rejected }
@@ -173,21 +180,24 @@ actor Authenticator: ChangeObserver {
             try await extend(presentedSession)
             return (caller, nil)
         }
-        return (caller, try await sessionToken(for: caller))
+        return (caller, try await sessionToken(for: caller, client: client))
     }
 
-    /// The session token for a caller: one live session per user, so clients that never keep cookies do
-    /// not pile up sessions.
-    func sessionToken(for caller: Caller) async throws(LoginFailure) -> String {
+    /// The session token for a caller's client (its address and `User-Agent`): one live session per client, so
+    /// clients that never keep cookies do not pile up sessions, and a logout on one machine does not end the
+    /// sessions of the user's other machines.
+    func sessionToken(for caller: Caller, client: String = "") async throws(LoginFailure) -> String {
+        let key = ClientKey(userID: caller.userID, client: client)
         // Where the database is shared, another docketd may have ended this session: then the cookie handed out
         // here is refused on its next use (extending never brings a session back), and the client, which just
         // proved its password, logs in again. Not worth a database read on every Basic request.
-        if let token = sessionByUser[caller.userID], let session = sessions[token], session.expires > clock.now {
+        if let token = sessionByClient[key], let session = sessions[token], session.expires > clock.now {
             try await extend(token)
             return token
         }
         let token = try await newSession(for: caller)
-        sessionByUser[caller.userID] = token
+        sessionByClient[key] = token
+        if sessionByClient.count > 20_000 { sessionByClient = sessionByClient.filter { sessions[$0.value] != nil } }
         return token
     }
 
@@ -263,12 +273,18 @@ actor Authenticator: ChangeObserver {
     /// check their credential again only when it moved (or on their heartbeat, for expiry).
     nonisolated var credentialGeneration: Int { changes.load(ordering: .relaxed) + logouts.load(ordering: .relaxed) }
 
-    /// Ends a session (logout); unknown tokens are ignored.
-    func endSession(_ token: String) async {
+    /// Ends a session (logout); unknown tokens are ignored. Throws ``LoginFailure/unavailable`` when the end could
+    /// not be recorded: the session then still works (here and on every docketd sharing the database), and the
+    /// caller must say the logout failed rather than pretend it happened.
+    func endSession(_ token: String) async throws(LoginFailure) {
+        do {
+            try await sessionStore.delete(token)
+        } catch {
+            throw .unavailable
+        }
         logouts.add(1, ordering: .relaxed)
-        try? await sessionStore.delete(token)
-        guard let session = sessions.removeValue(forKey: token) else { return }
-        if sessionByUser[session.userID] == token { sessionByUser[session.userID] = nil }
+        guard sessions.removeValue(forKey: token) != nil else { return }
+        sessionByClient = sessionByClient.filter { $0.value != token }
     }
 
     /// Forgets what a change to users, roles or their grants made stale; a new password, a lock, a deactivation
@@ -316,7 +332,7 @@ actor Authenticator: ChangeObserver {
         }
         guard !ended.isEmpty else { return }
         sessions = sessions.filter { !ended.contains($0.value.userID) }
-        for user in ended { sessionByUser[user] = nil }
+        sessionByClient = sessionByClient.filter { !ended.contains($0.key.userID) }
     }
 
     /// The caller for a user sys_id (cached briefly); nil when the user is gone, inactive or locked out.

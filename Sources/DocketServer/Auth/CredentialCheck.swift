@@ -6,19 +6,21 @@ struct CredentialCheck: Sendable {
     var compass: CompassTokens? = nil
 
     /// The caller the credential stands for now; nil when it ended (logout, expiry, revocation, a new password,
-    /// a lock or deactivation).
-    func caller(for credential: PresentedCredential, as caller: Caller) async -> Caller? {
+    /// a lock or deactivation). Throws ``LoginFailure/unavailable`` when that could not be looked up: a stream
+    /// then ends so that its client resumes later, never as if the credential had ended.
+    func caller(for credential: PresentedCredential, as caller: Caller) async throws(LoginFailure) -> Caller? {
         switch credential {
         case .session(let token):
-            return try? await authenticator.caller(sessionToken: token)
+            return try await authenticator.caller(sessionToken: token)
         case .bearer(let token):
-            guard let userID = await oauth.userID(accessToken: token), userID == caller.userID else { return nil }
-            return try? await authenticator.caller(userID: userID)
+            guard let userID = try await oauth.userID(accessToken: token), userID == caller.userID else { return nil }
+            return try await authenticator.caller(userID: userID)
         case .compass(let token):
-            guard let compass, let verified = try? await compass.verify(token), verified.userID == caller.userID else {
-                return nil
-            }
-            return try? await authenticator.caller(userID: verified.userID)
+            guard let compass else { return nil }
+            let verified: (claims: CompassTokens.Claims, userID: String)?
+            do { verified = try await compass.verify(token) } catch { throw .unavailable }
+            guard let verified, verified.userID == caller.userID else { return nil }
+            return try await authenticator.caller(userID: verified.userID)
         }
     }
 
@@ -33,11 +35,14 @@ struct CredentialCheck: Sendable {
         let check: CredentialCheck
         var checkedAt: (Int, Int)
 
-        mutating func caller(_ current: Caller, credential: PresentedCredential, force: Bool) async -> Caller? {
+        mutating func caller(_ current: Caller, credential: PresentedCredential, force: Bool) async throws(LoginFailure)
+            -> Caller?
+        {
             let now = (check.authenticator.credentialGeneration, check.oauth.revocationGeneration)
             guard force || now != checkedAt else { return current }
+            let caller = try await check.caller(for: credential, as: current)
             checkedAt = now
-            return await check.caller(for: credential, as: current)
+            return caller
         }
     }
 }

@@ -14,7 +14,16 @@ struct LogoutController {
 
     @Sendable func logout(_ request: Request, context: Context) async throws -> Response {
         if let token = request.cookies[AuthMiddleware.cookieName]?.value, !token.isEmpty {
-            await authenticator.endSession(token)
+            do {
+                try await authenticator.endSession(token)
+            } catch {
+                // Not recorded: the session still works, so the logout is not reported as done.
+                return Response(
+                    status: .serviceUnavailable,
+                    headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store", .retryAfter: StorageUnavailable.retryAfter],
+                    body: .init(byteBuffer: .init(string: "The logout could not be recorded; try again.\n"))
+                )
+            }
         }
         var response = Response(
             status: .ok, headers: [.contentType: "text/plain; charset=utf-8", .cacheControl: "no-store"],

@@ -79,13 +79,14 @@ actor OAuthService: ChangeObserver {
                     expires: GlideDateTime.format(accessExpiry), refresh: refreshHash
                 )),
             ]
-            guard (try? await directory.save(tokens, now: GlideDateTime.format(now))) != nil else { return nil }
+            try await unlessUnavailable { try await directory.save(tokens, now: GlideDateTime.format(now)) }
             accessTokens[access] = (caller.userID, accessExpiry)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
         case "refresh_token":
             guard let refresh = form["refresh_token"], !refresh.isEmpty else { return nil }
             let refreshHash = Self.hash(refresh)
-            guard let stored = try? await directory.token(hash: refreshHash), stored.type == "refresh_token",
+            let stored = try await unlessUnavailable { try await directory.token(hash: refreshHash) }
+            guard let stored, stored.type == "refresh_token",
                 stored.clientID == client.sysID, let expires = GlideDateTime.parse(stored.expires), expires > now,
                 try await authenticator.caller(userID: stored.userID) != nil
             else { return nil }
@@ -95,8 +96,7 @@ actor OAuthService: ChangeObserver {
                 type: "access_token", userID: stored.userID, clientID: client.sysID,
                 expires: GlideDateTime.format(accessExpiry), refresh: refreshHash
             )
-            guard (try? await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now))) != nil
-            else { return nil }
+            try await unlessUnavailable { try await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now)) }
             accessTokens[access] = (stored.userID, accessExpiry)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
         default:
@@ -105,8 +105,9 @@ actor OAuthService: ChangeObserver {
         }
     }
 
-    /// The user an access token stands for; nil when it is unknown, expired or revoked.
-    func userID(accessToken: String) async -> String? {
+    /// The user an access token stands for; nil when it is unknown, expired or revoked. Throws
+    /// ``LoginFailure/unavailable`` when the token could not be looked up: that is no answer about the token.
+    func userID(accessToken: String) async throws(LoginFailure) -> String? {
         let ended = endedUsers.withLock { users in
             defer { users = [] }
             return users
@@ -121,7 +122,8 @@ actor OAuthService: ChangeObserver {
             }
             return known.userID
         }
-        guard let stored = try? await directory.token(hash: Self.hash(accessToken)), stored.type == "access_token",
+        let stored = try await unlessUnavailable { try await directory.token(hash: Self.hash(accessToken)) }
+        guard let stored, stored.type == "access_token",
             let expires = GlideDateTime.parse(stored.expires), expires > now
         else { return nil }
         accessTokens[accessToken] = (stored.userID, expires)
@@ -156,10 +158,11 @@ actor OAuthService: ChangeObserver {
     nonisolated var revocationGeneration: Int { revocations.load(ordering: .relaxed) }
     private let revocations = Atomic<Int>(0)
 
-    func revoke(token: String) async {
+    /// Throws ``LoginFailure/unavailable`` when the revocation could not be recorded: the token may still work.
+    func revoke(token: String) async throws(LoginFailure) {
         revocations.add(1, ordering: .relaxed)
         let hash = Self.hash(token)
-        try? await directory.revoke(hash: hash)
+        try await unlessUnavailable { try await directory.revoke(hash: hash) }
         // Access tokens issued with a revoked refresh token are not tracked by refresh here: forget them all
         // and let the next request re-read the table.
         accessTokens = [:]
@@ -186,6 +189,15 @@ actor OAuthService: ChangeObserver {
         }
         verifiedClients.withLock { $0[keyed] = (client, now.addingTimeInterval(60)) }
         return client
+    }
+
+    /// Runs a lookup or write of the token tables; any failure of it is ``LoginFailure/unavailable``.
+    private func unlessUnavailable<T: Sendable>(_ body: () async throws -> T) async throws(LoginFailure) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw .unavailable
+        }
     }
 
     /// ServiceNow reports a second less than the lifespan (1799 for 1800).

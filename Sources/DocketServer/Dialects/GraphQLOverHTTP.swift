@@ -216,3 +216,16 @@ enum GraphQLOverHTTP {
         }
     }
 }
+
+extension GraphQLOverHTTP {
+    /// The unavailable database behind a result's errors, if one is: such a result is no answer (a field that
+    /// could not be read is not null), so the request is answered 503 instead.
+    static func unavailability(in result: GraphQLResult) -> StorageUnavailable? {
+        func cause(_ error: (any Error)?) -> StorageUnavailable? {
+            guard let error else { return nil }
+            if let wrapped = error as? GraphQLError { return cause(wrapped.originalError) }
+            return StorageUnavailable.classify(error)
+        }
+        return result.errors.lazy.compactMap { cause($0) }.first
+    }
+}

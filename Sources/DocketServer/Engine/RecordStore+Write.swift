@@ -116,7 +116,7 @@ extension RecordStore {
             }
             return events
         }
-        if SchemaCatalog.sourceTables.contains(table.name) { try await reloadCatalog() }
+        if SchemaCatalog.sourceTables.contains(table.name) { await reloadCatalogAfterCommit() }
         for event in events { notify(event) }
         return events[0].sysID
     }
@@ -243,7 +243,7 @@ extension RecordStore {
             return events
         }
         if let event = events.first {
-            if SchemaCatalog.sourceTables.contains(event.table) { try await reloadCatalog() }
+            if SchemaCatalog.sourceTables.contains(event.table) { await reloadCatalogAfterCommit() }
             for event in events { notify(event) }
         }
         return sysID
@@ -315,7 +315,7 @@ extension RecordStore {
             }
             return events
         }
-        if SchemaCatalog.sourceTables.contains(concrete.name) { try await reloadCatalog() }
+        if SchemaCatalog.sourceTables.contains(concrete.name) { await reloadCatalogAfterCommit() }
         for event in events { notify(event) }
     }
 

@@ -79,4 +79,28 @@ final class RecordStore: Sendable {
         catalogBox.withLock { $0 = (catalog, $0.generation + 1) }
         cache.removeAll()
     }
+
+    /// Reads the catalog again after a committed write changed the schema. The write is done whatever happens
+    /// here, and its observers are told of it: a failed read never turns it into an error. It is tried again in
+    /// the background until it succeeds (the catalog lags meanwhile, which is logged).
+    func reloadCatalogAfterCommit() async {
+        do {
+            try await reloadCatalog()
+        } catch {
+            logger.error("The schema changed but could not be read again; retrying", metadata: ["error": "\(error)"])
+            Task { [self] in
+                var delay = Duration.milliseconds(500)
+                while true {
+                    try? await Task.sleep(for: delay)
+                    do {
+                        try await reloadCatalog()
+                        logger.notice("The changed schema was read again")
+                        return
+                    } catch {
+                        delay = min(delay * 2, .seconds(10))
+                    }
+                }
+            }
+        }
+    }
 }

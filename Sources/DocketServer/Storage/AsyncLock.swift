@@ -1,29 +1,54 @@
 /// A first-come, first-served asynchronous mutex: the engine's single writer.
 ///
 /// SQLite allows one writer at a time; queueing writers here instead of letting them spin on SQLITE_BUSY
-/// keeps write latency predictable and keeps each transaction on one connection.
+/// keeps write latency predictable and keeps each transaction on one connection. A wait is bounded and
+/// cancellable: a writer still queued after `timeout` gets ``StorageUnavailable`` (the write ahead of it is stuck
+/// on a database that does not answer), and a cancelled one (its client went away) leaves the queue at once.
 actor AsyncLock {
     private var locked = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
+    private var waiters: [(id: Int, continuation: CheckedContinuation<Void, any Error>)] = []
+    private var nextID = 0
 
-    func lock() async {
+    /// Takes the lock, waiting at most `timeout`.
+    func lock(timeout: Duration) async throws {
         if !locked {
             locked = true
             return
         }
-        await withCheckedContinuation { waiters.append($0) }
+        let id = nextID
+        nextID += 1
+        let expiry = Task { [weak self] in
+            try await Task.sleep(for: timeout)
+            await self?.fail(id, with: StorageUnavailable(reason: "writes have waited \(timeout) for the one before them"))
+        }
+        defer { expiry.cancel() }
+        try await withTaskCancellationHandler {
+            try Task.checkCancellation()
+            try await withCheckedThrowingContinuation { continuation in waiters.append((id, continuation)) }
+        } onCancel: {
+            Task { await self.fail(id, with: CancellationError()) }
+        }
+    }
+
+    /// Ends a wait that is still queued (it may have been handed the lock meanwhile: then nothing happens).
+    private func fail(_ id: Int, with error: any Error) {
+        guard let index = waiters.firstIndex(where: { $0.id == id }) else { return }
+        waiters.remove(at: index).continuation.resume(throwing: error)
     }
 
     func unlock() {
         if waiters.isEmpty {
             locked = false
         } else {
-            waiters.removeFirst().resume()
+            waiters.removeFirst().continuation.resume()
         }
     }
 
-    nonisolated func withLock<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        await lock()
+    /// Runs `body` holding the lock; throws ``StorageUnavailable`` when the lock was not had within `timeout`.
+    nonisolated func withLock<T: Sendable>(
+        timeout: Duration = .seconds(4), _ body: @Sendable () async throws -> T
+    ) async throws -> T {
+        try await lock(timeout: timeout)
         do {
             let result = try await body()
             await unlock()

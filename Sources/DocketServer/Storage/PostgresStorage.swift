@@ -1,3 +1,4 @@
+import DocketModel
 import Foundation
 import Logging
 import NIOCore
@@ -5,6 +6,7 @@ import NIOPosix
 import PostgresKit
 import PostgresNIO
 import SQLKit
+import Synchronization
 
 /// PostgreSQL storage: a pool of connections (postgres-nio's `PostgresClient`), statements serialised by
 /// SQLKit's PostgreSQL dialect.
@@ -17,13 +19,35 @@ import SQLKit
 /// connections, each statement seeing every transaction committed before it started.
 final class PostgresStorage: Storage {
     let dialect = StorageDialect.postgres
+    let faults = StatementFaults()
     let location: PostgresLocation
-    private let client: PostgresClient
-    private let runTask: Task<Void, Never>
     private let logger: Logger
     /// Writers of this process queue here, so that they wait without holding a pooled connection.
     private let writeLock = AsyncLock()
     let headConnection: HeadConnection
+    private let pool: Mutex<Pool>
+
+    /// The connection pool in use and what is known of the server's health.
+    private struct Pool {
+        var client: PostgresClient
+        var runTask: Task<Void, Never>
+        /// Set while the server cannot be reached: requests fail at once instead of each waiting for a lease.
+        var down: StorageUnavailable?
+        var downSince: ContinuousClock.Instant?
+        /// The probe under way, if any (see ``PostgresStorage/probe()``).
+        var probing = false
+        var closed = false
+        /// Pools replaced after an outage, still finishing the requests that hold their connections.
+        var retired: [Task<Void, Never>] = []
+    }
+
+    /// How long a request waits for a pooled connection before it is answered 503: postgres-nio's pool waits
+    /// without end while it cannot connect.
+    static let leaseTimeout = Duration.seconds(4)
+    /// After this long without a connection, the server's health is checked (without failing the request).
+    static let probeAfter = Duration.seconds(1)
+    /// The most connections a pool opens.
+    private let connections: Int
 
     /// The advisory lock key every write transaction holds: one per schema, so that docketd instances of
     /// different deployments sharing a database (each in its own schema) do not wait for each other.
@@ -31,20 +55,16 @@ final class PostgresStorage: Storage {
 
     /// FNV-1a of "docket:" and the schema name: stable across processes and versions.
     static func writeLockKey(schema: String) -> Int64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in ("docket:" + schema).utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        return Int64(bitPattern: hash)
+        Int64(bitPattern: FNV1a.hash(("docket:" + schema).utf8))
     }
 
-    private init(location: PostgresLocation, client: PostgresClient, runTask: Task<Void, Never>, logger: Logger) {
+    private init(location: PostgresLocation, connections: Int, logger: Logger) async {
         self.location = location
-        self.client = client
-        self.runTask = runTask
+        self.connections = connections
         self.logger = logger
         headConnection = HeadConnection(location: location)
+        let (client, runTask) = await Self.startClient(location, connections: connections, logger: logger)
+        pool = Mutex(Pool(client: client, runTask: runTask))
     }
 
     /// Connects, creating the location's schema when it names one that does not exist yet. Fails with a clear
@@ -74,11 +94,18 @@ final class PostgresStorage: Storage {
             try? await probe.close()
             throw PostgresStorageError.unreachable(location.redacted, reason: Self.describe(error))
         }
+        return await PostgresStorage(location: location, connections: max(2, connections), logger: logger)
+    }
+
+    /// A new pool, running: it serves leases only once run() has begun, so this returns when it has (no
+    /// statement of run() suspends before it marks the client running).
+    private static func startClient(
+        _ location: PostgresLocation, connections: Int, logger: Logger
+    ) async -> (PostgresClient, Task<Void, Never>) {
         var configuration = location.clientConfiguration
-        configuration.options.maximumConnections = max(2, connections)
+        configuration.options.maximumConnections = connections
+        configuration.options.connectTimeout = .seconds(3)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        // The pool serves leases only once run() has begun: the first request waits until it has (no statement of
-        // run() suspends before it marks the client running), instead of leasing early and being warned about it.
         let (started, starting) = AsyncStream<Void>.makeStream()
         let runTask = Task {
             starting.yield()
@@ -86,31 +113,190 @@ final class PostgresStorage: Storage {
             await client.run()
         }
         for await _ in started { break }
-        return PostgresStorage(location: location, client: client, runTask: runTask, logger: logger)
+        return (client, runTask)
     }
 
+    /// Runs `body` on a pooled connection. Fails at once with ``StorageUnavailable`` while the server is known to
+    /// be unreachable, and after ``leaseTimeout`` when no connection could be had; a connection that breaks under
+    /// `body` is reported the same way. Either starts a probe that watches for the server's return.
+    private func withConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        let (client, down) = pool.withLock { ($0.client, $0.down) }
+        if let down { throw down }
+        do {
+            return try await withoutActuallyEscaping(body) { body in
+                try await Self.lease(
+                    client, within: Self.leaseTimeout, onSlowLease: { self.startProbe() }, isDown: { self.unavailable }, body
+                )
+            }
+        } catch {
+            guard let unavailable = StorageUnavailable.classify(error) else { throw error }
+            startProbe()
+            throw unavailable
+        }
+    }
+
+    /// A lease that gives up after `timeout`, or sooner once the probe started after ``probeAfter`` finds the
+    /// server unreachable: the pool's own wait is cancelled (postgres-nio withdraws the request), and the caller
+    /// learns that the database did not answer in time.
+    private static func lease<T: Sendable>(
+        _ client: PostgresClient, within timeout: Duration, onSlowLease: @escaping @Sendable () -> Void,
+        isDown: @escaping @Sendable () -> StorageUnavailable?, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        // 0: waiting for a connection; 1: leased (the timer stands down); 2: given up (a lease that comes after
+        // is returned unused). Decided once, so a body never starts after its request was answered 503.
+        let state = LeaseState()
+        let unavailable = StorageUnavailable(reason: "no connection to PostgreSQL within \(timeout)")
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await client.withConnection { connection in
+                    guard state.value.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged else {
+                        throw unavailable
+                    }
+                    return try await body(connection)
+                }
+            }
+            group.addTask {
+                try await Task.sleep(for: probeAfter)
+                if state.value.load(ordering: .acquiring) == 1 { return nil }
+                onSlowLease()
+                // Until the deadline, or until the probe finds the server unreachable: then at once.
+                let deadline = ContinuousClock.now + (timeout - probeAfter)
+                var reason = unavailable
+                while ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(100))
+                    if state.value.load(ordering: .acquiring) == 1 { return nil }
+                    if let down = isDown() {
+                        reason = down
+                        break
+                    }
+                }
+                guard state.value.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged else { return nil }
+                throw reason
+            }
+            defer { group.cancelAll() }
+            while let result = try await group.next() {
+                if let result { return result }
+            }
+            throw CancellationError()
+        }
+    }
+
+    private final class LeaseState: Sendable {
+        let value = Atomic<Int>(0)
+    }
+
+    /// Checks, on a connection of its own, whether the server answers. When it does not, requests fail at once
+    /// from then on, and it tries again (every 250 ms, then up to every second) until the server answers; then a
+    /// fresh pool takes over, since postgres-nio's pool may wait up to a minute between its own tries after a
+    /// long outage. When the server answers at once, nothing changes: the pool recovers by itself.
+    private func startProbe() {
+        let start = pool.withLock { pool -> Bool in
+            guard !pool.probing, !pool.closed else { return false }
+            pool.probing = true
+            return true
+        }
+        guard start else { return }
+        Task { await self.probe() }
+    }
+
+    private func probe() async {
+        var delay = Duration.milliseconds(250)
+        var failures = 0
+        while true {
+            do {
+                let connection = try await PostgresConnection.connect(
+                    configuration: try location.connectionConfiguration(searchPath: true), id: 4, logger: logger
+                )
+                do {
+                    _ = try await PostgresRunner(connection: connection, logger: logger).rows("SELECT 1")
+                    try? await connection.close()
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+                break
+            } catch {
+                failures += 1
+                let reason = Self.describe(error)
+                let first = pool.withLock { pool -> Bool in
+                    let first = pool.down == nil
+                    pool.down = StorageUnavailable(reason: "PostgreSQL cannot be reached (\(reason))")
+                    pool.downSince = pool.downSince ?? .now
+                    return first && !pool.closed
+                }
+                if first {
+                    logger.error("The database cannot be reached; requests are answered 503 until it is back", metadata: ["error": "\(reason)"])
+                }
+                if pool.withLock({ $0.closed }) { break }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(1))
+            }
+        }
+        guard failures > 0 else {
+            pool.withLock { $0.probing = false }
+            return
+        }
+        let (client, runTask) = await Self.startClient(location, connections: connections, logger: logger)
+        let replaced = pool.withLock { pool -> (Task<Void, Never>, Duration?)? in
+            guard !pool.closed else { return nil }
+            defer {
+                pool.retired.append(pool.runTask)
+                pool.client = client
+                pool.runTask = runTask
+                pool.down = nil
+                pool.downSince = nil
+                pool.probing = false
+            }
+            return (pool.runTask, pool.downSince.map { ContinuousClock.now - $0 })
+        }
+        guard let replaced else {
+            runTask.cancel()
+            return
+        }
+        let (old, outage) = replaced
+        logger.notice("The database answers again; serving requests", metadata: ["after": "\(outage ?? .zero)"])
+        // Requests that still hold a connection of the old pool finish first.
+        Task {
+            try? await Task.sleep(for: .seconds(30))
+            old.cancel()
+            self.pool.withLock { $0.retired.removeAll { $0 == old } }
+        }
+    }
+
+    /// Whether the server is known to be unreachable right now (for `/health`).
+    var unavailable: StorageUnavailable? { pool.withLock { $0.down } }
+
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: logger), dialect: dialect))
+        try await withConnection { connection in
+            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect))
         }
     }
 
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        try await writeLock.withLock {
-            try await self.client.withConnection { connection in
+        if let down = unavailable { throw down }
+        return try await writeLock.withLock(timeout: Self.leaseTimeout) {
+            try await self.withConnection { connection in
                 let executor = SQLExecutor(
-                    runner: PostgresRunner(connection: connection, logger: self.logger), dialect: self.dialect
+                    runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect
                 )
-                return try await executor.transaction(
-                    first: ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"], body
-                )
+                do {
+                    return try await executor.transaction(
+                        first: ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"], body
+                    )
+                } catch let failed as RollbackFailed {
+                    // Never back to the pool still inside the transaction, holding the write lock of every
+                    // instance: closed, the pool replaces it, and the server ends the transaction.
+                    self.logger.error("A write could not be rolled back; its connection is closed", metadata: ["error": "\(failed.cause)"])
+                    try? await connection.close()
+                    throw failed.cause
+                }
             }
         }
     }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        try await client.withConnection { connection in
-            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: logger), dialect: dialect))
+        try await withConnection { connection in
+            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect))
         }
     }
 
@@ -118,6 +304,7 @@ final class PostgresStorage: Storage {
     /// statement on a connection of its own, so that the read costs no parse, plan or pool lease. Falls back to
     /// the pool while that connection cannot be had.
     func latestEventSequence() async throws -> Int {
+        if let down = unavailable { throw down }
         if let connection = await headConnection.connection(logger: logger) {
             do {
                 return try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
@@ -128,7 +315,9 @@ final class PostgresStorage: Storage {
                 await headConnection.failed(connection)
             }
         }
-        return try await Self.sequence(from: client.execute(LatestEventSequence(), logger: logger))
+        return try await withConnection { connection in
+            try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: self.logger))
+        }
     }
 
     private static func sequence(from rows: AsyncThrowingMapSequence<PostgresRowSequence, Int>) async throws -> Int {
@@ -147,8 +336,14 @@ final class PostgresStorage: Storage {
 
     func close() async throws {
         await headConnection.close()
-        runTask.cancel()
-        await runTask.value
+        let runTasks = pool.withLock { pool in
+            pool.closed = true
+            return [pool.runTask] + pool.retired
+        }
+        for task in runTasks {
+            task.cancel()
+            await task.value
+        }
     }
 
     /// Notification channels are `docket_` and the schema's name, so that deployments in different schemas of
@@ -255,8 +450,10 @@ struct PostgresStatementError: Error, CustomStringConvertible {
 struct PostgresRunner: SQLRunner {
     let connection: PostgresConnection
     let logger: Logger
+    var faults: StatementFaults? = nil
 
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        try faults?.check(sql)
         let (text, binds) = connection.sql().serialize(sql)
         var bindings = PostgresBindings(capacity: binds.count)
         for bind in binds {
@@ -390,6 +587,39 @@ struct PostgresResultRow: StorageRow {
         default:
             if cell.format == .text, let bytes = cell.bytes { return .value(.text(String(buffer: bytes))) }
             throw PostgresStorageError.unsupportedColumn(cell.columnName, type: "\(cell.dataType)")
+        }
+    }
+}
+
+extension StorageUnavailable {
+    /// PostgreSQL's ways of being unavailable: a connection that could not be made or broke, a server shutting
+    /// down or starting, too many connections, a full disk, a read-only standby.
+    static func classifyPostgres(_ error: any Error) -> StorageUnavailable? {
+        func unavailable(sqlState: String?, message: String) -> StorageUnavailable? {
+            guard let state = sqlState else { return nil }
+            // 08: connection exception; 57P01-03: shutting down or starting; 53: insufficient resources;
+            // 25006: read-only transaction (a standby); 58030: I/O error.
+            guard state.hasPrefix("08") || state.hasPrefix("53") || ["57P01", "57P02", "57P03", "25006", "58030"].contains(state)
+            else { return nil }
+            return StorageUnavailable(reason: "PostgreSQL: \(message)")
+        }
+        switch error {
+        case let error as PostgresStatementError:
+            return unavailable(sqlState: error.sqlState, message: error.message)
+        case let error as PSQLError:
+            switch error.code {
+            case .server:
+                return unavailable(sqlState: error.serverInfo?[.sqlState], message: error.serverInfo?[.message] ?? "server error")
+            case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed,
+                .sslUnsupported, .failedToAddSSLHandler:
+                return StorageUnavailable(reason: "the connection to PostgreSQL failed (\(PostgresStorage.describe(error)))")
+            default:
+                return nil
+            }
+        case is NIOConnectionError, is ChannelError, is IOError:
+            return StorageUnavailable(reason: "the connection to PostgreSQL failed (\(PostgresStorage.describe(error)))")
+        default:
+            return nil
         }
     }
 }

@@ -35,6 +35,14 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
 
     var isEmpty: Bool { pieces.isEmpty }
 
+    /// The literal text, without identifiers or bound values (for matching statements in tests).
+    var rawText: String {
+        pieces.compactMap { piece -> String? in
+            if case .raw(let text) = piece { return text }
+            return nil
+        }.joined()
+    }
+
     static func + (lhs: SQLFragment, rhs: SQLFragment) -> SQLFragment {
         var result = lhs
         result.pieces += rhs.pieces

@@ -35,8 +35,10 @@ extension SQLiteRow: StorageRow {
 /// rows come back as SQLite's own typed values with no Decoder round trip.
 struct SQLiteRunner: SQLRunner {
     let connection: SQLiteConnection
+    var faults: StatementFaults? = nil
 
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        try faults?.check(sql)
         let (text, binds) = connection.sql().serialize(sql)
         let data = try binds.map { bind -> SQLiteData in
             switch bind {
@@ -57,44 +59,98 @@ struct SQLiteRunner: SQLRunner {
 /// connections, each lent to one read at a time (WAL lets readers run while a write is in progress).
 final class SQLiteStorage: Storage {
     let dialect = StorageDialect.sqlite
-    private let writer: SQLiteConnection
+    let faults = StatementFaults()
+    /// The writer connection; replaced when a transaction on it could not be rolled back.
+    private let writer: Mutex<SQLiteConnection>
     private let readers: ConnectionPool<SQLiteConnection>
     private let writeLock = AsyncLock()
+    private let path: String
+    private let logger: Logger
 
-    private init(writer: SQLiteConnection, readers: [SQLiteConnection]) {
-        self.writer = writer
+    private init(path: String, writer: SQLiteConnection, readers: [SQLiteConnection], logger: Logger) {
+        self.path = path
+        self.writer = Mutex(writer)
         self.readers = ConnectionPool(readers)
+        self.logger = logger
     }
 
-    /// Opens (creating if needed) the database file at `path`.
-    static func open(path: String, readers readerCount: Int = 4, logger: Logger) async throws -> SQLiteStorage {
+    /// The writer connection, in WAL mode, waiting a bounded time for other processes' locks.
+    private static func openWriter(path: String, logger: Logger) async throws -> SQLiteConnection {
         let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         do {
             let runner = SQLiteRunner(connection: writer)
             _ = try await runner.rows("PRAGMA journal_mode=WAL")
             _ = try await runner.rows("PRAGMA synchronous=NORMAL")
-            var readers: [SQLiteConnection] = []
-            for _ in 0..<max(1, readerCount) {
-                let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-                _ = try await SQLiteRunner(connection: reader).rows("PRAGMA query_only=ON")
-                readers.append(reader)
-            }
-            return SQLiteStorage(writer: writer, readers: readers)
+            // SQLiteNIO retries a locked database without end; another process holding the file's lock (a backup
+            // tool, sqlite3 in a shell) must make a write fail after a bounded wait, answered 503, not hang it.
+            _ = try await runner.rows(SQLFragment("PRAGMA busy_timeout=\(busyTimeoutMilliseconds)"))
+            return writer
         } catch {
             try? await writer.close()
             throw error
         }
     }
 
+    /// Opens (creating if needed) the database file at `path`.
+    static func open(path: String, readers readerCount: Int = 4, logger: Logger) async throws -> SQLiteStorage {
+        let writer = try await openWriter(path: path, logger: logger)
+        do {
+            var readers: [SQLiteConnection] = []
+            for _ in 0..<max(1, readerCount) {
+                let reader = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
+                _ = try await SQLiteRunner(connection: reader).rows("PRAGMA query_only=ON")
+                _ = try await SQLiteRunner(connection: reader).rows(SQLFragment("PRAGMA busy_timeout=\(Self.busyTimeoutMilliseconds)"))
+                readers.append(reader)
+            }
+            return SQLiteStorage(path: path, writer: writer, readers: readers, logger: logger)
+        } catch {
+            try? await writer.close()
+            throw error
+        }
+    }
+
+    /// How long a statement waits for a lock another process holds on the file before it fails (503).
+    static let busyTimeoutMilliseconds = 2_000
+
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        try await readers.withConnection { connection in
-            try await body(SQLExecutor(runner: SQLiteRunner(connection: connection), dialect: dialect))
+        do {
+            return try await readers.withConnection { connection in
+                try await body(SQLExecutor(runner: SQLiteRunner(connection: connection, faults: faults), dialect: dialect))
+            }
+        } catch {
+            throw StorageUnavailable.classify(error) ?? error
         }
     }
 
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        let executor = SQLExecutor(runner: SQLiteRunner(connection: writer), dialect: dialect)
-        return try await writeLock.withLock { try await executor.transaction(body) }
+        do {
+            return try await writeLock.withLock {
+                var connection = self.writer.withLock { $0 }
+                if connection.isClosed {
+                    // Closed after a failed rollback and not yet opened again.
+                    do {
+                        connection = try await Self.openWriter(path: self.path, logger: self.logger)
+                    } catch {
+                        throw StorageUnavailable(reason: "the database file cannot be opened for writing")
+                    }
+                    self.writer.withLock { $0 = connection }
+                }
+                do {
+                    return try await SQLExecutor(runner: SQLiteRunner(connection: connection, faults: self.faults), dialect: self.dialect).transaction(body)
+                } catch let failed as RollbackFailed {
+                    // The connection may still be inside the transaction: a new one takes over.
+                    self.logger.error("A write could not be rolled back; the writer connection is opened again", metadata: ["error": "\(failed.cause)"])
+                    try? await connection.close()
+                    // Opened again here, or by the next write if that fails now.
+                    if let fresh = try? await Self.openWriter(path: self.path, logger: self.logger) {
+                        self.writer.withLock { $0 = fresh }
+                    }
+                    throw failed.cause
+                }
+            }
+        } catch {
+            throw StorageUnavailable.classify(error) ?? error
+        }
     }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
@@ -107,7 +163,7 @@ final class SQLiteStorage: Storage {
     func close() async throws {
         try await writeLock.withLock {
             for reader in self.readers.all { try await reader.close() }
-            try await self.writer.close()
+            try await self.writer.withLock { $0 }.close()
         }
     }
 }

@@ -1,4 +1,6 @@
 import SQLKit
+import SQLiteKit
+import Synchronization
 
 /// Runs SQL for the engine. Reads may run concurrently; writes run one at a time, each in a transaction.
 protocol Storage: Sendable {
@@ -17,6 +19,8 @@ protocol Storage: Sendable {
     /// share (PostgreSQL); nil where only this process writes (SQLite). A wake-up also follows every
     /// (re)connection of the listener, since changes may have been missed meanwhile.
     func logSignals() -> AsyncStream<Void>?
+    /// Failures planned by tests for statements of this storage (nothing is planned otherwise).
+    var faults: StatementFaults { get }
     /// The newest sequence in the event log (0 when it is empty). Shared databases read it before answering
     /// each batch of requests (``RecordStore/catchUp()``), so a storage may make it cheaper than a plain read.
     func latestEventSequence() async throws -> Int
@@ -50,7 +54,9 @@ struct SQLExecutor: Sendable {
     func run(_ sql: SQLFragment) async throws { _ = try await runner.rows(sql) }
 
     /// Runs `body` in a transaction on this connection: `dialect.beginTransaction`, then the statements of
-    /// `first` (a lock to take), then `body`; committed when it returns, rolled back when anything throws.
+    /// `first` (a lock to take), then `body`; committed when it returns, rolled back when anything throws. When
+    /// the rollback fails too, ``RollbackFailed`` says so: the connection may still be inside the transaction
+    /// (holding its locks) and must not be used again.
     func transaction<T: Sendable>(
         first: [SQLFragment] = [], _ body: @Sendable (SQLExecutor) async throws -> T
     ) async throws -> T {
@@ -60,9 +66,13 @@ struct SQLExecutor: Sendable {
             let result = try await body(self)
             try await run("COMMIT")
             return result
-        } catch {
-            try? await run("ROLLBACK")
-            throw error
+        } catch let failure {
+            do {
+                try await run("ROLLBACK")
+            } catch {
+                throw RollbackFailed(cause: failure)
+            }
+            throw failure
         }
     }
 
@@ -70,6 +80,13 @@ struct SQLExecutor: Sendable {
     func integer(_ sql: SQLFragment) async throws -> Int {
         try await rows(sql).first?.first.intValue ?? 0
     }
+}
+
+/// A transaction failed and so did its rollback: its connection is to be discarded (see
+/// ``SQLExecutor/transaction(first:_:)``). `cause` is what made the transaction fail.
+struct RollbackFailed: Error, CustomStringConvertible {
+    let cause: any Error
+    var description: String { "A transaction failed and could not be rolled back: \(cause)" }
 }
 
 /// How to read a column.
@@ -105,4 +122,66 @@ struct ResultRow: Sendable {
 
     /// One column as raw bytes (blobs; text as its UTF-8); nil for NULL.
     func bytes(at column: String) throws -> [UInt8]? { try row.bytes(at: column) }
+}
+
+/// The database cannot be used right now: unreachable, restarting, its connections cut, locked by another
+/// process past the wait, out of space. Neither the caller's fault nor an answer: every dialect says 503 with
+/// `Retry-After` in its own error shape, never "not found", "invalid token" or 401.
+struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
+    /// Why, in a few words (never a password: locations are redacted).
+    let reason: String
+
+    /// Seconds a client is asked to wait (`Retry-After`).
+    static let retryAfterSeconds = 2
+    static var retryAfter: String { String(retryAfterSeconds) }
+
+    var description: String { "The database is unavailable: \(reason)" }
+
+    /// The error as an outage, when it is one; nil for errors of the statement itself (a constraint, a bad
+    /// value), which are answers.
+    static func classify(_ error: any Error) -> StorageUnavailable? {
+        if let error = error as? StorageUnavailable { return error }
+        if let error = error as? SQLiteError { return classifySQLite(error) }
+        return classifyPostgres(error)
+    }
+
+    private static func classifySQLite(_ error: SQLiteError) -> StorageUnavailable? {
+        switch error.reason {
+        case .busy, .busyTimeout, .busyInRecovery, .busyInSnapshot, .locked, .lockedBySharedCache, .lockedVirtualTable:
+            return StorageUnavailable(reason: "the database file is locked by another process")
+        case .ioError, .readOnly, .readonlyInRecovery, .readonlyCantLock, .readonlyInRollback, .readonlyBackingMoved,
+            .readonlyDirectory, .full, .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .cantOpenCygwinPath,
+            .cantOpenUnfollowedSymlink, .permission, .noMemory:
+            return StorageUnavailable(reason: "the database file cannot be written (\(error.reason))")
+        default:
+            if "\(error.reason)".hasPrefix("ioError") { return StorageUnavailable(reason: "the database file cannot be read or written") }
+            return nil
+        }
+    }
+}
+
+/// Tests only: failures planned for the statements a storage runs, its own `BEGIN`, `COMMIT` and `ROLLBACK`
+/// included (a commit that fails, a rollback that fails). One atomic load per statement while none is planned.
+final class StatementFaults: Sendable {
+    private let armed = Atomic<Bool>(false)
+    private let planned = Mutex<[@Sendable (String) -> Bool]>([])
+
+    /// Fails the next statement whose SQL text (without its bound values) satisfies `matches`, once, as an
+    /// unreachable database would.
+    func failNext(_ matches: @escaping @Sendable (String) -> Bool) {
+        planned.withLock { $0.append(matches) }
+        armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    func check(_ sql: SQLFragment) throws {
+        guard armed.load(ordering: .relaxed) else { return }
+        let text = sql.rawText
+        let hit = planned.withLock { planned -> Bool in
+            guard let index = planned.firstIndex(where: { $0(text) }) else { return false }
+            planned.remove(at: index)
+            if planned.isEmpty { armed.store(false, ordering: .sequentiallyConsistent) }
+            return true
+        }
+        if hit { throw StorageUnavailable(reason: "a test failed the statement '\(text.prefix(40))'") }
+    }
 }

@@ -135,6 +135,8 @@ public struct PostgresLocation: Sendable, Equatable {
             configuration = .init(host: host, port: port, username: user, password: password, database: database, tls: tls)
         }
         configuration.options.additionalStartupParameters = searchPath ? startupParameters : [("application_name", "docketd")]
+        // A server that does not answer is an outage to report, not something to wait ten seconds for.
+        configuration.options.connectTimeout = .seconds(3)
         return configuration
     }
 

@@ -8,7 +8,9 @@ protocol SequencedKey: Hashable, Sendable {
 
 /// Work shared by the live followers who ask alike: a thousand followers cost one computation per event, not a
 /// thousand. Work in progress is awaited by the others rather than repeated. At `capacity` the older half is
-/// forgotten (a follower far behind then computes again).
+/// forgotten (a follower far behind then computes again). Work that failed is forgotten as soon as it fails:
+/// those who waited for it get its error, and the next to ask computes again (a database that was unavailable a
+/// moment ago may answer now), instead of the failure being replayed to everyone with the key.
 final class SharedWork<Key: SequencedKey, Value: Sendable>: Sendable {
     let capacity: Int
     private let state = Mutex<[Key: Task<Value, any Error>]>([:])
@@ -27,6 +29,14 @@ final class SharedWork<Key: SequencedKey, Value: Sendable>: Sendable {
             entries[key] = task
             return task
         }
-        return try await task.value
+        do {
+            return try await task.value
+        } catch {
+            // Only this very task is forgotten: another may have replaced it meanwhile.
+            state.withLock { entries in
+                if entries[key] == task { entries[key] = nil }
+            }
+            throw error
+        }
     }
 }

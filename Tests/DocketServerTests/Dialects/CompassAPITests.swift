@@ -217,4 +217,5 @@ struct NoStorage: Storage {
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T { throw CancellationError() }
     func close() async throws {}
     func logSignals() -> AsyncStream<Void>? { nil }
+    var faults: StatementFaults { StatementFaults() }
 }

@@ -174,7 +174,7 @@ struct LiveGroupsTests {
             let later = try fixture.subscription(again, after: try await fixture.store.latestSequence())
             let second = try fixture.ride(later, socket.rider(again, credential: .session(session), after: later.after, fixture: fixture))
             try await Self.eventually { fixture.groups.members == 1 }
-            await fixture.authenticator.endSession(session)
+            try await fixture.authenticator.endSession(session)
             _ = try await fixture.create("after the logout")
             #expect(await Self.exit(of: second) == .revoked)
             #expect(socket.count == 1)

@@ -89,8 +89,13 @@ struct CompassMiddleware: RouterMiddleware {
             throw CompassError(error.status, error.body ?? error.status.reasonPhrase)
         } catch let error as EngineError {
             throw CompassError(error)
-        } catch is LoginFailure {
-            throw CompassError(.serviceUnavailable, "Logins cannot be checked right now; try again")
+        } catch let error where error is LoginFailure || error is StorageUnavailable {
+            if error is StorageUnavailable {
+                context.logger.warning("Compass request refused: the database is unavailable", metadata: ["error": "\(error)"])
+            }
+            var refusal = CompassError(.serviceUnavailable, "The service is unavailable; try again shortly")
+            refusal.headers[.retryAfter] = StorageUnavailable.retryAfter
+            throw refusal
         } catch let error as HTTPParserError {
             throw CompassError(.badRequest, "Malformed HTTP request: \(error)")
         } catch is NIOTooManyBytesError {

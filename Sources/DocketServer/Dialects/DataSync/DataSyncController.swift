@@ -93,7 +93,7 @@ struct DataSyncController {
             return response
         default: break
         }
-        let bytes = await result(document, variables: variableValues, operationName: incoming.operationName, caller: caller)
+        let bytes = try await result(document, variables: variableValues, operationName: incoming.operationName, caller: caller)
         // Resolver errors (a conflict, a refused write) are answered with 200: Apollo iOS drops the body of any
         // other status.
         return Response(
@@ -102,9 +102,10 @@ struct DataSyncController {
         )
     }
 
-    /// Runs a validated query or mutation: the answer's bytes (`{"data", "errors"}`).
+    /// Runs a validated query or mutation: the answer's bytes (`{"data", "errors"}`). Throws
+    /// ``StorageUnavailable`` when the database could not be used: that is no answer.
     func result(_ document: Document, variables: [String: Map], operationName: String?, caller: Caller, root: any Sendable = ())
-        async -> [UInt8]
+        async throws(StorageUnavailable) -> [UInt8]
     {
         let context = ResolverContext(store: store, caller: caller, maxPageSize: configuration.maxPageSize)
         let result: GraphQLResult
@@ -114,8 +115,10 @@ struct DataSyncController {
                 operationName: operationName
             )
         } catch {
+            if let unavailable = StorageUnavailable.classify(error) { throw unavailable }
             result = GraphQLResult(errors: [GraphQLError(message: "The operation could not be run")])
         }
+        if let unavailable = GraphQLOverHTTP.unavailability(in: result) { throw unavailable }
         return (try? GraphQLJSONEncoder().encode(Self.withConflictExtensions(result))).map { Array($0) }
             ?? Array(#"{"errors":[{"message":"The result could not be encoded"}]}"#.utf8)
     }

@@ -78,6 +78,13 @@ struct DataSyncMiddleware: RouterMiddleware {
             )
         } catch let error as EngineError {
             throw DataSyncHTTPError(status: .badRequest, message: error.description, code: "BAD_REQUEST")
+        } catch let error as StorageUnavailable {
+            context.logger.warning("DataSync request refused: the database is unavailable", metadata: ["error": "\(error)"])
+            var refusal = DataSyncHTTPError(
+                status: .serviceUnavailable, message: "The service is unavailable; try again shortly", code: "UNAVAILABLE"
+            )
+            refusal.headers[.retryAfter] = StorageUnavailable.retryAfter
+            throw refusal
         } catch let error as HTTPParserError {
             // A malformed body (bad chunk framing, a body shorter than announced) only shows when it is read.
             throw DataSyncHTTPError(status: .badRequest, message: "Malformed HTTP request: \(error)", code: "BAD_REQUEST")
@@ -92,14 +99,15 @@ struct DataSyncMiddleware: RouterMiddleware {
     private func authenticate(_ request: Request, context: Context) async throws -> (Caller, PresentedCredential) {
         do {
             if let bearer = request.headers.bearer {
-                guard let userID = await oauth.userID(accessToken: bearer.token),
+                guard let userID = try await oauth.userID(accessToken: bearer.token),
                     let caller = try await authenticator.caller(userID: userID)
                 else { throw DataSyncHTTPError.invalidToken }
                 return (caller, .bearer(bearer.token))
             }
             if let basic = request.headers.basic {
                 let (caller, token) = try await authenticator.login(
-                    userName: basic.username, password: basic.password, address: context.clientAddress
+                    userName: basic.username, password: basic.password, address: context.clientAddress,
+                    client: AuthMiddleware.client(request, context: context)
                 )
                 return (caller, .session(token))
             }
@@ -118,7 +126,7 @@ struct DataSyncMiddleware: RouterMiddleware {
                 var error = DataSyncHTTPError(
                     status: .serviceUnavailable, message: "Logins cannot be checked right now; try again", code: "UNAVAILABLE"
                 )
-                error.headers[.retryAfter] = "1"
+                error.headers[.retryAfter] = failure == .busy ? "1" : StorageUnavailable.retryAfter
                 throw error
             }
         }

@@ -27,7 +27,14 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
             return refused(["Name the operation to run with operationName"])
         }
         guard operation.operation == .subscription else {
-            return .single(await controller.result(document, variables: variables, operationName: request.operationName, caller: caller))
+            do {
+                return .single(try await controller.result(document, variables: variables, operationName: request.operationName, caller: caller))
+            } catch {
+                return .refused([.object([
+                    "message": .string("The database is unavailable; try again shortly"),
+                    "extensions": .object(["code": .string("UNAVAILABLE")]),
+                ])])
+            }
         }
         guard let root = GraphQLOverHTTP.soleRootField(of: operation, in: document) else {
             return refused(["A subscription selects one field: taskAdded, taskUpdated or taskDeleted"])
@@ -52,7 +59,7 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
             let shared = RenderedResultKey(sequence: change.event.sequence, kind: change.kind.rawValue, document: key, viewer: "")
             return try await results.value(shared) {
                 let task = DataSyncController.TaskValue(row: change.record, id: change.event.sysID)
-                return await controller.result(
+                return try await controller.result(
                     prepared.document, variables: variables, operationName: operationName, caller: caller, root: task
                 )
             }

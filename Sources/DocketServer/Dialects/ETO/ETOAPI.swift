@@ -63,7 +63,14 @@ struct ETOAPI: HTTPResponder {
             return try ETOError(error.status, error.body ?? error.status.reasonPhrase).response(from: request, context: context)
         } catch let failure as LoginFailure {
             await failure.holdBack(authenticator)
-            return try ETOError(.serviceUnavailable, "Logins cannot be checked right now; try again").response(from: request, context: context)
+            var refusal = ETOError(.serviceUnavailable, "Logins cannot be checked right now; try again")
+            refusal.headers[.retryAfter] = StorageUnavailable.retryAfter
+            return try refusal.response(from: request, context: context)
+        } catch let error as StorageUnavailable {
+            context.logger.warning("ETO request refused: the database is unavailable", metadata: ["error": "\(error)"])
+            var refusal = ETOError(.serviceUnavailable, "The service is unavailable; try again shortly")
+            refusal.headers[.retryAfter] = StorageUnavailable.retryAfter
+            return try refusal.response(from: request, context: context)
         } catch {
             context.logger.error("ETO request failed", metadata: ["error": "\(error)"])
             return try ETOError(.internalServerError, "Internal error").response(from: request, context: context)

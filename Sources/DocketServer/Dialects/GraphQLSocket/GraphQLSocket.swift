@@ -33,6 +33,8 @@ enum GraphQLSocketProtocol: String, Sendable {
         static let duplicateSubscriber = WebSocketErrorCode(codeNumber: 4409)
         static let tooManyInits = WebSocketErrorCode(codeNumber: 4429)
         static let internalError = WebSocketErrorCode(codeNumber: 4500)
+        /// The server cannot serve the socket right now (its database is unavailable): reconnect later.
+        static let tryAgainLater = WebSocketErrorCode.unexpectedServerError
     }
 }
 
@@ -97,6 +99,9 @@ extension GraphQLSocketDialect {
 enum SocketLogin: Sendable {
     case accepted(Caller, PresentedCredential)
     case rejected(String)
+    /// The login could not be checked (the database is unavailable, password checking is busy): the socket closes
+    /// with 1011, which clients treat as a reason to reconnect later, not as refused credentials.
+    case unavailable(String)
 }
 
 /// What every GraphQL socket shares: the engine, the credential checks and the limits.

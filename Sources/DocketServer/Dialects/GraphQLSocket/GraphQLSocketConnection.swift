@@ -147,6 +147,9 @@ final class GraphQLSocketConnection: Sendable {
         case .rejected(let reason):
             await refuseLogin(reason)
             return false
+        case .unavailable(let reason):
+            await closeUnavailable(reason)
+            return false
         case .accepted(let caller, let credential):
             let open = state.withLock { state in
                 state.login = (caller, credential)
@@ -157,6 +160,17 @@ final class GraphQLSocketConnection: Sendable {
             if kind == .legacy { await send(Array(#"{"type":"ka"}"#.utf8)) }
             return true
         }
+    }
+
+    /// Logins or the database cannot be used right now: closed with 1011, after which graphql-ws clients reconnect
+    /// (and resubscribe, `since` what they last saw), where 4401/4403 would end them for good.
+    private func closeUnavailable(_ reason: String) async {
+        if kind == .legacy {
+            await send(JSONValue(members: [
+                ("type", .string("connection_error")), ("payload", .object(["message": .string(reason)])),
+            ]).serialized())
+        }
+        await close(GraphQLSocketProtocol.Close.tryAgainLater, "Unavailable: try again later")
     }
 
     private func refuseLogin(_ reason: String) async {
@@ -331,7 +345,7 @@ final class GraphQLSocketConnection: Sendable {
                 var isTick = checkFirst
                 checkFirst = false
                 if case .tick = update { isTick = true }
-                guard let caller = await watch.caller(judgedAs, credential: credential, force: isTick) else {
+                guard let caller = try await watch.caller(judgedAs, credential: credential, force: isTick) else {
                     await revoke()
                     return
                 }
@@ -357,6 +371,10 @@ final class GraphQLSocketConnection: Sendable {
             ])])
         } catch is CancellationError {
             return
+        } catch let error where error is LoginFailure || StorageUnavailable.classify(error) != nil {
+            // The database is unavailable: the whole socket closes with 1011, and its client reconnects later.
+            logger.warning("A subscription stopped: the database is unavailable", metadata: ["error": "\(error)"])
+            await closeUnavailable("The database is unavailable; reconnect and subscribe again")
         } catch {
             logger.error("A subscription failed", metadata: ["error": "\(error)"])
             guard finish(id, handle) else { return }
@@ -382,8 +400,13 @@ final class GraphQLSocketConnection: Sendable {
     /// and, on a heartbeat, sends the legacy protocol's keep-alive.
     func check(beat: Bool) async {
         guard let login = state.withLock({ $0.closed ? nil : $0.login }) else { return }
-        guard await server.credentials.caller(for: login.credential, as: login.caller) != nil else {
-            await revoke()
+        do {
+            guard try await server.credentials.caller(for: login.credential, as: login.caller) != nil else {
+                await revoke()
+                return
+            }
+        } catch {
+            await closeUnavailable("The credential cannot be checked right now; reconnect later")
             return
         }
         guard beat else { return }

@@ -198,7 +198,15 @@ final class LiveGroups: Sendable {
                 let now = generations
                 for seat in riders where (checkedAt[ObjectIdentifier(seat)] ?? seat.rider.checkedAt) != now {
                     checkedAt[ObjectIdentifier(seat)] = now
-                    switch await credentials.caller(for: seat.rider.credential, as: seat.rider.caller) {
+                    let standing: Caller?
+                    do {
+                        standing = try await credentials.caller(for: seat.rider.credential, as: seat.rider.caller)
+                    } catch {
+                        // Not known now (the database is unavailable): the member goes on alone and meets it itself.
+                        release(seat, .alone(after: position))
+                        continue
+                    }
+                    switch standing {
                     case nil: release(seat, .revoked)
                     case let current? where current != caller: release(seat, .alone(after: position))
                     default: break

@@ -34,14 +34,15 @@ struct SocketLogins: Sendable {
                 var fields = HTTPFields()
                 fields[.authorization] = authorization
                 if let bearer = fields.bearer {
-                    guard let userID = await oauth.userID(accessToken: bearer.token),
+                    guard let userID = try await oauth.userID(accessToken: bearer.token),
                         let caller = try await authenticator.caller(userID: userID)
                     else { return .rejected("The bearer token is not valid (unknown, expired or revoked)") }
                     return .accepted(caller, .bearer(bearer.token))
                 }
                 if let basic = fields.basic {
                     let (caller, token) = try await authenticator.login(
-                        userName: basic.username, password: basic.password, address: clientAddress
+                        userName: basic.username, password: basic.password, address: clientAddress,
+                        client: clientAddress + "\u{0}" + String((request.headers[.userAgent] ?? "").prefix(256))
                     )
                     return .accepted(caller, .session(token))
                 }
@@ -59,7 +60,7 @@ struct SocketLogins: Sendable {
             switch error {
             case .rejected: return .rejected("User name or password invalid")
             case .throttled: return .rejected("Too many failed login attempts; try again later")
-            case .busy, .unavailable: return .rejected("Logins cannot be checked right now; try again")
+            case .busy, .unavailable: return .unavailable("Logins cannot be checked right now; try again")
             }
         }
     }

@@ -17,7 +17,9 @@ import Synchronization
 ///   full name), `time`, `record`, and `previous` for a change);
 /// - `: heartbeat` comments, each after a check that the session or token still holds;
 /// - `event: resync` when the log no longer reaches back to where the client asked to resume, and
-///   `event: revoked` when its credentials ended: both end the stream.
+///   `event: revoked` when its credentials ended: both end the stream;
+/// - `event: unavailable` when the database cannot be used: the stream ends, and the client reconnects after
+///   `retry` with `Last-Event-ID`, missing nothing.
 ///
 /// Resuming: `Last-Event-ID` (what `EventSource` sends on reconnect) wins over `since`; with neither, the
 /// stream starts with what commits from now on. With `follow=false` the stream replays what was committed
@@ -126,6 +128,12 @@ struct EventStreamController {
             try await writer.write(Self.buffer(
                 "event: resync\ndata: {\"oldest_available\":\(oldest),\"reason\":\"The event log no longer reaches back to the requested sequence; read the current state again and follow from oldest_available\"}\n\n"
             ))
+        } catch let error where error is LoginFailure || StorageUnavailable.classify(error) != nil {
+            // The database is unavailable: the stream ends and its client reconnects (EventSource after `retry`),
+            // resuming after the last id it saw, so nothing is missed.
+            try await writer.write(Self.buffer(
+                "event: unavailable\ndata: {\"retry_after\":\(StorageUnavailable.retryAfterSeconds),\"reason\":\"The database is unavailable; reconnect with Last-Event-ID to resume\"}\n\n"
+            ))
         }
         try await writer.finish(nil)
     }
@@ -141,7 +149,7 @@ struct EventStreamController {
             let judgedAs = iterator.live.caller
             var isTick = false
             if case .tick = update { isTick = true }
-            let caller = await watch.caller(judgedAs, credential: credential, force: isTick)
+            let caller = try await watch.caller(judgedAs, credential: credential, force: isTick)
             guard let caller else {
                 try await writer.write(Self.buffer(
                     "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"

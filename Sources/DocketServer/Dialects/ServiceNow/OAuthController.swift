@@ -67,7 +67,21 @@ struct OAuthController {
             }
             token = FormQuery.parse(String(buffer: body)).first { $0.0 == "token" }?.1
         }
-        if let token, !token.isEmpty { await oauth.revoke(token: token) }
+        if let token, !token.isEmpty {
+            do {
+                try await oauth.revoke(token: token)
+            } catch {
+                // Not recorded: the token may still work, so success is not claimed (RFC 7009 §2.2.1).
+                var response = Self.response(
+                    .object([
+                        "error_description": .string("The revocation could not be recorded; try again"),
+                        "error": .string("temporarily_unavailable")]),
+                    status: .serviceUnavailable
+                )
+                response.headers[.retryAfter] = StorageUnavailable.retryAfter
+                return response
+            }
+        }
         return Response(status: .ok, headers: [.cacheControl: "no-store"])
     }
 

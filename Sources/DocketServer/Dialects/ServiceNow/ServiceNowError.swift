@@ -37,8 +37,8 @@ struct ServiceNowError: HTTPResponseError {
             self.init(.serviceUnavailable, "Server busy", detail: "Too many logins are being checked; try again shortly")
             headers[.retryAfter] = "1"
         case .unavailable:
-            self.init(.serviceUnavailable, "Service unavailable", detail: "The user store could not be read; try again")
-            headers[.retryAfter] = "5"
+            self.init(.serviceUnavailable, "Service unavailable", detail: "The database cannot be used right now; try again shortly")
+            headers[.retryAfter] = StorageUnavailable.retryAfter
         }
     }
 

@@ -25,6 +25,9 @@ struct ServiceNowMiddleware: RouterMiddleware {
             response = try ServiceNowError(error).response(from: request, context: context)
         } catch let error as HTTPError {
             response = try Self.translate(error).response(from: request, context: context)
+        } catch let error as StorageUnavailable {
+            context.logger.warning("Request refused: the database is unavailable", metadata: ["error": "\(error)"])
+            response = try ServiceNowError(LoginFailure.unavailable).response(from: request, context: context)
         } catch let error as HTTPParserError {
             // A malformed body (bad chunk framing) only shows when a handler reads it.
             response = try ServiceNowError(.badRequest, "Malformed HTTP request", detail: "\(error)")

@@ -146,7 +146,7 @@ struct WebAPI {
 
     @Sendable func signOut(_ request: Request, context: Context) async throws -> Response {
         _ = try await WebForm.read(request, context: context, sessions: sessions)
-        if case .session(let token) = context.credential { await authenticator.endSession(token) }
+        if case .session(let token) = context.credential { try await authenticator.endSession(token) }
         return Self.redirect("/", cookies: [sessions.endedSessionCookie()])
     }
 }
@@ -189,7 +189,9 @@ struct WebPages: Sendable {
         values["title"] = error.heading
         values["heading"] = error.heading
         values["message"] = error.message
-        return render("error", values, status: error.status)
+        var response = render("error", values, status: error.status)
+        if error.status == .serviceUnavailable { response.headers[.retryAfter] = StorageUnavailable.retryAfter }
+        return response
     }
 }
 
@@ -237,6 +239,9 @@ struct WebMiddleware: RouterMiddleware {
         case let error as HTTPError where error.status == .notFound: return WebError(.notFound, "There is no such page.")
         case let error as HTTPError: return WebError(error.status, error.body ?? error.status.reasonPhrase)
         case is LoginFailure: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
+        case is StorageUnavailable:
+            context.logger.warning("Web request refused: the database is unavailable", metadata: ["error": "\(error)"])
+            return WebError(.serviceUnavailable, "The server cannot reach its database right now. Try again in a moment.")
         case is NIOTooManyBytesError: return WebError(.contentTooLarge, "That is more than this server accepts in one request.")
         // A malformed body (bad chunk framing) only shows when the form is read.
         case is HTTPParserError: return WebError(.badRequest, "The browser sent a request this server could not read.")

@@ -127,6 +127,7 @@ struct NowGraphQLController {
             schema: schema, documentAST: document, rootValue: (), context: context, variableValues: variableValues,
             operationName: operationName
         )
+        if let unavailable = GraphQLOverHTTP.unavailability(in: result) { throw unavailable }
         return Self.bytes(result)
     }
 

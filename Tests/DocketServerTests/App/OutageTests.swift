@@ -1,0 +1,318 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import SQLiteKit
+import Synchronization
+import Testing
+
+@testable import DocketServer
+
+/// A storage that fails on demand, around a real one: while `down`, every read and write fails as an unreachable
+/// database does; `failNext` fails the next statement whose SQL matches (the storage's own COMMIT and ROLLBACK
+/// included), through the real storage's ``StatementFaults``.
+final class FaultyStorage: Storage {
+    private let state = Mutex<(base: (any Storage)?, down: Bool)>((nil, false))
+
+    /// Wraps the storage an app opens (``Configuration/wrapStorage``).
+    func wrap(_ base: any Storage) -> any Storage {
+        state.withLock { $0.base = base }
+        return self
+    }
+
+    var base: any Storage { state.withLock { $0.base! } }
+    var dialect: StorageDialect { base.dialect }
+    var faults: StatementFaults { base.faults }
+
+    func setDown(_ down: Bool) { state.withLock { $0.down = down } }
+
+    func failNext(_ matches: @escaping @Sendable (String) -> Bool) { base.faults.failNext(matches) }
+
+    static let outage = StorageUnavailable(reason: "the test cut the database off")
+
+    private func check() throws {
+        if state.withLock({ $0.down }) { throw Self.outage }
+    }
+
+    func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try check()
+        return try await base.read(body)
+    }
+
+    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try check()
+        return try await base.write(body)
+    }
+
+    func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try check()
+        return try await base.writeUnordered(body)
+    }
+
+    func close() async throws { try await base.close() }
+    func logSignals() -> AsyncStream<Void>? { base.logSignals() }
+
+    func latestEventSequence() async throws -> Int {
+        try check()
+        return try await base.latestEventSequence()
+    }
+}
+
+@Suite("When the database is unavailable")
+struct OutageTests {
+    /// Runs `test` against a demo app whose storage fails on demand.
+    static func withFaultyRouter(_ test: @Sendable (any TestClientProtocol, FaultyStorage) async throws -> Void) async throws {
+        let faulty = FaultyStorage()
+        try await TestApp.withRouter(configure: { configuration in
+            configuration.wrapStorage = { faulty.wrap($0) }
+            configuration.runsMaintenance = false
+        }) { client in
+            try await test(client, faulty)
+        }
+    }
+
+    static func expectUnavailable(
+        _ response: TestResponse, _ what: String, _ source: SourceLocation = #_sourceLocation
+    ) {
+        #expect(response.status == .serviceUnavailable, "\(what): \(response.status)", sourceLocation: source)
+        #expect(response.headers[.retryAfter] == StorageUnavailable.retryAfter, "\(what)", sourceLocation: source)
+    }
+
+    @Test("every API answers 503 with Retry-After in its own error shape, never 401; the same credentials work when it is back")
+    func everyDialect() async throws {
+        try await Self.withFaultyRouter { client, faulty in
+            // Credentials of every kind, while the database answers.
+            let grant = try await client.passwordGrant()
+            let bearer = HTTPFields.bearer(grant.string("access_token"))
+            let first = try await client.get("/api/now/table/incident?sysparm_limit=1", .john)
+            #expect(first.status == .ok)
+            let cookie = try #require(WebBrowser.setCookies(first)["JSESSIONID"]?.split(separator: ";").first.map(String.init))
+            let session: HTTPFields = [.cookie: cookie]
+            let compass = try await CompassAPITests.login(client)
+            let eto = try await ETOSecurityTests.siteToken(client)
+            var browser = WebBrowser(client)
+            _ = try await browser.signIn()
+            #expect(try await browser.get("/app/work").status == .ok)
+
+            faulty.setDown(true)
+            for (what, headers) in [("bearer", bearer), ("basic", HTTPFields.john), ("cookie", session)] {
+                let response = try await client.get("/api/now/table/incident?sysparm_limit=1", headers)
+                Self.expectUnavailable(response, "Table API, \(what)")
+                #expect(try response.json["status"]?.stringValue == "failure")
+                #expect(try response.json["error"]?["message"]?.stringValue?.isEmpty == false)
+            }
+            // A token that cannot be looked up is no answer about the token: not 401.
+            Self.expectUnavailable(try await client.get("/api/now/table/incident", .bearer("unknown-token")), "unknown bearer")
+            let refused = try await client.passwordGrant()
+            #expect(refused.string("error") == "temporarily_unavailable")
+            let refresh = try await client.form(
+                "/oauth_token.do",
+                "grant_type=refresh_token&client_id=docket-demo&client_secret=docket-demo-secret&refresh_token=\(grant.string("refresh_token"))"
+            )
+            Self.expectUnavailable(refresh, "refresh grant")
+            Self.expectUnavailable(
+                try await client.get("/oauth_revoke_token.do?token=\(grant.string("access_token"))", [:]), "revocation"
+            )
+            Self.expectUnavailable(try await client.get("/logout.do", session), "logout")
+            let defect = try await client.get(CompassAPITests.base + "/records/defect/SAMPL00000001", compass)
+            Self.expectUnavailable(defect, "Compass")
+            #expect(try defect.json["status"]?.intValue == 503)
+            let programs = try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", eto.headers)
+            Self.expectUnavailable(programs, "ETO")
+            let tasks = try await DataSyncAPITests.apollo(client, nil, "{ allTasks { id } }", headers: bearer)
+            Self.expectUnavailable(tasks, "DataSync")
+            Self.expectUnavailable(try await browser.get("/app/work"), "web UI")
+            let unhealthy = try await client.get("/health", [:])
+            Self.expectUnavailable(unhealthy, "health")
+            #expect(try unhealthy.json["status"]?.stringValue == "unavailable")
+
+            faulty.setDown(false)
+            for (what, headers) in [("bearer", bearer), ("basic", HTTPFields.john), ("cookie", session), ("compass", compass)] {
+                let uri = what == "compass" ? CompassAPITests.base + "/records/defect/SAMPL00000001" : "/api/now/table/incident?sysparm_limit=1"
+                #expect(try await client.get(uri, headers).status == .ok, "\(what) after the outage")
+            }
+            #expect(try await client.get("/API/Form.svc/Forms/Program/GetPrograms/101", eto.headers).status == .ok)
+            #expect(try await browser.get("/app/work").status == .ok)
+            // /health reuses a check for a second.
+            var health = try await client.get("/health", [:])
+            for _ in 0..<30 where health.status != .ok {
+                try await Task.sleep(for: .milliseconds(100))
+                health = try await client.get("/health", [:])
+            }
+            #expect(health.status == .ok)
+            // The logout refused during the outage did not happen: the session still works, and ends now.
+            #expect(try await client.get("/logout.do", session).status == .ok)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", session).status == .unauthorized)
+        }
+    }
+
+    @Test("a write refused during the outage left nothing behind")
+    func refusedWrite() async throws {
+        try await Self.withFaultyRouter { client, faulty in
+            let before = try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount]
+            faulty.setDown(true)
+            Self.expectUnavailable(
+                try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"during"}"#), "create"
+            )
+            faulty.setDown(false)
+            // The commit itself fails: the write is rolled back and reported as not done.
+            faulty.failNext { $0 == "COMMIT" }
+            Self.expectUnavailable(
+                try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"at commit"}"#), "commit"
+            )
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount] == before)
+            let done = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"after"}"#)
+            #expect(done.status == .created)
+        }
+    }
+
+    @Test("a transaction whose rollback failed does not leave its connection inside it: the next write works")
+    func failedRollback() async throws {
+        try await Self.withFaultyRouter { client, faulty in
+            let before = try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount]
+            faulty.failNext { $0 == "COMMIT" }
+            faulty.failNext { $0 == "ROLLBACK" }
+            Self.expectUnavailable(
+                try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"lost"}"#), "commit"
+            )
+            let done = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"after"}"#)
+            #expect(done.status == .created)
+            let count = try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount]
+            #expect(count.flatMap { Int($0) } == before.flatMap { Int($0) }.map { $0 + 1 })
+        }
+    }
+
+    @Test("a schema change whose catalog could not be read again after its commit is answered as committed")
+    func reloadAfterCommit() async throws {
+        try await Self.withFaultyRouter { client, faulty in
+            let admin = HTTPFields.basic("admin", "admin")
+            // A new choice changes the catalog, which is read again after the commit: that read fails.
+            faulty.failNext { $0.hasPrefix("SELECT sys_id, name, label, super_class") }
+            let choice = try await client.send(
+                .post, "/api/now/table/sys_choice",
+                json: #"{"name":"incident","element":"urgency","value":"4","label":"4 - Trivial"}"#, headers: admin
+            )
+            #expect(choice.status == .created)
+            // The catalog is read again in the background: the new choice becomes usable.
+            var incident = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"trivial","urgency":"4"}"#)
+            for _ in 0..<30 where incident.status != .created {
+                try await Task.sleep(for: .milliseconds(200))
+                incident = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"trivial","urgency":"4"}"#)
+            }
+            #expect(incident.status == .created)
+        }
+    }
+
+    @Test("a session whose logout could not be recorded still works; it is not ended in memory only")
+    func failedLogout() async throws {
+        try await Self.withFaultyRouter { client, faulty in
+            let first = try await client.get("/api/now/table/incident?sysparm_limit=1", .john)
+            let cookie = try #require(WebBrowser.setCookies(first)["JSESSIONID"]?.split(separator: ";").first.map(String.init))
+            faulty.failNext { $0.hasPrefix("DELETE") }
+            Self.expectUnavailable(try await client.get("/logout.do", [.cookie: cookie]), "logout")
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", [.cookie: cookie]).status == .ok)
+        }
+    }
+
+    @Test("SQLite locked by another process: writes are answered 503 within the bounded wait, and work once it lets go")
+    func sqliteLocked() async throws {
+        guard TestDatabase.freshPostgres() == nil else { return }
+        let directory = TemporaryDirectory()
+        let configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
+        let path = configuration.databasePath
+        try await buildApplication(configuration).test(.router) { client in
+            let other = try await SQLiteConnection.open(storage: .file(path: path))
+            do {
+                let before = try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount]
+                _ = try await other.query("BEGIN EXCLUSIVE").get()
+                let writes = try await withThrowingTaskGroup(of: TestResponse.self) { group in
+                    for index in 0..<3 {
+                        group.addTask {
+                            try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"locked \#(index)"}"#)
+                        }
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                for write in writes { Self.expectUnavailable(write, "write while locked") }
+                _ = try await other.query("ROLLBACK").get()
+                #expect(try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount] == before)
+                #expect(try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"free"}"#).status == .created)
+            } catch {
+                try? await other.close()
+                throw error
+            }
+            try await other.close()
+        }
+    }
+}
+
+@Suite("The write queue")
+struct AsyncLockTests {
+    @Test("a waiter gives up after its timeout with StorageUnavailable; a cancelled one leaves the queue; the lock still works")
+    func boundedWaits() async throws {
+        let lock = AsyncLock()
+        let (released, release) = AsyncStream<Void>.makeStream()
+        let (held, holding) = AsyncStream<Void>.makeStream()
+        let holder = Task {
+            try await lock.withLock {
+                holding.yield()
+                for await _ in released { break }
+            }
+        }
+        for await _ in held { break }
+        await #expect(throws: StorageUnavailable.self) {
+            try await lock.withLock(timeout: .milliseconds(100)) {}
+        }
+        let cancelled = Task { try await lock.withLock(timeout: .seconds(60)) {} }
+        try await Task.sleep(for: .milliseconds(50))
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+        release.yield()
+        try await holder.value
+        try await lock.withLock(timeout: .seconds(1)) {}
+    }
+}
+
+@Suite("Shared work")
+struct SharedWorkTests {
+    struct Key: SequencedKey {
+        let sequence: Int
+    }
+
+    @Test("a failure is not kept: the next to ask computes again")
+    func failureForgotten() async throws {
+        let work = SharedWork<Key, Int>(capacity: 16)
+        await #expect(throws: StorageUnavailable.self) {
+            try await work.value(Key(sequence: 1)) { throw FaultyStorage.outage }
+        }
+        #expect(try await work.value(Key(sequence: 1)) { 42 } == 42)
+        // A success is kept.
+        #expect(try await work.value(Key(sequence: 1)) { 7 } == 42)
+    }
+}
+
+@Suite("Sessions per client")
+struct SessionPerClientTests {
+    @Test("each Basic client of a user gets its own session: a logout on one leaves the other signed in")
+    func ownSessions() async throws {
+        try await TestApp.withRouter { client in
+            func session(_ agent: String) async throws -> String {
+                var headers = HTTPFields.john
+                headers[.userAgent] = agent
+                let response = try await client.get("/api/now/table/incident?sysparm_limit=1", headers)
+                #expect(response.status == .ok)
+                return try #require(WebBrowser.setCookies(response)["JSESSIONID"]?.split(separator: ";").first.map(String.init))
+            }
+            let laptop = try await session("docket/1.0 (laptop)")
+            let phone = try await session("docket/1.0 (phone)")
+            #expect(laptop != phone)
+            // The same client asking again keeps its session.
+            #expect(try await session("docket/1.0 (laptop)") == laptop)
+            #expect(try await client.get("/logout.do", [.cookie: laptop]).status == .ok)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", [.cookie: laptop]).status == .unauthorized)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", [.cookie: phone]).status == .ok)
+        }
+    }
+}
