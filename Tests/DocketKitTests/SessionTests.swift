@@ -139,3 +139,42 @@ struct SessionTests {
             == ["A=1; Path=/", "B=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT; HttpOnly", "C=3"])
     }
 }
+
+@Suite("Cookies")
+struct CookieTests {
+    @Test("Expires and Max-Age are honoured: a cookie past its expiry is neither sent nor saved")
+    func expiry() async throws {
+        let transport = ScriptedTransport([
+            json(200, #"{"result":[]}"#, headers: ["Set-Cookie": [
+                "JSESSIONID=ABC; Path=/; HttpOnly", "SHORT=1; Max-Age=1; Path=/", "OLD=2; Expires=Wed, 21 Oct 2015 07:28:00 GMT; Path=/",
+                "LONG=3; Expires=Wed, 21 Oct 2099 07:28:00 GMT; Path=/", "GONE=4; Max-Age=0; Path=/",
+            ]]),
+            json(200, #"{"result":[]}"#),
+            json(200, #"{"result":[]}"#, headers: ["Set-Cookie": ["LONG=; Max-Age=0; Path=/"]]),
+            json(200, #"{"result":[]}"#),
+        ])
+        let client = try DocketClient(instance: "http://x.test", credentials: .basic(userName: "u", password: "p"), transport: transport)
+        _ = try await client.table.records(in: "incident")
+        _ = try await client.table.records(in: "incident")
+        #expect(transport.sent[1].headers["Cookie"] == "JSESSIONID=ABC; LONG=3; SHORT=1")
+        try await Task.sleep(for: .milliseconds(1_100))
+        _ = try await client.table.records(in: "incident")
+        #expect(transport.sent[2].headers["Cookie"] == "JSESSIONID=ABC; LONG=3")
+        _ = try await client.table.records(in: "incident")
+        #expect(transport.sent[3].headers["Cookie"] == "JSESSIONID=ABC")
+        #expect(await client.session.sessionCookies == ["JSESSIONID": "ABC"])
+    }
+
+    @Test("one Set-Cookie header as Foundation reads it: dates in their forms, Max-Age over Expires")
+    func parsing() throws {
+        let url = try #require(URL(string: "https://x.test/api"))
+        let session = try #require(DocketSession.cookie("A=1; Path=/; Secure; HttpOnly", from: url))
+        #expect(session.name == "A" && session.value == "1" && session.expires == nil)
+        let dated = try #require(DocketSession.cookie("B=2; Expires=Wed, 21 Oct 2099 07:28:00 GMT", from: url))
+        #expect(dated.expires == Date(timeIntervalSince1970: 4_096_250_880))
+        let both = try #require(DocketSession.cookie("C=3; Expires=Wed, 21 Oct 2099 07:28:00 GMT; Max-Age=60", from: url))
+        #expect(both.expires.map { abs($0.timeIntervalSinceNow - 60) < 5 } == true)
+        let deleted = try #require(DocketSession.cookie("D=; Max-Age=0", from: url))
+        #expect(deleted.value.isEmpty)
+    }
+}

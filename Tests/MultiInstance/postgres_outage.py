@@ -8,14 +8,15 @@ The cluster is the one scripts/postgres-cluster.sh started: it is paused (pg_ctl
 nothing but the standard library:
   - during the outage, every request (Table API with a bearer token, a session cookie and Basic; a write; a
     token request; Compass; /health; the web UI is checked in-process, OutageTests) is answered 503 with Retry-After within 5 s: never 401, 500 or a
-    hang; a live stream (SSE) ends instead of going silent;
+    hang; a live stream (SSE) ends instead of going silent, a GraphQL subscription's socket closes with 1011;
   - once the database is back, the same bearer token, refresh token and session cookie work again within 5 s,
     with no restart; the writes refused during the outage left nothing; the stream resumes with Last-Event-ID
-    and receives what was written after it left, nothing missed.
+    and receives what was written after it left, nothing missed; a new GraphQL subscription receives a new task.
 Prints the timings (first 503, recovery after the database returned). Exits 0 when all hold.
 """
 
 import argparse
+import asyncio
 import base64
 import http.client
 import json
@@ -60,6 +61,48 @@ def request(port, method, path, headers=None, body=None, timeout=30):
 def total(port, auth):
     status, headers, _, _ = request(port, "GET", "/api/now/table/incident?sysparm_limit=1", {"Authorization": auth})
     return int(headers.get("x-total-count", "-1")) if status == 200 else None
+
+
+class Subscription(threading.Thread):
+    """A graphql-transport-ws subscription to DataSync's taskAdded (with the `websockets` package, when installed):
+    keeps what it receives and the close code the server ends it with."""
+
+    def __init__(self, port, auth):
+        super().__init__(daemon=True)
+        self.port, self.auth = port, auth
+        self.received, self.close_code = [], None
+        self.subscribed, self.closed = threading.Event(), threading.Event()
+
+    def run(self):
+        asyncio.run(self.follow())
+
+    async def follow(self):
+        import websockets
+        try:
+            async with websockets.connect("ws://127.0.0.1:%d/graphql" % self.port, subprotocols=["graphql-transport-ws"]) as ws:
+                await ws.send(json.dumps({"type": "connection_init", "payload": {"Authorization": self.auth}}))
+                ack = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if ack.get("type") != "connection_ack":
+                    self.received.append(ack)
+                    return
+                await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": "subscription { taskAdded { id title } }"}}))
+                self.subscribed.set()
+                try:
+                    while True:
+                        self.received.append(json.loads(await asyncio.wait_for(ws.recv(), 120)))
+                except websockets.ConnectionClosed as closed:
+                    self.close_code = closed.code
+        finally:
+            self.closed.set()
+
+
+def has_websockets():
+    try:
+        import websockets  # noqa: F401
+        return True
+    except ImportError:
+        print("skipped the GraphQL subscription checks: the Python package websockets is not installed")
+        return False
 
 
 class Stream(threading.Thread):
@@ -141,6 +184,10 @@ def main():
         stream = Stream(port, bearer)
         stream.start()
         check(stream.ready.wait(20), "the live stream did not start")
+        subscription = Subscription(port, bearer) if has_websockets() else None
+        if subscription:
+            subscription.start()
+            check(subscription.subscribed.wait(20), "the GraphQL subscription did not start")
         status, _, _, _ = request(port, "POST", "/api/now/table/incident", {"Authorization": bearer}, {"short_description": "before the outage"})
         check(status == 201, "write before the outage answered %d" % status)
         time.sleep(1)
@@ -176,6 +223,10 @@ def main():
         check(ended, "the live stream did not end during the outage")
         last = stream.last_id()
         print("live stream ended: %s (last id %s, last event %s)" % (ended, last, stream.events[-1][1] if stream.events else None))
+        if subscription:
+            check(subscription.closed.wait(40), "the GraphQL subscription was not closed during the outage")
+            check(subscription.close_code == 1011, "the GraphQL socket closed with %s, not 1011" % subscription.close_code)
+            print("GraphQL subscription closed with %s" % subscription.close_code)
 
         subprocess.run(["bash", args.cluster, "resume"], check=True)
         paused = False
@@ -213,6 +264,20 @@ def main():
             time.sleep(0.1)
         check(any(created and created in d for _, _, d in resumed.events), "the resumed stream did not receive the write after the outage")
         check(not any("during the outage" in d for _, _, d in stream.events + resumed.events), "a refused write reached a stream")
+        if subscription:
+            # Reconnected after the outage, a subscription receives what is added.
+            again = Subscription(port, bearer)
+            again.start()
+            check(again.subscribed.wait(20), "the GraphQL subscription did not start again after the outage")
+            time.sleep(0.5)
+            status, _, _, _ = request(port, "POST", "/graphql", {"Authorization": bearer}, {
+                "query": 'mutation { createTask(title: "after the outage", description: "d", status: OPEN) { id } }'})
+            check(status == 200, "createTask after the outage answered %d" % status)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not again.received:
+                time.sleep(0.1)
+            titles = [m.get("payload", {}).get("data", {}).get("taskAdded", {}).get("title") for m in again.received]
+            check("after the outage" in titles, "the GraphQL subscription after the outage received %s" % again.received)
     finally:
         if paused:
             subprocess.run(["bash", args.cluster, "resume"])

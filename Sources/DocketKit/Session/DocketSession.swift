@@ -1,6 +1,10 @@
 import DocketModel
 import Foundation
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// An authenticated conversation with one instance: it holds the credentials, the session cookies and OAuth
 /// tokens, and sends every request of a ``DocketClient``.
 ///
@@ -35,7 +39,16 @@ public actor DocketSession {
     public nonisolated let credentials: Credentials
     private let transport: any Transport
     private let retryPolicy: RetryPolicy
-    private var cookies: [String: String] = [:]
+    /// The cookies the instance set, with when each expires (`Expires` or `Max-Age`; nil: with the session).
+    private var jar: [String: (value: String, expires: Date?)] = [:]
+    /// The cookies still in force: one whose expiry has passed is not sent (nor saved).
+    private var cookies: [String: String] {
+        get {
+            let now = Date()
+            return jar.compactMapValues { cookie in cookie.expires.map { $0 > now } ?? true ? cookie.value : nil }
+        }
+        set { jar = newValue.mapValues { ($0, nil) } }
+    }
     private var token: OAuthToken?
     private var compassToken: String?
     private var eto: ETOLogin?
@@ -49,7 +62,7 @@ public actor DocketSession {
         self.credentials = credentials
         self.transport = transport
         self.retryPolicy = retryPolicy
-        if case .sessionCookies(_, let saved) = credentials { cookies = saved }
+        if case .sessionCookies(_, let saved) = credentials { jar = saved.mapValues { ($0, nil) } }
         if case .compassToken(_, _, _, let saved) = credentials { compassToken = saved }
         if case .eto(let saved) = credentials { eto = saved }
     }
@@ -297,12 +310,34 @@ public actor DocketSession {
 
     private func keepCookies(from response: HTTPResponseData) {
         for header in response.headers["set-cookie"] ?? [] {
-            guard let pair = header.split(separator: ";").first, let equals = pair.firstIndex(of: "=") else { continue }
-            let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
-            let value = pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-            let expired = header.lowercased().contains("max-age=0")
-            cookies[name] = value.isEmpty || expired ? nil : value
+            guard let cookie = Self.cookie(header, from: instance.baseURL) else { continue }
+            // An empty value or an expiry in the past (Max-Age=0, an Expires date gone by) deletes the cookie.
+            if cookie.value.isEmpty || cookie.expires.map({ $0 <= Date() }) == true {
+                jar[cookie.name] = nil
+            } else {
+                jar[cookie.name] = (cookie.value, cookie.expires)
+            }
         }
+    }
+
+    /// One `Set-Cookie` header: its name, value and expiry, nil when it names no cookie. Foundation's parser reads
+    /// the attributes (`Expires` in its several date forms); `Max-Age`, which Foundation on Linux ignores, is read
+    /// here and wins over `Expires` (RFC 6265 §5.3): zero or less expires the cookie at once.
+    static func cookie(_ header: String, from url: URL) -> (name: String, value: String, expires: Date?)? {
+        let maxAge = header.split(separator: ";").dropFirst().lazy.compactMap { attribute -> Int? in
+            let parts = attribute.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, parts[0].trimmingCharacters(in: .whitespaces).lowercased() == "max-age" else { return nil }
+            return Int(parts[1].trimmingCharacters(in: .whitespaces))
+        }.last
+        let fromMaxAge = maxAge.map { $0 <= 0 ? Date.distantPast : Date().addingTimeInterval(TimeInterval($0)) }
+        if let parsed = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": header], for: url).first {
+            return (parsed.name, parsed.value, fromMaxAge ?? parsed.expiresDate)
+        }
+        // Foundation keeps no cookie without a value; such a header still deletes the cookie it names.
+        guard let pair = header.split(separator: ";").first, let equals = pair.firstIndex(of: "=") else { return nil }
+        let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
+        guard !name.isEmpty else { return nil }
+        return (name, pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces), fromMaxAge)
     }
 
     // MARK: OAuth

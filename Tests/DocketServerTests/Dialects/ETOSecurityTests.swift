@@ -235,6 +235,20 @@ struct ETOSecurityTests {
                 return try await group.reduce(into: []) { $0.append($1) }
             }
             #expect(Set(ids).count == 6)
+            // The same person added six times at once: added once, the others refused naming them.
+            let statuses = try await withThrowingTaskGroup(of: HTTPResponse.Status.self) { group in
+                for _ in 0..<6 {
+                    group.addTask {
+                        try await Self.post(
+                            client, path, #"{"participant":{"FirstName":"Twin","LastName":"Once","DateOfBirth":"1991-02-03"}}"#, john
+                        ).status
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == .ok }.count == 1, "\(statuses)")
+            #expect(statuses.filter { $0 == .conflict }.count == 5, "\(statuses)")
+            #expect(try await client.get("/api/now/table/eto_participant?sysparm_query=last_name%3DOnce", .admin).results.count == 1)
         }
     }
 

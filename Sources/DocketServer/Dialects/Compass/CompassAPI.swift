@@ -6,28 +6,11 @@ import HummingbirdAuth
 import NIOCore
 import NIOHTTP1
 
-/// An error of the Compass dialect, answered as Compass answers them: `{"status": Int, "message": String}`.
-struct CompassError: HTTPResponseError {
-    let status: HTTPResponse.Status
-    let message: String
-    var headers: HTTPFields = [:]
-
-    init(_ status: HTTPResponse.Status, _ message: String) {
-        self.status = status
-        self.message = message
-    }
-
+extension CompassError where Shape == CompassErrorShape {
     static var unauthenticated: CompassError {
         var error = CompassError(.unauthorized, "Not authenticated: log in with POST /authenticate and send its token as a bearer token")
         error.headers[.wwwAuthenticate] = "Bearer realm=\"docket\""
         return error
-    }
-
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        let body = JSONValue(members: [("status", .integer(status.code)), ("message", .string(message))])
-        var response = Response.json(body, status: status)
-        for field in headers { response.headers.append(field) }
-        return response
     }
 
     /// An engine refusal in Compass's words.
@@ -93,9 +76,7 @@ struct CompassMiddleware: RouterMiddleware {
             if error is StorageUnavailable {
                 context.logger.warning("Compass request refused: the database is unavailable", metadata: ["error": "\(error)"])
             }
-            var refusal = CompassError(.serviceUnavailable, "The service is unavailable; try again shortly")
-            refusal.headers[.retryAfter] = StorageUnavailable.retryAfter
-            throw refusal
+            throw CompassError.unavailable("The service is unavailable; try again shortly")
         } catch let error as HTTPParserError {
             throw CompassError(.badRequest, "Malformed HTTP request: \(error)")
         } catch is NIOTooManyBytesError {

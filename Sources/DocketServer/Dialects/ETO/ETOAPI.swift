@@ -5,24 +5,6 @@ import Hummingbird
 import NIOCore
 import NIOHTTP1
 
-/// An ETO error: an HTTP status with `{"Message": …}`, the shape of a WCF service's faults.
-struct ETOError: Error, HTTPResponseError {
-    let status: HTTPResponse.Status
-    let message: String
-    var headers: HTTPFields = [:]
-
-    init(_ status: HTTPResponse.Status, _ message: String) {
-        self.status = status
-        self.message = message
-    }
-
-    func response(from request: Request, context: some RequestContext) throws -> Response {
-        var response = Response.json(JSONValue(members: [("Message", .string(message))]), status: status)
-        for field in headers { response.headers.append(field) }
-        return response
-    }
-}
-
 /// The ETO (Efforts to Outcomes) REST API at `/API/{Service}.svc/…`, paths matched case-insensitively: the
 /// authentication chain of `Security.svc` (SSO login → enterprises → sites → site login → current program) and
 /// `Form.svc`'s programs, and participant reads (``ETOParticipants``). Site-scoped calls carry the `enterpriseGuid` and `securityToken` headers, checked against
@@ -63,14 +45,10 @@ struct ETOAPI: HTTPResponder {
             return try ETOError(error.status, error.body ?? error.status.reasonPhrase).response(from: request, context: context)
         } catch let failure as LoginFailure {
             await failure.holdBack(authenticator)
-            var refusal = ETOError(.serviceUnavailable, "Logins cannot be checked right now; try again")
-            refusal.headers[.retryAfter] = StorageUnavailable.retryAfter
-            return try refusal.response(from: request, context: context)
+            return try ETOError.unavailable("Logins cannot be checked right now; try again").response(from: request, context: context)
         } catch let error as StorageUnavailable {
             context.logger.warning("ETO request refused: the database is unavailable", metadata: ["error": "\(error)"])
-            var refusal = ETOError(.serviceUnavailable, "The service is unavailable; try again shortly")
-            refusal.headers[.retryAfter] = StorageUnavailable.retryAfter
-            return try refusal.response(from: request, context: context)
+            return try ETOError.unavailable("The service is unavailable; try again shortly").response(from: request, context: context)
         } catch {
             context.logger.error("ETO request failed", metadata: ["error": "\(error)"])
             return try ETOError(.internalServerError, "Internal error").response(from: request, context: context)
