@@ -23,15 +23,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kill_instance import start  # noqa: E402
+from postgres_outage import check, failures  # noqa: E402
 
 AUTH = "Basic " + base64.b64encode(b"admin:admin").decode()
-failures = []
-
-
-def check(condition, message):
-    if not condition:
-        failures.append(message)
-        print("FAIL:", message)
 
 
 def request(port, method, path, body=None):

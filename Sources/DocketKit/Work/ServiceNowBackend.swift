@@ -126,12 +126,13 @@ public struct ServiceNowBackend: WorkBackend {
                 do {
                     let maker = NotificationMaker(myUserName: client.session.credentials.userName)
                     let backend = ServiceNowBackend(client: client)
-                    // Choice labels per table and field, read once (none when the lookup fails: values are shown).
+                    // Choice labels per table and field, read once. A lookup that fails shows the value this time and
+                    // is tried again for the next change, rather than being remembered as "no labels".
                     var labels: [String: [String: String]] = [:]
                     func label(_ value: String, _ field: String, in table: String) async -> String {
                         let key = table + "." + field
                         if labels[key] == nil {
-                            let list = (try? await backend.choices(table: table, field: field)) ?? []
+                            guard let list = try? await backend.choices(table: table, field: field) else { return value }
                             labels[key] = Dictionary(list.map { ($0.value, $0.label) }, uniquingKeysWith: { a, _ in a })
                         }
                         return labels[key]?[value] ?? value

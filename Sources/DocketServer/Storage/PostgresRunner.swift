@@ -1,0 +1,196 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import PostgresKit
+import PostgresNIO
+import SQLKit
+
+/// A statement failed on the server; carries the server's message and SQLSTATE so that callers (and
+/// ``StorageDialect/isIntegerOverflow(_:)``) can tell what went wrong.
+struct PostgresStatementError: Error, CustomStringConvertible {
+    let message: String
+    let sqlState: String?
+
+    var description: String { sqlState.map { "\(message) (SQLSTATE \($0))" } ?? message }
+}
+
+/// Runs statements on one PostgreSQL connection. Text and integers are bound as text of no declared type, so that
+/// the server infers each one's type from where it stands, as SQLite's affinity does: an integer column compared
+/// with a bound "42" works on both. Doubles are bound as `float8`, blobs as `bytea`.
+struct PostgresRunner: SQLRunner {
+    let connection: PostgresConnection
+    let logger: Logger
+    var faults: StatementFaults? = nil
+
+    func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        try faults?.check(sql)
+        let (text, binds) = connection.sql().serialize(sql)
+        var bindings = PostgresBindings(capacity: binds.count)
+        for bind in binds {
+            switch bind {
+            // PostgreSQL's text cannot hold NUL: it becomes U+FFFD (SQLite keeps it), so such input is stored or
+            // matched like any other text instead of failing the statement.
+            case let value as String:
+                bindings.append(UntypedText(value.contains("\u{0}") ? value.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : value))
+            case let value as Int: bindings.append(UntypedText(String(value)))
+            // Typed, so that an integer expression compared with it is widened rather than the number narrowed.
+            case let value as Double: bindings.append(value)
+            case let value as Bool: bindings.append(UntypedText(value ? "1" : "0"))
+            case let value as SQLBlob: bindings.append(ByteBuffer(bytes: value.bytes))
+            default: throw PostgresStorageError.unsupportedBind(String(describing: type(of: bind)))
+            }
+        }
+        do {
+            let sequence = try await connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
+            var result: [ResultRow] = []
+            var columns: PostgresColumns?
+            for try await row in sequence {
+                let names = columns ?? PostgresColumns(row)
+                columns = names
+                result.append(ResultRow(try PostgresResultRow(row, columns: names)))
+            }
+            return result
+        } catch let error as PSQLError {
+            if let message = error.serverInfo?[.message] {
+                throw PostgresStatementError(message: message, sqlState: error.serverInfo?[.sqlState])
+            }
+            throw error
+        }
+    }
+
+    func run(_ sql: SQLFragment) async throws { _ = try await rows(sql) }
+}
+
+/// Text whose type the server infers (type OID 0, text format).
+private struct UntypedText: PostgresDynamicTypeEncodable {
+    let text: String
+    init(_ text: String) { self.text = text }
+
+    var psqlType: PostgresDataType { .null }
+    var psqlFormat: PostgresFormat { .text }
+
+    func encode<JSONEncoder: PostgresJSONEncoder>(into buffer: inout ByteBuffer, context: PostgresEncodingContext<JSONEncoder>) {
+        buffer.writeString(text)
+    }
+}
+
+/// Column names of one result, shared by its rows.
+final class PostgresColumns: Sendable {
+    let index: [String: Int]
+    let first: String?
+
+    init(_ row: PostgresRow) {
+        var index: [String: Int] = [:]
+        var first: String?
+        for (position, cell) in row.enumerated() {
+            if first == nil { first = cell.columnName }
+            if index[cell.columnName] == nil { index[cell.columnName] = position }
+        }
+        self.index = index
+        self.first = first
+    }
+}
+
+/// A PostgreSQL row converted to driver-neutral values as it arrives, so that a value out of range fails the
+/// statement (where callers handle it) rather than a later read.
+struct PostgresResultRow: StorageRow {
+    enum Cell: Sendable {
+        case value(SQLValue)
+        case bytes([UInt8])
+    }
+
+    let columns: PostgresColumns
+    let cells: [Cell]
+
+    init(_ row: PostgresRow, columns: PostgresColumns) throws {
+        self.columns = columns
+        var cells: [Cell] = []
+        for cell in row { cells.append(try Self.cell(cell)) }
+        self.cells = cells
+    }
+
+    var firstValue: SQLValue {
+        guard let cell = cells.first else { return .null }
+        return Self.value(cell)
+    }
+
+    func value(at column: String, kind: ColumnKind) throws -> SQLValue {
+        guard let position = columns.index[column], position < cells.count else { return .null }
+        return Self.value(cells[position])
+    }
+
+    func bytes(at column: String) throws -> [UInt8]? {
+        guard let position = columns.index[column], position < cells.count else { return nil }
+        switch cells[position] {
+        case .bytes(let bytes): return bytes
+        case .value(let value): return value.text.map { Array($0.utf8) }
+        }
+    }
+
+    private static func value(_ cell: Cell) -> SQLValue {
+        switch cell {
+        case .value(let value): return value
+        case .bytes(let bytes): return .text(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    private static func cell(_ cell: PostgresCell) throws -> Cell {
+        guard cell.bytes != nil else { return .value(.null) }
+        switch cell.dataType {
+        case .int2, .int4, .int8, .oid: return .value(.integer(try cell.decode(Int.self)))
+        case .float4, .float8: return .value(.real(try cell.decode(Double.self)))
+        case .bool: return .value(.integer(try cell.decode(Bool.self) ? 1 : 0))
+        case .bytea:
+            guard cell.format == .binary, let buffer = cell.bytes else { return .value(.null) }
+            return .bytes(Array(buffer.readableBytesView))
+        case .numeric:
+            // SUM and AVG of integers are numeric: integral ones must fit 64 bits, as SQLite's do.
+            let text = "\(try cell.decode(Decimal.self))"
+            if let integer = Int(text) { return .value(.integer(integer)) }
+            if !text.contains("."), !text.contains("e"), !text.contains("E") {
+                throw PostgresStatementError(message: "bigint out of range", sqlState: "22003")
+            }
+            return .value(.real(Double(text) ?? .nan))
+        case .void: return .value(.null)
+        case .text, .varchar, .bpchar, .name, .json, .jsonb, .uuid:
+            return .value(.text(try cell.decode(String.self)))
+        default:
+            if cell.format == .text, let bytes = cell.bytes { return .value(.text(String(buffer: bytes))) }
+            throw PostgresStorageError.unsupportedColumn(cell.columnName, type: "\(cell.dataType)")
+        }
+    }
+}
+
+extension StorageUnavailable {
+    /// PostgreSQL's ways of being unavailable: a connection that could not be made or broke, a server shutting
+    /// down or starting, too many connections, a full disk, a read-only standby.
+    static func classifyPostgres(_ error: any Error) -> StorageUnavailable? {
+        func unavailable(sqlState: String?, message: String) -> StorageUnavailable? {
+            guard let state = sqlState else { return nil }
+            // 08: connection exception; 57P01-03: shutting down or starting; 53: insufficient resources;
+            // 25006: read-only transaction (a standby); 58030: I/O error.
+            guard state.hasPrefix("08") || state.hasPrefix("53") || ["57P01", "57P02", "57P03", "25006", "58030"].contains(state)
+            else { return nil }
+            return StorageUnavailable(reason: "PostgreSQL: \(message)")
+        }
+        switch error {
+        case let error as PostgresStatementError:
+            return unavailable(sqlState: error.sqlState, message: error.message)
+        case let error as PSQLError:
+            switch error.code {
+            case .server:
+                return unavailable(sqlState: error.serverInfo?[.sqlState], message: error.serverInfo?[.message] ?? "server error")
+            case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed,
+                .sslUnsupported, .failedToAddSSLHandler:
+                return StorageUnavailable(reason: "the connection to PostgreSQL failed (\(PostgresStorage.describe(error)))")
+            default:
+                return nil
+            }
+        case is NIOConnectionError, is ChannelError, is IOError:
+            return StorageUnavailable(reason: "the connection to PostgreSQL failed (\(PostgresStorage.describe(error)))")
+        default:
+            return nil
+        }
+    }
+}
