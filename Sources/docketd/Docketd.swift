@@ -86,11 +86,17 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Bytes all attachments one non-admin user uploaded may hold together; 0 for no limit (env DOCKET_ATTACHMENT_QUOTA_PER_USER; default 1073741824).")
     var attachmentQuotaPerUser: Int?
 
+    @Option(help: "Attachment uploads received at once; more are answered 503 with Retry-After before their body is read (env DOCKET_CONCURRENT_UPLOADS; default 8). One user may send 2 at a time, or a quarter of these if more.")
+    var concurrentUploads: Int?
+
     @Option(help: "Days the event log keeps changes for followers to resume from (env DOCKET_EVENT_LOG_RETENTION_DAYS; default 7).")
     var eventLogRetentionDays: Int?
 
     @Option(help: "The most changes the event log keeps (env DOCKET_EVENT_LOG_MAX_EVENTS; default 1000000).")
     var eventLogMaxEvents: Int?
+
+    @Option(help: "The most changes a live event stream or GraphQL subscription may replay from where it resumes; one further behind is told to resync, reading the current state again (env DOCKET_LIVE_REPLAY_MAX_EVENTS; default 50000).")
+    var liveReplayMaxEvents: Int?
 
     @Option(help: "Seconds between heartbeats of live event streams and GraphQL sockets, each also checking that the subscriber's session or token still holds (env DOCKET_LIVE_HEARTBEAT_SECONDS; default 15).")
     var liveHeartbeatSeconds: Int?
@@ -205,6 +211,14 @@ struct Serve: AsyncParsableCommand {
         configuration.liveHeartbeat = .seconds(min(86_400, try number(
             liveHeartbeatSeconds, "DOCKET_LIVE_HEARTBEAT_SECONDS", environment, default: 15, name: "--live-heartbeat-seconds"
         )))
+        configuration.concurrentUploads = max(1, try number(
+            concurrentUploads, "DOCKET_CONCURRENT_UPLOADS", environment, default: 8, name: "--concurrent-uploads"
+        ))
+        configuration.concurrentUploadsPerUser = max(2, configuration.concurrentUploads / 4)
+        configuration.liveReplayMaxEvents = try number(
+            liveReplayMaxEvents, "DOCKET_LIVE_REPLAY_MAX_EVENTS", environment, default: 50_000,
+            name: "--live-replay-max-events"
+        )
         configuration.liveStreamsPerUser = try number(
             liveStreamsPerUser, "DOCKET_LIVE_STREAMS_PER_USER", environment, default: 16, name: "--live-streams-per-user"
         )

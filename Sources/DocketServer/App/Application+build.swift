@@ -35,7 +35,9 @@ public func buildApplication(
     )
     let store: RecordStore
     do {
-        let (opened, isNew) = try await RecordStore.open(storage: storage, logger: logger, hashPassword: hasher.hash)
+        let (opened, isNew) = try await RecordStore.open(
+            storage: storage, logger: logger, replayLimit: configuration.liveReplayMaxEvents, hashPassword: hasher.hash
+        )
         store = opened
         if isNew, configuration.demo {
             try await DemoData.seed(store)
@@ -82,6 +84,8 @@ public func buildApplication(
     let compassTokens = CompassTokens(secret: signingKey, sessions: SessionStore(storage: storage))
     let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth, compass: compassTokens)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
+    // Attachment uploads (the Attachment API's and the web UI's) share one bound.
+    let uploads = UploadGate(total: configuration.concurrentUploads, perUser: configuration.concurrentUploadsPerUser)
     let dataSync = try DataSyncController(store: store, configuration: configuration)
     let webUI = try await WebUI.load()
     if let webUI {
@@ -96,7 +100,7 @@ public func buildApplication(
         ServiceNowAPI(
             store: store, configuration: configuration, authenticator: authenticator, oauth: oauth, rateLimiter: rateLimiter,
             compass: compassTokens, graphQL: nowGraphQL,
-            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams)
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
         DataSyncController.mount(dataSync, configuration: configuration, authenticator: authenticator, oauth: oauth),
@@ -104,7 +108,7 @@ public func buildApplication(
         WebAPI(
             store: store, configuration: configuration, authenticator: authenticator,
             sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
-            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams)
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
         ).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(

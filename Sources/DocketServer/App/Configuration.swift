@@ -54,10 +54,19 @@ public struct Configuration: Sendable {
     /// nil for no limit.
     public var attachmentQuotaPerUser: Int? = 1024 * 1024 * 1024
 
+    /// Attachment uploads this instance receives at once (`--concurrent-uploads`); more are answered 503 with
+    /// `Retry-After` before their body is read. With the largest attachment this bounds the memory uploads hold.
+    public var concurrentUploads: Int = 8
+    /// Attachment uploads one user may send at once; more are answered 429 with `Retry-After`.
+    public var concurrentUploadsPerUser: Int = 2
+
     /// How long the event log keeps events (`--event-log-retention-days`); followers further behind must resync.
     public var eventLogRetention: Duration = .seconds(7 * 86_400)
     /// The most events the event log keeps (`--event-log-max-events`).
     public var eventLogMaxEvents: Int = 1_000_000
+    /// The most changes one live stream or subscription may replay from where it resumes
+    /// (`--live-replay-max-events`); one further behind is told to resync (read the current state again).
+    public var liveReplayMaxEvents: Int = RecordStore.defaultReplayLimit
     /// How often live streams send a heartbeat (which keeps proxies from closing them) and check that their
     /// credentials still hold (`--live-heartbeat-seconds`).
     public var liveHeartbeat: Duration = .seconds(15)

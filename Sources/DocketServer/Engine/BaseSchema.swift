@@ -174,7 +174,7 @@ enum BaseSchema {
             ref("client", "Client", "oauth_entity"), glideDateTime("expires", "Expires"),
             string("refresh", "Refresh token hash", 64),
         ], indexes: [["token"], ["user"]]),
-        // Attachment metadata; the bytes live in docket_attachment_data.
+        // Attachment metadata; the bytes live in docket_attachment_chunk.
         table("sys_attachment", "Attachment", display: "file_name", [
             string("file_name", "File name", 100), string("content_type", "Content type", 100),
             int("size_bytes", "Size bytes"), int("size_compressed", "Size compressed"),

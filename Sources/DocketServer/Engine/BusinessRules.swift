@@ -168,6 +168,12 @@ extension RecordStore {
     /// A one-row SQL source holding a record's values (of class `table`) as the columns of its hierarchy's table: for
     /// judging a row as it is about to be, or was, with the compiler's own conditions.
     func inlineRow(_ row: [String: String], of table: SchemaCatalog.Table, sysID: String) -> SQLFragment {
+        "(" + inlineSelect(row, of: table, sysID: sysID) + ")"
+    }
+
+    /// ``inlineRow(_:of:sysID:)``'s `SELECT`, unparenthesised (to be joined with `UNION ALL`), with `key` as an
+    /// extra column `docket_k` when given.
+    func inlineSelect(_ row: [String: String], of table: SchemaCatalog.Table, sysID: String, key: Int? = nil) -> SQLFragment {
         var columns: [SQLFragment] = []
         var named = Set<String>()
         for field in catalog.physicalColumns(root: table.root) {
@@ -178,7 +184,8 @@ extension RecordStore {
             columns.append(FieldCoercion.sqlValue(value, for: field).fragment + " AS " + .identifier(field.name))
         }
         if !named.contains("sys_id") { columns.append(.bind(sysID) + " AS " + .identifier("sys_id")) }
-        return "(SELECT " + columns.joined(", ") + ")"
+        if let key { columns.append(SQLFragment(String(key)) + " AS docket_k") }
+        return "SELECT " + columns.joined(", ")
     }
 
     /// Whether a record with these values (of class `table`) matches `query`: judged by the query compiler against

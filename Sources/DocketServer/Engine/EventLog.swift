@@ -190,8 +190,9 @@ final class EventBroadcaster: Sendable {
 
 /// Why a follower of the event log cannot continue from where it is.
 enum EventLogError: Error, Sendable, Equatable {
-    /// Events after the follower's sequence were removed by retention: it must read the current state again
-    /// and follow from `oldestAvailable`. Never a silent gap.
+    /// Events after the follower's sequence were removed by retention, or more of them came since than one
+    /// follower may replay (``RecordStore/replayLimit``): it must read the current state again and follow from
+    /// `oldestAvailable`. Never a silent gap.
     case resyncNeeded(oldestAvailable: Int)
 }
 
@@ -248,7 +249,8 @@ extension RecordStore {
 /// Iteration is pulled: the log is read a batch at a time as the consumer asks, and the live buffer is bounded
 /// (the newest events are kept; older ones are read back from the log), so a slow consumer costs memory for
 /// one batch, never for the whole log. Ends with ``EventLogError/resyncNeeded(oldestAvailable:)`` when
-/// retention removed events the follower had not seen.
+/// retention removed events the follower had not seen, or when it starts further behind than
+/// ``RecordStore/replayLimit`` events (a replay's cost is bounded; the follower reads the current state instead).
 struct EventLogFollower: AsyncSequence, Sendable {
     typealias Element = ChangeEvent
     /// Live events a follower holds while it is busy before the oldest are dropped (and later read from the log).
@@ -289,6 +291,11 @@ struct EventLogFollower: AsyncSequence, Sendable {
         var replaying = true
         /// A live event waiting until the events before it were read from the log.
         var held: ChangeEvent?
+        /// Whether the start was checked against the replay limit.
+        var startChecked = false
+
+        /// Events read from the log that the iteration has not yielded yet (a replay judges them together).
+        var upcoming: ArraySlice<ChangeEvent> { pending[pendingIndex...] }
 
         init(store: RecordStore, cursor: Int, batchSize: Int, liveBuffer: Int) {
             self.store = store
@@ -322,6 +329,13 @@ struct EventLogFollower: AsyncSequence, Sendable {
                 }
                 try Task.checkCancellation()
                 if replaying {
+                    if !startChecked {
+                        startChecked = true
+                        let latest = try await store.latestSequence()
+                        if latest.subtractingReportingOverflow(cursor).partialValue > store.replayLimit {
+                            throw EventLogError.resyncNeeded(oldestAvailable: latest)
+                        }
+                    }
                     let batch = try await read(upTo: nil)
                     replaying = batch.count == batchSize
                     continue

@@ -54,17 +54,24 @@ extension RecordStore {
         LiveChanges(store: self, live: live, after: sequence)
     }
 
-    /// How `live` sees one event; nil when it does not concern it.
-    func change(_ event: ChangeEvent, for live: LiveQuery) async throws -> RecordChange? {
+    /// How `live` sees one event; nil when it does not concern it. `judged` is the event's judgement when it was
+    /// made already (``judge(_:for:)``, for a replay).
+    func change(_ event: ChangeEvent, for live: LiveQuery, judged: (Bool, Bool)? = nil) async throws -> RecordChange? {
         guard let eventClass = catalog.table(event.table) else { return nil }
         if let table = live.table, !eventClass.ancestry.contains(table.name) { return nil }
-        // Followers who see alike (same user, roles, table and query) share one judgement of each event.
-        let key = LiveJudgementKey(
-            sequence: event.sequence, user: live.caller.userID + "\u{0}" + live.caller.userName,
-            roles: live.caller.roles.sorted(), table: live.table?.name ?? "", query: live.queryText
-        )
-        let (before, after) = try await judgements.value(key) {
-            (try await self.matches(event.rowBefore, of: event, as: live), try await self.matches(event.rowAfter, of: event, as: live))
+        let before: Bool
+        let after: Bool
+        if let judged {
+            (before, after) = judged
+        } else {
+            // Followers who see alike (same user, roles, table and query) share one judgement of each event.
+            let key = LiveJudgementKey(
+                sequence: event.sequence, user: live.caller.userID + "\u{0}" + live.caller.userName,
+                roles: live.caller.roles.sorted(), table: live.table?.name ?? "", query: live.queryText
+            )
+            (before, after) = try await judgements.value(key) {
+                (try await self.matches(event.rowBefore, of: event, as: live), try await self.matches(event.rowAfter, of: event, as: live))
+            }
         }
         switch (before, after) {
         case (false, false): return nil
@@ -88,17 +95,73 @@ extension RecordStore {
         guard !row.isEmpty, let eventClass = catalog.table(event.table), catalog.table(eventClass.root) != nil else {
             return false
         }
-        let table = live.table ?? eventClass
-        var compiler = compiler(for: table, caller: live.caller, dialect: storage.dialect)
+        guard let (found, conditions) = try liveConditions(eventClass, for: live) else { return true }
+        var compiler = found
+        compiler.source = inlineRow(row, of: eventClass, sysID: event.sysID)
+        let statement: SQLFragment = "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + conditions.joined(" AND ")
+        return try await storage.read { db in try await db.integer(statement) } > 0
+    }
+
+    /// The compiler and conditions that judge rows of `eventClass` for `live`; nil when every row matches (the
+    /// class filter holds by construction: the event's class extends the table).
+    private func liveConditions(_ eventClass: SchemaCatalog.Table, for live: LiveQuery) throws -> (QueryCompiler, [SQLFragment])? {
+        var compiler = compiler(for: live.table ?? eventClass, caller: live.caller, dialect: storage.dialect)
         var conditions: [SQLFragment] = []
         if let filter = compiler.classFilter() { conditions.append(filter) }
         if let filter = try compiler.accessFilter(.read) { conditions.append(filter) }
         if let filter = try compiler.condition(for: live.query) { conditions.append(filter) }
-        // The class filter holds by construction (the event's class extends the table); nothing else to judge.
-        if conditions.count <= (compiler.classFilter() == nil ? 0 : 1) { return true }
-        compiler.source = inlineRow(row, of: eventClass, sysID: event.sysID)
-        let statement: SQLFragment = "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + conditions.joined(" AND ")
-        return try await storage.read { db in try await db.integer(statement) } > 0
+        if conditions.count <= (compiler.classFilter() == nil ? 0 : 1) { return nil }
+        return (compiler, conditions)
+    }
+
+    /// Rows judged in one statement by ``judge(_:for:)``: about this many bound values each.
+    static let judgedValuesPerStatement = 8_000
+
+    /// Judges many events for `live` at once, as a replay reads them from the log: for each event that concerns
+    /// it, whether its row before and after the change match (see ``change(_:for:judged:)``). One statement per
+    /// event class and some hundred rows, where judging one by one takes two per event.
+    func judge(_ events: some Sequence<ChangeEvent>, for live: LiveQuery) async throws -> [Int: (Bool, Bool)] {
+        var groups: [String: [ChangeEvent]] = [:]
+        for event in events {
+            guard let eventClass = catalog.table(event.table) else { continue }
+            if let table = live.table, !eventClass.ancestry.contains(table.name) { continue }
+            groups[eventClass.name, default: []].append(event)
+        }
+        var verdicts: [Int: (Bool, Bool)] = [:]
+        for (name, group) in groups {
+            guard let eventClass = catalog.table(name), catalog.table(eventClass.root) != nil else {
+                for event in group { verdicts[event.sequence] = (false, false) }
+                continue
+            }
+            guard let (found, conditions) = try liveConditions(eventClass, for: live) else {
+                for event in group { verdicts[event.sequence] = (!event.rowBefore.isEmpty, !event.rowAfter.isEmpty) }
+                continue
+            }
+            var compiler = found
+            // Each row is numbered: 2i for event i's row before, 2i + 1 for its row after.
+            var rows: [(key: Int, row: [String: String], sysID: String)] = []
+            for (index, event) in group.enumerated() {
+                if !event.rowBefore.isEmpty { rows.append((2 * index, event.rowBefore, event.sysID)) }
+                if !event.rowAfter.isEmpty { rows.append((2 * index + 1, event.rowAfter, event.sysID)) }
+            }
+            let perStatement = max(1, Self.judgedValuesPerStatement / (catalog.physicalColumns(root: eventClass.root).count + 2))
+            var matched = Set<Int>()
+            var start = 0
+            while start < rows.count {
+                let slice = rows[start..<min(rows.count, start + perStatement)]
+                start += perStatement
+                compiler.source = "(" + slice.map { inlineSelect($0.row, of: eventClass, sysID: $0.sysID, key: $0.key) }
+                    .joined(" UNION ALL ") + ")"
+                let statement: SQLFragment = "SELECT docket_k FROM " + compiler.from + " WHERE " + conditions.joined(" AND ")
+                for row in try await storage.read({ db in try await db.rows(statement) }) {
+                    if let key = try row.value(at: "docket_k", kind: .integer).text.flatMap({ Int($0) }) { matched.insert(key) }
+                }
+            }
+            for (index, event) in group.enumerated() {
+                verdicts[event.sequence] = (matched.contains(2 * index), matched.contains(2 * index + 1))
+            }
+        }
+        return verdicts
     }
 }
 
@@ -118,6 +181,12 @@ struct LiveChanges: AsyncSequence, Sendable {
         /// What is followed; a transport updates its caller when the user's roles change.
         var live: LiveQuery
         var events: EventLogFollower.Iterator
+        /// Judgements of the events a replay read together, made for `prejudgedAs` (a caller whose roles changed
+        /// meanwhile is judged again, one event at a time).
+        var prejudged: [Int: (Bool, Bool)] = [:]
+        var prejudgedAs: Caller?
+        /// The last sequence of the events judged together.
+        var prejudgedThrough = Int.min
         /// The sequence of the last event judged, shown or not (a follower resumes after it).
         var position: Int { events.cursor }
         /// Ends the live part of this iteration from another task (``EventBroadcaster/stop(_:)``).
@@ -145,7 +214,14 @@ struct LiveChanges: AsyncSequence, Sendable {
                 switch step {
                 case .tick: return .tick
                 case .event(let event):
-                    if let change = try await store.change(event, for: live) { return .change(change) }
+                    // Replaying: the events read from the log with this one are judged together, once.
+                    if event.sequence > prejudgedThrough, let last = events.upcoming.last {
+                        prejudged = try await store.judge([event] + events.upcoming, for: live)
+                        prejudgedThrough = last.sequence
+                        prejudgedAs = live.caller
+                    }
+                    let judged = prejudgedAs == live.caller ? prejudged.removeValue(forKey: event.sequence) : nil
+                    if let change = try await store.change(event, for: live, judged: judged) { return .change(change) }
                 }
             }
         }

@@ -1,8 +1,9 @@
 import DocketModel
 import Foundation
+import NIOCore
 
-/// Attachments: metadata in `sys_attachment`, bytes in `docket_attachment_data`, both written in one
-/// transaction. Access follows the parent record: the access rule on `sys_attachment` filters by the
+/// Attachments: metadata in `sys_attachment`, bytes in `docket_attachment_chunk` (in pieces of
+/// ``attachmentChunkSize``), all written in one transaction. Access follows the parent record: the access rule on `sys_attachment` filters by the
 /// readability of the record each attachment belongs to, and adding one needs that record to be readable.
 extension RecordStore {
     struct AttachmentUpload: Sendable {
@@ -10,7 +11,8 @@ extension RecordStore {
         var recordID: String
         var fileName: String
         var contentType: String
-        var bytes: [UInt8]
+        /// The file, as it was read from the request: handed to storage as it is, never copied here.
+        var content: ByteBuffer
     }
 
     /// Stores an attachment on a record the caller can see; returns its sys_id. 404 when the record is
@@ -30,13 +32,13 @@ extension RecordStore {
                 detail: "Record \(upload.recordID) of \(upload.tableName) does not exist or cannot be read"
             )
         }
-        let digest = Digest.sha256Hex(upload.bytes)
+        let digest = Digest.sha256Hex(upload.content)
         let values: [String: String] = [
-            "file_name": upload.fileName, "content_type": upload.contentType, "size_bytes": String(upload.bytes.count),
-            "size_compressed": String(upload.bytes.count), "compressed": "false", "table_name": upload.tableName,
+            "file_name": upload.fileName, "content_type": upload.contentType, "size_bytes": String(upload.content.readableBytes),
+            "size_compressed": String(upload.content.readableBytes), "compressed": "false", "table_name": upload.tableName,
             "table_sys_id": upload.recordID, "hash": digest, "image_width": "", "image_height": "",
         ]
-        let bytes = upload.bytes
+        let content = upload.content
         let recordID = upload.recordID
         return try await insert(into: "sys_attachment", values: values, caller: caller) { db, sysID in
             // Checked in the writing transaction, which already counts the new row: concurrent uploads cannot
@@ -59,12 +61,23 @@ extension RecordStore {
                     )
                 }
             }
-            try await db.run(
-                "INSERT INTO docket_attachment_data (sys_id, data) VALUES (" + .bind(sysID) + ", "
-                    + .bind(SQLBlob(bytes: bytes)) + ")"
-            )
+            // Slices of the one buffer the request was read into: each statement carries one piece, so neither
+            // driver copies more than that at once.
+            var position = 0
+            var rest = content
+            repeat {
+                let piece = rest.readSlice(length: min(Self.attachmentChunkSize, rest.readableBytes)) ?? ByteBuffer()
+                try await db.run(
+                    "INSERT INTO docket_attachment_chunk (sys_id, position, data) VALUES (" + .bind(sysID) + ", "
+                        + .bind(position) + ", " + .bind(SQLBlob(piece)) + ")"
+                )
+                position += 1
+            } while rest.readableBytes > 0
         }
     }
+
+    /// The most bytes of an attachment one row (and one statement) holds.
+    static let attachmentChunkSize = 256 * 1024
 
     private static func attachmentBytes(_ db: SQLExecutor, _ condition: SQLFragment) async throws -> Int {
         try await db.rows("SELECT COALESCE(SUM(size_bytes), 0) AS n FROM sys_attachment WHERE " + condition)
@@ -87,15 +100,17 @@ extension RecordStore {
         return record
     }
 
-    /// An attachment's metadata and bytes; 404 when it is missing or its record is hidden from the caller.
-    func attachmentContent(_ sysID: String, caller: Caller) async throws -> (record: Record, bytes: [UInt8]) {
+    /// An attachment's metadata and bytes, in the pieces they are stored in (read in one statement, so they are
+    /// of one version); 404 when it is missing or its record is hidden from the caller.
+    func attachmentContent(_ sysID: String, caller: Caller) async throws -> (record: Record, content: [ByteBuffer]) {
         let record = try await attachment(sysID, caller: caller)
-        let bytes = try await storage.read { db in
-            try await db.rows("SELECT data FROM docket_attachment_data WHERE sys_id = " + .bind(sysID)).first?
-                .bytes(at: "data")
+        let content = try await storage.read { db in
+            try await db.rows(
+                "SELECT data FROM docket_attachment_chunk WHERE sys_id = " + .bind(sysID) + " ORDER BY position"
+            ).map { try $0.buffer(at: "data") ?? ByteBuffer() }
         }
-        guard let bytes else { throw EngineError.notFound }
-        return (record, bytes)
+        guard !content.isEmpty else { throw EngineError.notFound }
+        return (record, content)
     }
 }
 

@@ -283,7 +283,7 @@ extension RecordStore {
             }
             // Attachment content goes with its metadata, and a record's attachments go with the record.
             if concrete.name == "sys_attachment" {
-                try await db.run("DELETE FROM docket_attachment_data WHERE sys_id = " + .bind(sysID))
+                try await db.run("DELETE FROM docket_attachment_chunk WHERE sys_id = " + .bind(sysID))
             } else if let attachmentTable = self.catalog.table("sys_attachment") {
                 // Each attachment that goes with the record is a deletion of its own in the log.
                 cascaded = try await self.select(
@@ -291,7 +291,7 @@ extension RecordStore {
                     limit: Int.max, offset: 0, count: false, caller: .system, db: db
                 ).records.map { ($0.sysID, $0.values) }
                 for chunk in cascaded.map(\.sysID).chunked(500) {
-                    try await db.run("DELETE FROM docket_attachment_data WHERE sys_id IN (" + .bindList(chunk) + ")")
+                    try await db.run("DELETE FROM docket_attachment_chunk WHERE sys_id IN (" + .bindList(chunk) + ")")
                     try await db.run("DELETE FROM sys_attachment WHERE sys_id IN (" + .bindList(chunk) + ")")
                 }
             }

@@ -21,6 +21,9 @@ final class RecordStore: Sendable {
     let judgements = LiveJudgements(capacity: 20_000)
     /// The business rules run in the write path, cached (``BusinessRules``).
     let businessRules = BusinessRules()
+    /// The most events one follower of the log may replay: one that starts further behind is told to resync
+    /// (``EventLogError/resyncNeeded(oldestAvailable:)``) instead of costing a replay without bound.
+    let replayLimit: Int
 
     /// The current schema.
     var catalog: SchemaCatalog { catalogBox.withLock { $0.catalog } }
@@ -30,8 +33,9 @@ final class RecordStore: Sendable {
 
     init(
         storage: any Storage, catalog: SchemaCatalog, policy: AccessPolicy = .standard, logger: Logger,
-        hashPassword: @escaping @Sendable (String) async -> String
+        replayLimit: Int = RecordStore.defaultReplayLimit, hashPassword: @escaping @Sendable (String) async -> String
     ) {
+        self.replayLimit = max(0, replayLimit)
         self.storage = storage
         self.catalogBox = Mutex((catalog, 0))
         self.policy = policy
@@ -43,17 +47,20 @@ final class RecordStore: Sendable {
 
     /// Opens the engine on a storage: creates the schema on a new database, then loads the catalog.
     static func open(
-        storage: any Storage, policy: AccessPolicy = .standard, logger: Logger,
+        storage: any Storage, policy: AccessPolicy = .standard, logger: Logger, replayLimit: Int = RecordStore.defaultReplayLimit,
         hashPassword: @escaping @Sendable (String) async -> String
     ) async throws -> (store: RecordStore, isNew: Bool) {
         let isNew = try await SchemaStore.prepare(storage)
         let catalog = try await SchemaStore.loadCatalog(storage)
         let store = RecordStore(
-            storage: storage, catalog: catalog, policy: policy, logger: logger, hashPassword: hashPassword
+            storage: storage, catalog: catalog, policy: policy, logger: logger, replayLimit: replayLimit, hashPassword: hashPassword
         )
         if storage.isShared { store.shared.start(at: try await store.latestSequence()) }
         return (store, isNew)
     }
+
+    /// ``replayLimit`` unless configured (`--live-replay-max-events`).
+    static let defaultReplayLimit = 50_000
 
     func table(_ name: String) throws(EngineError) -> SchemaCatalog.Table {
         guard let table = catalog.table(name) else { throw .invalidTable(name) }

@@ -18,9 +18,10 @@ public enum DatabaseCopy {
     }
 
     /// Columns that hold bytes rather than text.
-    static let blobColumns: Set<String> = ["docket_attachment_data.data"]
-    /// Rows read and written per statement.
+    static let blobColumns: Set<String> = ["docket_attachment_chunk.data"]
+    /// Rows read and written per statement; of a table with bytes, few (each chunk may hold 256 KiB).
     static let batchSize = 200
+    static let blobBatchSize = 4
 
     /// Copies `source` into `target`, which must hold no Docket database yet. The source is first brought up to
     /// this docketd's schema (as starting docketd on it would). `progress` is told of each table as it is done.
@@ -111,6 +112,7 @@ public enum DatabaseCopy {
         let list = columns.map { SQLFragment.identifier($0) }.joined(", ")
         // Every table's primary key is among its first columns; ordering by them makes the pages exact.
         let order = ([first] + columns.dropFirst()).prefix(3).map { SQLFragment.identifier($0) }.joined(", ")
+        let batchSize = columns.contains { blobColumns.contains(table + "." + $0) } ? blobBatchSize : batchSize
         var copied = 0
         while true {
             let offset = copied
@@ -126,7 +128,7 @@ public enum DatabaseCopy {
                 var cells: [SQLFragment] = []
                 for column in columns {
                     if blobColumns.contains(table + "." + column) {
-                        cells.append(try row.bytes(at: column).map { .bind(SQLBlob(bytes: $0)) } ?? "NULL")
+                        cells.append(try row.buffer(at: column).map { .bind(SQLBlob($0)) } ?? "NULL")
                     } else {
                         cells.append(try row.value(at: column, kind: .text).fragment)
                     }

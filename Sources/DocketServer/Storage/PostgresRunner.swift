@@ -37,7 +37,7 @@ struct PostgresRunner: SQLRunner {
             // Typed, so that an integer expression compared with it is widened rather than the number narrowed.
             case let value as Double: bindings.append(value)
             case let value as Bool: bindings.append(UntypedText(value ? "1" : "0"))
-            case let value as SQLBlob: bindings.append(ByteBuffer(bytes: value.bytes))
+            case let value as SQLBlob: bindings.append(value.buffer)
             default: throw PostgresStorageError.unsupportedBind(String(describing: type(of: bind)))
             }
         }
@@ -97,7 +97,7 @@ final class PostgresColumns: Sendable {
 struct PostgresResultRow: StorageRow {
     enum Cell: Sendable {
         case value(SQLValue)
-        case bytes([UInt8])
+        case bytes(ByteBuffer)
     }
 
     let columns: PostgresColumns
@@ -120,18 +120,18 @@ struct PostgresResultRow: StorageRow {
         return Self.value(cells[position])
     }
 
-    func bytes(at column: String) throws -> [UInt8]? {
+    func buffer(at column: String) throws -> ByteBuffer? {
         guard let position = columns.index[column], position < cells.count else { return nil }
         switch cells[position] {
         case .bytes(let bytes): return bytes
-        case .value(let value): return value.text.map { Array($0.utf8) }
+        case .value(let value): return value.text.map { ByteBuffer(string: $0) }
         }
     }
 
     private static func value(_ cell: Cell) -> SQLValue {
         switch cell {
         case .value(let value): return value
-        case .bytes(let bytes): return .text(String(decoding: bytes, as: UTF8.self))
+        case .bytes(let bytes): return .text(String(buffer: bytes))
         }
     }
 
@@ -143,7 +143,7 @@ struct PostgresResultRow: StorageRow {
         case .bool: return .value(.integer(try cell.decode(Bool.self) ? 1 : 0))
         case .bytea:
             guard cell.format == .binary, let buffer = cell.bytes else { return .value(.null) }
-            return .bytes(Array(buffer.readableBytesView))
+            return .bytes(buffer)
         case .numeric:
             // SUM and AVG of integers are numeric: integral ones must fit 64 bits, as SQLite's do.
             let text = "\(try cell.decode(Decimal.self))"

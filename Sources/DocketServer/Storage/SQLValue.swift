@@ -1,3 +1,5 @@
+import NIOCore
+
 /// A value read from or written to a column, independent of the SQL driver.
 enum SQLValue: Sendable, Equatable {
     case null
@@ -43,10 +45,14 @@ enum SQLValue: Sendable, Equatable {
 
 /// Binary content to bind (attachment bytes). Drivers bind it as a blob; it is never encoded as text.
 struct SQLBlob: Encodable, Sendable {
-    var bytes: [UInt8]
+    /// The bytes, bound as they are (no copy until the driver's own).
+    var buffer: ByteBuffer
+
+    init(_ buffer: ByteBuffer) { self.buffer = buffer }
+    init(bytes: [UInt8]) { buffer = ByteBuffer(bytes: bytes) }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
-        try container.encode(bytes)
+        try container.encode(Array(buffer.readableBytesView))
     }
 }

@@ -12,10 +12,10 @@ extension SQLiteRow: StorageRow {
         self.column(column).map(Self.value) ?? .null
     }
 
-    func bytes(at column: String) throws -> [UInt8]? {
+    func buffer(at column: String) throws -> ByteBuffer? {
         switch self.column(column) {
-        case .blob(let buffer): return Array(buffer.readableBytesView)
-        case .text(let text): return Array(text.utf8)
+        case .blob(let buffer): return buffer
+        case .text(let text): return ByteBuffer(string: text)
         default: return nil
         }
     }
@@ -45,7 +45,7 @@ struct SQLiteRunner: SQLRunner {
             case let value as String: return .text(value)
             case let value as Int: return .integer(value)
             case let value as Double: return .float(value)
-            case let value as SQLBlob: return .blob(ByteBuffer(bytes: value.bytes))
+            case let value as SQLBlob: return .blob(value.buffer)
             default: return try SQLiteDataEncoder().encode(bind)
             }
         }

@@ -28,6 +28,7 @@ enum SchemaStore {
         .once("2026-11-25-department-head") { db, _ in try await renameDepartmentHead(db) },
         .once("2026-11-25-system-properties") { db, now in try await addSystemProperties(db, now: now) },
         .once("2026-11-25-response-date-time") { db, _ in try await keepResponseTimes(db) },
+        .once("2026-11-26-attachment-chunks") { db, _ in try await moveAttachmentContentToChunks(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -245,11 +246,24 @@ enum SchemaStore {
     }
 
     private static func createSideTables(_ db: SQLExecutor) async throws {
-        // Attachment content, one row per `sys_attachment` record.
+        // Attachment content in pieces of at most ``RecordStore/attachmentChunkSize`` bytes, in order, so that no
+        // statement carries (and no driver copies) a whole file.
         try await db.run(
-            "CREATE TABLE IF NOT EXISTS docket_attachment_data (sys_id TEXT PRIMARY KEY NOT NULL, data "
-                + SQLFragment(db.dialect.blobType) + " NOT NULL)"
+            "CREATE TABLE IF NOT EXISTS docket_attachment_chunk (sys_id TEXT NOT NULL, position "
+                + SQLFragment(db.dialect.integerType) + " NOT NULL, data " + SQLFragment(db.dialect.blobType)
+                + " NOT NULL, PRIMARY KEY (sys_id, position))"
         )
+    }
+
+    /// Content stored whole, one row per attachment, by docketd before 2026-11-26: each row becomes the first
+    /// (and only) chunk of its attachment.
+    private static func moveAttachmentContentToChunks(_ db: SQLExecutor) async throws {
+        try await createSideTables(db)
+        guard try await !db.rows(db.dialect.tableExists("docket_attachment_data")).isEmpty else { return }
+        try await db.run(
+            "INSERT INTO docket_attachment_chunk (sys_id, position, data) SELECT sys_id, 0, data FROM docket_attachment_data"
+        )
+        try await db.run("DROP TABLE docket_attachment_data")
     }
 
     /// Base tables added by a newer version of docketd: written into the metadata of an existing database,

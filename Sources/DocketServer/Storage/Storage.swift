@@ -1,3 +1,4 @@
+import NIOCore
 import SQLKit
 import SQLiteKit
 import Synchronization
@@ -104,8 +105,8 @@ protocol StorageRow: Sendable {
     /// One column as a driver-neutral value; `kind` is the column's declared kind, a hint for drivers that
     /// need one.
     func value(at column: String, kind: ColumnKind) throws -> SQLValue
-    /// One column as raw bytes (blobs; text as its UTF-8); nil for NULL.
-    func bytes(at column: String) throws -> [UInt8]?
+    /// One column as raw bytes (blobs; text as its UTF-8), as the driver holds them; nil for NULL.
+    func buffer(at column: String) throws -> ByteBuffer?
 }
 
 /// A result row of any storage, read by column name.
@@ -121,7 +122,10 @@ struct ResultRow: Sendable {
     func value(at column: String, kind: ColumnKind) throws -> SQLValue { try row.value(at: column, kind: kind) }
 
     /// One column as raw bytes (blobs; text as its UTF-8); nil for NULL.
-    func bytes(at column: String) throws -> [UInt8]? { try row.bytes(at: column) }
+    func bytes(at column: String) throws -> [UInt8]? { try row.buffer(at: column).map { Array($0.readableBytesView) } }
+
+    /// One column as raw bytes without a copy (large blobs); nil for NULL.
+    func buffer(at column: String) throws -> ByteBuffer? { try row.buffer(at: column) }
 }
 
 /// The database cannot be used right now: unreachable, restarting, its connections cut, locked by another

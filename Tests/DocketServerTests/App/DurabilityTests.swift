@@ -97,7 +97,7 @@ struct DurabilityTests {
         try await storage.write { db in
             try await Self.forgetMigrations(db)
             try await db.run("DROP TABLE sys_attachment")
-            try await db.run("DROP TABLE docket_attachment_data")
+            try await db.run("DROP TABLE docket_attachment_chunk")
             try await db.run("DELETE FROM sys_dictionary WHERE name = 'sys_attachment'")
             try await db.run("DELETE FROM sys_db_object WHERE name = 'sys_attachment'")
             try await db.run("DELETE FROM sys_dictionary WHERE name = 'task' AND element = 'comments_and_work_notes'")
@@ -122,6 +122,45 @@ struct DurabilityTests {
             let record = try await client.get("/api/now/table/incident/\(Demo.incident1)?sysparm_display_value=true&sysparm_fields=comments_and_work_notes")
             #expect(try record.result.string("comments_and_work_notes").contains("(Work notes)"))
         }
+    }
+
+    @Test("attachment content stored whole by an older docketd is served after the upgrade, and its old table is gone")
+    func upgradeAttachmentContent() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = TestApp.configuration(dataDirectory: directory.path)
+        let id = try await buildApplication(configuration).test(.router) { client in
+            var headers = HTTPFields.john
+            headers[.contentType] = "text/plain"
+            let upload = try await client.execute(
+                uri: "/api/now/attachment/file?table_name=incident&table_sys_id=\(Demo.incident1)&file_name=a.txt",
+                method: .post, headers: headers, body: .init(string: "stored whole")
+            )
+            return try upload.result.string("sys_id")
+        }
+        // As docketd left it before 2026-11-26: one row of content per attachment.
+        let storage = try await TestDatabase.open(configuration)
+        try await storage.write { db in
+            try await db.run("DELETE FROM docket_migration WHERE name = '2026-11-26-attachment-chunks'")
+            try await db.run("DROP TABLE docket_attachment_chunk")
+            try await db.run(
+                "CREATE TABLE docket_attachment_data (sys_id TEXT PRIMARY KEY NOT NULL, data " + SQLFragment(db.dialect.blobType)
+                    + " NOT NULL)"
+            )
+            try await db.run(
+                "INSERT INTO docket_attachment_data (sys_id, data) VALUES (" + .bind(id) + ", "
+                    + .bind(SQLBlob(ByteBuffer(string: "stored whole"))) + ")"
+            )
+        }
+        try await storage.close()
+        try await buildApplication(configuration).test(.router) { client throws in
+            let file = try await client.get("/api/now/attachment/\(id)/file")
+            #expect(file.status == .ok)
+            #expect(String(buffer: file.body) == "stored whole")
+        }
+        let check = try await TestDatabase.open(configuration)
+        let old = try await check.read { db in try await db.rows(db.dialect.tableExists("docket_attachment_data")).count }
+        try await check.close()
+        #expect(old == 0)
     }
 
     @Test("the live server reports its real port and serves over TCP")

@@ -151,6 +151,24 @@ struct LiveEventsTests {
         }
     }
 
+    @Test("a replay longer than the limit says resync at once, from the newest event; a shorter one replays", .timeLimit(.minutes(3)))
+    func replayLimit() async throws {
+        try await TestApp.withRouter(configure: { $0.liveReplayMaxEvents = 2 }) { client in
+            for index in 0..<3 {
+                let created = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"replay \#(index)"}"#)
+                #expect(created.status == .created)
+            }
+            let messages = Self.messages(try await client.get("/api/docket/events?since=0&follow=false", .admin).text)
+            #expect(messages.map { $0["event"] } == ["ready", "resync"])
+            let resync = try JSONValue.parse(Array((messages.last?["data"] ?? "").utf8))
+            let newest = resync["oldest_available"]?.intValue ?? 0
+            #expect(newest > 3)
+            let short = Self.messages(try await client.get("/api/docket/events?since=\(newest - 2)&follow=false", .admin).text)
+            #expect(short.filter { $0["event"] == nil }.count == 2)
+            #expect(short.last?["event"] == "end")
+        }
+    }
+
     @Test("bad input is a 400 before any stream starts; no credentials is a 401")
     func badInput() async throws {
         try await TestApp.withRouter { client in

@@ -1,6 +1,7 @@
 import DocketModel
 import Foundation
 import Logging
+import NIOCore
 import Testing
 
 @testable import DocketServer
@@ -34,7 +35,7 @@ struct DatabaseCopyTests {
         )
         let bytes = (0..<600).map { UInt8($0 % 256) }
         let attachment = try await store.addAttachment(
-            .init(tableName: "incident", recordID: incident, fileName: "a.bin", contentType: "application/octet-stream", bytes: bytes),
+            .init(tableName: "incident", recordID: incident, fileName: "a.bin", contentType: "application/octet-stream", content: ByteBuffer(bytes: bytes)),
             caller: Callers.john
         )
         let number = try await store.get(incident, in: "incident", caller: Callers.admin).record["number"]
@@ -44,7 +45,7 @@ struct DatabaseCopyTests {
 
         let report = try await DatabaseCopy.copy(from: source, to: target, logger: Logger(label: "test"))
         #expect(report.rows.contains { $0.table == "u_asset" && $0.count == 1 })
-        #expect(report.rows.contains { $0.table == "docket_attachment_data" && $0.count == 1 })
+        #expect(report.rows.contains { $0.table == "docket_attachment_chunk" && $0.count == 1 })
 
         // Copying again into the same (now filled) target is refused.
         await #expect(throws: DatabaseCopy.Failure.self) {
@@ -59,7 +60,7 @@ struct DatabaseCopyTests {
         #expect(record["short_description"] == "Before the move")
         #expect(record["number"] == number)
         #expect(try await moved.journalEntries(for: [incident], elements: ["comments"])[incident]?.first?.value == "First comment")
-        #expect(try await moved.attachmentContent(attachment, caller: Callers.john).bytes == bytes)
+        #expect(try await moved.attachmentContent(attachment, caller: Callers.john).content == [ByteBuffer(bytes: bytes)])
         #expect(try await moved.latestSequence() == lastSequence)
         #expect(try await moved.events(after: 0, limit: 100_000).count == eventCount)
         // The copy goes on from where the original stopped.

@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import NIOCore
 import Testing
 
 @testable import DocketServer
@@ -176,6 +177,77 @@ struct LiveQueryTests {
         }
     }
 
+    @Test("a replay judges the events it reads together, and each verdict is the one judging it alone gives", .timeLimit(.minutes(3)))
+    func batchJudgement() async throws {
+        try await TestApp.withStore { store in
+            let start = try await store.latestSequence()
+            let mine = try await store.insert(
+                into: "incident", values: ["short_description": "abel's", "caller_id": Callers.abel.userID], caller: Callers.admin
+            )
+            let johns = try await store.insert(
+                into: "incident", values: ["short_description": "john's", "assigned_to": Callers.john.userID], caller: Callers.admin
+            )
+            _ = try await store.insert(into: "problem", values: ["short_description": "a problem"], caller: Callers.admin)
+            _ = try await store.insert(into: "sys_user_group", values: ["name": "Batch group"], caller: Callers.admin)
+            try await store.update(mine, in: "incident", values: ["urgency": "1"], caller: Callers.admin)
+            try await store.update(mine, in: "incident", values: ["caller_id": Callers.john.userID], caller: Callers.admin)
+            try await store.update(johns, in: "incident", values: ["assigned_to": Callers.beth.userID], caller: Callers.admin)
+            try await store.update(johns, in: "incident", values: ["active": "false", "assigned_to": Callers.john.userID], caller: Callers.admin)
+            try await store.delete(mine, from: "incident", caller: Callers.admin)
+            let events = try await store.events(after: start)
+            #expect(events.count == 9)
+            let lives = [
+                LiveQuery(caller: Callers.abel),
+                LiveQuery(table: try store.table("incident"), caller: Callers.abel),
+                LiveQuery(table: try store.table("task"), query: try EncodedQuery("assigned_to=javascript:gs.getUserID()^active=true"), caller: Callers.john),
+                LiveQuery(table: try store.table("incident"), query: try EncodedQuery("active=true"), caller: Callers.john),
+                LiveQuery(caller: Callers.admin),
+            ]
+            for live in lives {
+                let together = try await store.judge(events, for: live)
+                var seen = 0
+                for event in events {
+                    let alone = try await store.change(event, for: live)
+                    let judged = together[event.sequence]
+                    if alone != nil { #expect(judged != nil, "\(live.queryText) \(event.sequence)") }
+                    #expect(try await store.change(event, for: live, judged: judged) == alone, "\(live.queryText) \(event.sequence)")
+                    if alone != nil { seen += 1 }
+                }
+                #expect(seen > 0)
+            }
+            // What a replay through the iterator sees is what live following saw.
+            var replayed: [RecordChange] = []
+            for try await change in store.subscribe(LiveQuery(table: try store.table("incident"), caller: Callers.abel), after: start) {
+                replayed.append(change)
+                if replayed.count == 3 { break }
+            }
+            #expect(replayed.map(\.kind) == [.entered, .changed, .left])
+        }
+    }
+
+    @Test("a follower further behind than the replay limit is told to resync at once; within it, it replays", .timeLimit(.minutes(3)))
+    func replayLimit() async throws {
+        try await TestApp.withStore { store in
+            let limited = RecordStore(
+                storage: store.storage, catalog: store.catalog, logger: store.logger, replayLimit: 3, hashPassword: { _ in "" }
+            )
+            let start = try await store.latestSequence()
+            for index in 0..<5 {
+                _ = try await store.insert(into: "incident", values: ["short_description": "replay \(index)"], caller: Callers.admin)
+            }
+            let latest = try await store.latestSequence()
+            await #expect(throws: EventLogError.resyncNeeded(oldestAvailable: latest)) {
+                for try await _ in limited.subscribe(LiveQuery(caller: Callers.admin), after: start) {}
+            }
+            var seen: [RecordChange] = []
+            for try await change in limited.subscribe(LiveQuery(caller: Callers.admin), after: latest - 3) {
+                seen.append(change)
+                if seen.count == 3 { break }
+            }
+            #expect(seen.map(\.event.sequence) == Array(latest - 2...latest))
+        }
+    }
+
     @Test("deleting a record logs the deletion of each attachment that goes with it, and the cache forgets them")
     func cascadedAttachments() async throws {
         try await TestApp.withStore { store in
@@ -183,7 +255,7 @@ struct LiveQueryTests {
             var files: [String] = []
             for name in ["a.txt", "b.txt"] {
                 files.append(try await store.addAttachment(
-                    .init(tableName: "incident", recordID: id, fileName: name, contentType: "text/plain", bytes: Array("x".utf8)),
+                    .init(tableName: "incident", recordID: id, fileName: name, contentType: "text/plain", content: ByteBuffer(string: "x")),
                     caller: Callers.admin
                 ))
             }

@@ -365,7 +365,7 @@ final class GraphQLSocketConnection: Sendable {
             guard finish(id, handle) else { return }
             await sendErrors(id: id, [.object([
                 "message": .string(
-                    "The event log no longer reaches back to the requested sequence: read the current state again and subscribe from \(oldest)"
+                    "The event log cannot replay from the requested sequence (it no longer reaches back, or too many changes came since): read the current state again and subscribe from \(oldest)"
                 ),
                 "extensions": .object(["code": .string("RESYNC_NEEDED"), "oldestAvailable": .integer(oldest)]),
             ])])

@@ -16,7 +16,8 @@ import Synchronization
 ///   entered/changed/left/deleted, `operation`, `table`, `sys_id`, `fields`, `user`, `user_display` (the user's
 ///   full name), `time`, `record`, and `previous` for a change);
 /// - `: heartbeat` comments, each after a check that the session or token still holds;
-/// - `event: resync` when the log no longer reaches back to where the client asked to resume, and
+/// - `event: resync` when the log no longer reaches back to where the client asked to resume, or more changes came
+///   since than one stream may replay (`--live-replay-max-events`), and
 ///   `event: revoked` when its credentials ended: both end the stream;
 /// - `event: unavailable` when the database cannot be used: the stream ends, and the client reconnects after
 ///   `retry` with `Last-Event-ID`, missing nothing.
@@ -126,7 +127,7 @@ struct EventStreamController {
             }
         } catch EventLogError.resyncNeeded(let oldest) {
             try await writer.write(Self.buffer(
-                "event: resync\ndata: {\"oldest_available\":\(oldest),\"reason\":\"The event log no longer reaches back to the requested sequence; read the current state again and follow from oldest_available\"}\n\n"
+                "event: resync\ndata: {\"oldest_available\":\(oldest),\"reason\":\"The event log cannot replay from the requested sequence (it no longer reaches back, or too many changes came since); read the current state again and follow from oldest_available\"}\n\n"
             ))
         } catch let error where error is LoginFailure || StorageUnavailable.classify(error) != nil {
             // The database is unavailable: the stream ends and its client reconnects (EventSource after `retry`),

@@ -2,7 +2,6 @@ import DocketModel
 import Foundation
 import HTTPTypes
 import Hummingbird
-import MultipartKit
 import NIOCore
 
 /// The Attachment API: `/api/now[/v1]/attachment`: list and read metadata, download, upload (raw body or
@@ -12,6 +11,7 @@ struct AttachmentController {
 
     let store: RecordStore
     let configuration: Configuration
+    let uploads: UploadGate
 
     var endpoints: RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
@@ -56,15 +56,15 @@ struct AttachmentController {
 
     @Sendable func download(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let (record, bytes) = try await store.attachmentContent(try context.parameters.require("sys_id"), caller: caller)
+        let (record, content) = try await store.attachmentContent(try context.parameters.require("sys_id"), caller: caller)
         let baseURL = BaseURL.of(request, configuration: configuration)
         let contentType = record["content_type"].isEmpty ? "application/octet-stream" : record["content_type"]
         var headers: HTTPFields = [
-            .contentType: contentType, .contentLength: String(bytes.count),
+            .contentType: contentType, .contentLength: String(content.reduce(0) { $0 + $1.readableBytes }),
             .contentDisposition: "attachment;filename=\"\(Self.quoted(record["file_name"]))\"",
         ]
         headers[.xAttachmentMetadata] = String(decoding: Self.metadata(record, baseURL: baseURL).serialized(), as: UTF8.self)
-        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return Response(status: .ok, headers: headers, body: ResponseBody(contentsOf: content))
     }
 
     /// `POST …/file?table_name=&table_sys_id=&file_name=` with the file as the body.
@@ -80,14 +80,17 @@ struct AttachmentController {
         guard let contentType = request.headers[.contentType], !contentType.isEmpty else {
             throw ServiceNowError.badRequest("Content-Type is required", detail: "Send the file's MIME type as Content-Type")
         }
-        let bytes = try await collect(request)
-        let sysID = try await store.addAttachment(
-            .init(
-                tableName: query["table_name"]!, recordID: query["table_sys_id"]!, fileName: query["file_name"]!,
-                contentType: contentType, bytes: bytes
-            ),
-            caller: caller, quota: quota
-        )
+        let sysID = try await admitted(caller) {
+            // Read whole before the write: the write lock is never held while a client sends.
+            let content = try await collect(request)
+            return try await store.addAttachment(
+                .init(
+                    tableName: query["table_name"]!, recordID: query["table_sys_id"]!, fileName: query["file_name"]!,
+                    contentType: contentType, content: content
+                ),
+                caller: caller, quota: quota
+            )
+        }
         return try await created(sysID, request: request, caller: caller, content: true)
     }
 
@@ -95,37 +98,40 @@ struct AttachmentController {
     @Sendable func uploadMultipart(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
         guard let type = request.headers[.contentType], type.lowercased().hasPrefix("multipart/form-data"),
-            let boundary = Self.boundary(type)
+            let boundary = MultipartForm.boundary(type)
         else {
             throw ServiceNowError.badRequest(
                 "Invalid content type", detail: "Use multipart/form-data with a boundary for /upload"
             )
         }
-        let parts: [FormPart]
-        do {
-            parts = try Self.parts(of: try await collect(request), boundary: boundary)
-        } catch let error as ServiceNowError {
-            throw error
-        } catch {
-            throw ServiceNowError.badRequest("Invalid multipart body", detail: "The form could not be parsed")
+        let sysID = try await admitted(caller) {
+            let form: MultipartForm
+            do {
+                form = try await MultipartForm.read(
+                    request.body, boundary: boundary, limit: configuration.maxAttachmentSize, length: Self.announcedLength(request)
+                )
+            } catch MultipartForm.Failure.tooLarge {
+                throw Self.tooLarge(configuration.maxAttachmentSize)
+            } catch MultipartForm.Failure.malformed {
+                throw ServiceNowError.badRequest("Invalid multipart body", detail: "The form could not be parsed")
+            }
+            let fields = form.fields
+            guard let file = form.files.last else {
+                throw ServiceNowError.badRequest("Missing file", detail: "The form has no file part")
+            }
+            let missing = ["table_name", "table_sys_id"].filter { fields[$0, default: ""].isEmpty }
+            guard missing.isEmpty else {
+                throw ServiceNowError.badRequest("Missing parameters", detail: "Required: " + missing.joined(separator: ", "))
+            }
+            return try await store.addAttachment(
+                .init(
+                    tableName: fields["table_name"]!, recordID: fields["table_sys_id"]!,
+                    fileName: fields["file_name"].flatMap { $0.isEmpty ? nil : $0 } ?? file.fileName ?? "",
+                    contentType: file.contentType ?? "application/octet-stream", content: file.body
+                ),
+                caller: caller, quota: quota
+            )
         }
-        var fields: [String: String] = [:]
-        for part in parts where part.fileName == nil { fields[part.name] = String(decoding: part.body, as: UTF8.self) }
-        guard let file = parts.last(where: { $0.fileName != nil }) else {
-            throw ServiceNowError.badRequest("Missing file", detail: "The form has no file part")
-        }
-        let missing = ["table_name", "table_sys_id"].filter { fields[$0, default: ""].isEmpty }
-        guard missing.isEmpty else {
-            throw ServiceNowError.badRequest("Missing parameters", detail: "Required: " + missing.joined(separator: ", "))
-        }
-        let sysID = try await store.addAttachment(
-            .init(
-                tableName: fields["table_name"]!, recordID: fields["table_sys_id"]!,
-                fileName: fields["file_name"].flatMap { $0.isEmpty ? nil : $0 } ?? file.fileName ?? "",
-                contentType: file.contentType ?? "application/octet-stream", bytes: file.body
-            ),
-            caller: caller, quota: quota
-        )
         return try await created(sysID, request: request, caller: caller, content: false)
     }
 
@@ -137,15 +143,44 @@ struct AttachmentController {
 
     // MARK: Helpers
 
-    private func collect(_ request: Request) async throws -> [UInt8] {
+    /// The body in one buffer, made as large as the announced length at once (growing it would copy it).
+    private func collect(_ request: Request) async throws -> ByteBuffer {
+        let limit = configuration.maxAttachmentSize
+        let length = Self.announcedLength(request)
+        if let length, length > limit { throw Self.tooLarge(limit) }
+        var buffer = ByteBufferAllocator().buffer(capacity: length ?? 0)
         do {
-            let buffer = try await request.body.collect(upTo: configuration.maxAttachmentSize)
-            return Array(buffer.readableBytesView)
+            try await request.body.collect(upTo: limit, into: &buffer)
         } catch is NIOTooManyBytesError {
-            throw ServiceNowError(
-                .contentTooLarge, "Request body too large",
-                detail: "Attachments are limited to \(configuration.maxAttachmentSize) bytes"
-            )
+            throw Self.tooLarge(limit)
+        }
+        return buffer
+    }
+
+    /// The body's `Content-Length`, when it gives one.
+    static func announcedLength(_ request: Request) -> Int? {
+        request.headers[.contentLength].flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil }
+    }
+
+    private static func tooLarge(_ limit: Int) -> ServiceNowError {
+        ServiceNowError(.contentTooLarge, "Request body too large", detail: "Attachments are limited to \(limit) bytes")
+    }
+
+    /// Runs an upload in one of the instance's upload places: 503 when they are all taken, 429 when the caller
+    /// already has their share, both with `Retry-After`, before any of the body is read.
+    private func admitted(_ caller: Caller, _ upload: () async throws -> String) async throws -> String {
+        do {
+            return try await uploads.admit(user: caller.userName, upload)
+        } catch let refusal as UploadGate.Refusal {
+            var error =
+                refusal == .busy
+                ? ServiceNowError(.serviceUnavailable, "Server busy", detail: "Too many uploads are in progress; try again shortly")
+                : ServiceNowError(
+                    .tooManyRequests, "Too many uploads at once",
+                    detail: "A user may send \(uploads.perUser) attachments at a time; wait for one to finish"
+                )
+            error.headers[.retryAfter] = UploadGate.Refusal.retryAfter
+            throw error
         }
     }
 
@@ -180,55 +215,6 @@ struct AttachmentController {
     private static func quoted(_ text: String) -> String {
         text.replacingOccurrences(of: "\\", with: "_").replacingOccurrences(of: "\"", with: "_")
             .replacingOccurrences(of: "\r", with: "").replacingOccurrences(of: "\n", with: "")
-    }
-
-    static func boundary(_ contentType: String) -> String? {
-        for parameter in contentType.split(separator: ";").dropFirst() {
-            let pair = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            guard pair.count == 2, pair[0].lowercased() == "boundary" else { continue }
-            let value = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            return value.isEmpty ? nil : value
-        }
-        return nil
-    }
-
-    struct FormPart {
-        var name = ""
-        var fileName: String?
-        var contentType: String?
-        var body: [UInt8] = []
-    }
-
-    /// Splits a multipart body into its parts (MultipartKit's streaming parser).
-    static func parts(of bytes: [UInt8], boundary: String) throws -> [FormPart] {
-        var parts: [FormPart] = []
-        var current = FormPart()
-        let parser = MultipartParser(boundary: boundary)
-        parser.onHeader = { name, value in
-            switch name.lowercased() {
-            case "content-disposition":
-                for parameter in value.split(separator: ";").dropFirst() {
-                    let pair = parameter.split(separator: "=", maxSplits: 1)
-                        .map { $0.trimmingCharacters(in: .whitespaces) }
-                    guard pair.count == 2 else { continue }
-                    let text = pair[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-                    switch pair[0].lowercased() {
-                    case "name": current.name = text
-                    case "filename": current.fileName = text
-                    default: break
-                    }
-                }
-            case "content-type": current.contentType = value
-            default: break
-            }
-        }
-        parser.onBody = { buffer in current.body += buffer.readableBytesView }
-        parser.onPartComplete = {
-            parts.append(current)
-            current = FormPart()
-        }
-        try parser.execute(bytes)
-        return parts
     }
 }
 

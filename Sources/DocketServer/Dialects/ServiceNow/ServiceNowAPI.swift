@@ -18,6 +18,7 @@ struct ServiceNowAPI {
     let compass: CompassTokens
     let graphQL: NowGraphQLController
     let events: EventStreamController
+    let uploads: UploadGate
 
     func mount() -> DialectMount {
         let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
@@ -33,7 +34,7 @@ struct ServiceNowAPI {
             )
         }
         for path in ["/api/now/attachment", "/api/now/v1/attachment"] {
-            router.addRoutes(AttachmentController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
+            router.addRoutes(AttachmentController(store: store, configuration: configuration, uploads: uploads).endpoints, atPath: RouterPath(path))
         }
         for path in ["/api/now/stats", "/api/now/v1/stats"] {
             router.addRoutes(StatsController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))

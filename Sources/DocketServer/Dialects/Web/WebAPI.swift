@@ -19,6 +19,7 @@ struct WebAPI {
     let sessions: WebSessions
     let ui: WebUI?
     let events: EventStreamController
+    let uploads: UploadGate
 
     /// The tables "New …" offers, in this order, where they exist and the caller may create them.
     static let creatableTables = ["incident", "defect", "problem", "change_request"]
@@ -43,7 +44,7 @@ struct WebAPI {
         router.get("/:page") { request, context in try Self.classicPage(request, context: context, catalog: store.catalog) }
         WebWork(store: store, pages: pages).add(to: router)
         WebItems(store: store, pages: pages, configuration: configuration).add(to: router)
-        WebEdits(store: store, pages: pages, configuration: configuration).add(to: router)
+        WebEdits(store: store, pages: pages, configuration: configuration, uploads: uploads).add(to: router)
         return DialectMount(prefix: "/app", responder: router.buildResponder()) { path in
             path == "/" || path == "/app" || path.hasPrefix("/app/") || Self.classicTable(path, catalog: store.catalog) != nil
         }
@@ -190,7 +191,9 @@ struct WebPages: Sendable {
         values["heading"] = error.heading
         values["message"] = error.message
         var response = render("error", values, status: error.status)
-        if error.status == .serviceUnavailable { response.headers[.retryAfter] = StorageUnavailable.retryAfter }
+        if let wait = error.retryAfter ?? (error.status == .serviceUnavailable ? StorageUnavailable.retryAfter : nil) {
+            response.headers[.retryAfter] = wait
+        }
         return response
     }
 }

@@ -10,6 +10,7 @@ struct WebEdits {
     let store: RecordStore
     let pages: WebPages
     let configuration: Configuration
+    let uploads: UploadGate
 
     var items: WebItems { WebItems(store: store, pages: pages, configuration: configuration) }
 
@@ -235,26 +236,37 @@ struct WebEdits {
     @Sendable func upload(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
         let (tableName, sysID) = try target(context)
-        let form = try await form(request, context)
-        guard let file = form.files.first, !(file.fileName ?? "").isEmpty else {
-            return try await items.itemPage(table: tableName, sysID: sysID, context: context, formError: "Choose a file to upload.", status: .badRequest)
-        }
-        let loaded = try await WebItems.load(sysID, table: tableName, store: store, caller: caller)
         do {
-            _ = try await store.addAttachment(
-                .init(
-                    tableName: loaded.table.name, recordID: sysID, fileName: String((file.fileName ?? "file").prefix(200)),
-                    contentType: file.contentType ?? "application/octet-stream", bytes: file.body
-                ),
-                caller: caller,
-                quota: AttachmentQuota(perRecord: configuration.attachmentQuotaPerRecord, perUser: configuration.attachmentQuotaPerUser)
-            )
-        } catch let error as EngineError where error.code != .notFound {
-            return try await items.itemPage(
-                table: loaded.table.name, sysID: sysID, context: context, formError: WebError(error).message, status: WebError(error).status
-            )
+            return try await uploads.admit(user: caller.userName) {
+                let form = try await form(request, context)
+                guard let file = form.files.first, !(file.fileName ?? "").isEmpty else {
+                    return try await items.itemPage(table: tableName, sysID: sysID, context: context, formError: "Choose a file to upload.", status: .badRequest)
+                }
+                let loaded = try await WebItems.load(sysID, table: tableName, store: store, caller: caller)
+                do {
+                    _ = try await store.addAttachment(
+                        .init(
+                            tableName: loaded.table.name, recordID: sysID, fileName: String((file.fileName ?? "file").prefix(200)),
+                            contentType: file.contentType ?? "application/octet-stream", content: file.body
+                        ),
+                        caller: caller,
+                        quota: AttachmentQuota(perRecord: configuration.attachmentQuotaPerRecord, perUser: configuration.attachmentQuotaPerUser)
+                    )
+                } catch let error as EngineError where error.code != .notFound {
+                    return try await items.itemPage(
+                        table: loaded.table.name, sysID: sysID, context: context, formError: WebError(error).message, status: WebError(error).status
+                    )
+                }
+                return WebAPI.redirect(Self.itemPath(loaded.table.name, sysID))
+            }
+        } catch let refusal as UploadGate.Refusal {
+            var error =
+                refusal == .busy
+                ? WebError(.serviceUnavailable, "Too many files are being uploaded right now. Try again in a moment.")
+                : WebError(.tooManyRequests, "You are already uploading \(uploads.perUser) files. Wait for one to finish, then try again.")
+            error.retryAfter = UploadGate.Refusal.retryAfter
+            throw error
         }
-        return WebAPI.redirect(Self.itemPath(loaded.table.name, sysID))
     }
 
     // MARK: Create

@@ -5,7 +5,7 @@ import NIOCore
 /// A submitted HTML form: `application/x-www-form-urlencoded`, or `multipart/form-data` (file uploads).
 struct WebForm: Sendable {
     var fields: [String: String] = [:]
-    var files: [AttachmentController.FormPart] = []
+    var files: [MultipartForm.Part] = []
 
     subscript(_ name: String) -> String? { fields[name] }
 
@@ -15,35 +15,36 @@ struct WebForm: Sendable {
         return value.isEmpty ? nil : value
     }
 
-    /// Reads the request's form (bounded by the request size limit) and checks its CSRF token.
+    /// Reads the request's form (bounded by the request size limit) and checks its CSRF token. A multipart form
+    /// is parsed as it arrives, each file held once.
     static func read(_ request: Request, context: DocketRequestContext, sessions: WebSessions) async throws -> WebForm {
-        var request = request
         let type = request.headers[.contentType]?.lowercased() ?? ""
-        let bytes: ByteBuffer
-        do {
-            bytes = try await request.collectBody(upTo: context.maxUploadSize)
-        } catch is NIOTooManyBytesError {
-            throw WebError(.contentTooLarge, "That is more than this server accepts in one request.")
-        }
         var form = WebForm()
         if type.hasPrefix("multipart/form-data") {
-            guard let boundary = AttachmentController.boundary(request.headers[.contentType] ?? "") else {
+            guard let boundary = MultipartForm.boundary(request.headers[.contentType] ?? "") else {
                 throw WebError(.badRequest, "The form could not be read (no multipart boundary).")
             }
-            let parts: [AttachmentController.FormPart]
+            let multipart: MultipartForm
             do {
-                parts = try AttachmentController.parts(of: Array(bytes.readableBytesView), boundary: boundary)
-            } catch {
+                multipart = try await MultipartForm.read(
+                    request.body, boundary: boundary, limit: context.maxUploadSize,
+                    length: AttachmentController.announcedLength(request)
+                )
+            } catch MultipartForm.Failure.tooLarge {
+                throw WebError(.contentTooLarge, "That is more than this server accepts in one request.")
+            } catch MultipartForm.Failure.malformed {
                 throw WebError(.badRequest, "The form could not be read.")
             }
-            for part in parts {
-                if part.fileName != nil {
-                    form.files.append(part)
-                } else {
-                    form.fields[part.name] = String(decoding: part.body, as: UTF8.self)
-                }
-            }
+            form.fields = multipart.fields
+            form.files = multipart.files
         } else if type.isEmpty || type.hasPrefix("application/x-www-form-urlencoded") {
+            var request = request
+            let bytes: ByteBuffer
+            do {
+                bytes = try await request.collectBody(upTo: context.maxUploadSize)
+            } catch is NIOTooManyBytesError {
+                throw WebError(.contentTooLarge, "That is more than this server accepts in one request.")
+            }
             form.fields = Self.decode(String(buffer: bytes))
         } else {
             throw WebError(.unsupportedMediaType, "Forms are sent as application/x-www-form-urlencoded or multipart/form-data.")

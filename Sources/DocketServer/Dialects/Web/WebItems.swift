@@ -217,7 +217,7 @@ struct WebItems {
         let caller = try context.requireCaller()
         let id = context.parameters.get("id") ?? ""
         guard id.count <= 64 else { throw WebError(.notFound, "There is no such attachment.") }
-        let (record, bytes) = try await store.attachmentContent(id, caller: caller)
+        let (record, content) = try await store.attachmentContent(id, caller: caller)
         let name = record["file_name"].unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0 != "\"" && $0 != "\\" ? String($0) : "_" }.joined()
         let encoded = record["file_name"].addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._"))) ?? "file"
         var headers: HTTPFields = [
@@ -226,6 +226,6 @@ struct WebItems {
         ]
         headers[.contentSecurityPolicy] = "sandbox; default-src 'none'"
         headers[.xContentTypeOptions] = "nosniff"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: .init(bytes: bytes)))
+        return Response(status: .ok, headers: headers, body: .init(contentsOf: content))
     }
 }

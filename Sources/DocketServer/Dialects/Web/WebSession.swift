@@ -66,6 +66,8 @@ struct WebError: Error {
     let status: HTTPResponse.Status
     let message: String
     var heading: String
+    /// Seconds to wait before trying again (429, 503); a 503 without it is the database's wait.
+    var retryAfter: String?
 
     init(_ status: HTTPResponse.Status, _ message: String, heading: String? = nil) {
         self.status = status

@@ -164,6 +164,51 @@ struct AttachmentAPITests {
         }
     }
 
+    @Test("a file larger than a stored piece is stored in pieces and comes back whole, by raw and multipart upload; deleting it removes every piece")
+    func pieces() async throws {
+        try await TestApp.withRouter { client throws in
+            let size = RecordStore.attachmentChunkSize * 2 + 1234
+            let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 9) }
+            let raw = try await Self.upload(client, name: "big.bin", bytes: bytes, type: "application/octet-stream")
+            #expect(raw.status == .created)
+            let id = try raw.result.string("sys_id")
+            #expect(try raw.result.string("size_bytes") == String(size))
+            #expect(try raw.result.string("hash") == Digest.sha256Hex(bytes))
+            let file = try await client.get("/api/now/attachment/\(id)/file")
+            #expect(file.headers[.contentLength] == String(size))
+            #expect(Array(file.body.readableBytesView) == bytes)
+
+            let boundary = "pieces7"
+            var body = ByteBuffer(string: "--\(boundary)\r\nContent-Disposition: form-data; name=\"table_name\"\r\n\r\nincident\r\n")
+            body.writeString("--\(boundary)\r\nContent-Disposition: form-data; name=\"table_sys_id\"\r\n\r\n\(Demo.incident1)\r\n")
+            body.writeString("--\(boundary)\r\nContent-Disposition: form-data; name=\"f\"; filename=\"m.bin\"\r\n\r\n")
+            body.writeBytes(bytes)
+            body.writeString("\r\n--\(boundary)--\r\n")
+            var headers = HTTPFields.john
+            headers[.contentType] = "multipart/form-data; boundary=\(boundary)"
+            let multipart = try await client.execute(uri: "/api/now/attachment/upload", method: .post, headers: headers, body: body)
+            #expect(multipart.status == .created)
+            let second = try multipart.result.string("sys_id")
+            #expect(Array(try await client.get("/api/now/attachment/\(second)/file").body.readableBytesView) == bytes)
+
+            let deleted = try await client.execute(uri: "/api/now/attachment/\(id)", method: .delete, headers: .john, body: nil)
+            #expect(deleted.status == .noContent)
+            #expect(try await client.get("/api/now/attachment/\(id)/file").status == .notFound)
+            #expect(Array(try await client.get("/api/now/attachment/\(second)/file").body.readableBytesView) == bytes)
+        }
+    }
+
+    @Test("an empty file is stored and served empty")
+    func emptyFile() async throws {
+        try await TestApp.withRouter { client throws in
+            let created = try await Self.upload(client, name: "empty.txt", bytes: [])
+            #expect(created.status == .created)
+            let file = try await client.get("/api/now/attachment/\(try created.result.string("sys_id"))/file")
+            #expect(file.status == .ok)
+            #expect(file.body.readableBytes == 0)
+        }
+    }
+
     @Test("Location keeps the API version called and points a raw upload at its content")
     func locationKeepsVersion() async throws {
         try await TestApp.withRouter { client throws in
