@@ -24,6 +24,39 @@ struct ServerSentEventParserTests {
         }
     }
 
+    @Test("the standard's corner cases: byte order mark, data-less messages, NUL ids, empty ids, retry digits, fields without a colon")
+    func cornerCases() {
+        func parse(_ text: String, _ prefix: [UInt8] = []) -> ([ServerSentEvent], ServerSentEventParser) {
+            var parser = ServerSentEventParser()
+            let bytes = prefix + Array(text.utf8)
+            var events: [ServerSentEvent] = []
+            for byte in bytes { events += parser.feed([byte]) }
+            return (events, parser)
+        }
+        // A byte order mark at the start is skipped, even split byte by byte; anywhere else it is data.
+        #expect(parse("data: a\n\n", [0xEF, 0xBB, 0xBF]).0 == [ServerSentEvent(data: "a")])
+        #expect(parse("data: \u{FEFF}a\n\n").0 == [ServerSentEvent(data: "\u{FEFF}a")])
+        // Only a whole mark is skipped: a lone EF begins the first line (which is then no known field).
+        #expect(parse("data: a\n\n", [0xEF]).0.isEmpty)
+        // Comments only, an event name or id without data, and a stream that ends inside a message: nothing.
+        #expect(parse(":one\n:two\r\n\n").0.isEmpty)
+        #expect(parse("event: custom\n\nid: 5\n\n").0.isEmpty)
+        #expect(parse("id: 5\n\n").1.lastEventID == "5")
+        // `data` with no value, or alone without a colon, is an empty line of data.
+        #expect(parse("data\n\ndata:\ndata:\n\n").0 == [ServerSentEvent(data: ""), ServerSentEvent(data: "\n")])
+        // Only one space after the colon is dropped.
+        #expect(parse("data:  two\n\n").0 == [ServerSentEvent(data: " two")])
+        // An id with NUL is ignored; an empty id clears the last one.
+        let (ids, parser) = parse("id: 1\ndata: a\n\nid: x\u{0}y\ndata: b\n\nid\ndata: c\n\n")
+        #expect(ids.map(\.id) == ["1", "1", ""])
+        #expect(parser.lastEventID == "")
+        // `retry` is taken only when it is all digits.
+        let retries = parse("retry: 10\ndata: a\n\nretry: -5\ndata: b\n\nretry: +5\ndata: c\n\nretry: 1e3\ndata: d\n\nretry:\ndata: e\n\n").0
+        #expect(retries.map(\.retry) == [10, nil, nil, nil, nil])
+        // Unknown fields are ignored; field names are case-sensitive.
+        #expect(parse("Data: x\nfoo: y\ndata: z\n\n").0 == [ServerSentEvent(data: "z")])
+    }
+
     @Test("the last id carries over to messages without one; an incomplete message is not dispatched")
     func idsCarryOver() {
         var parser = ServerSentEventParser()

@@ -21,15 +21,23 @@ public struct ServerSentEvent: Sendable, Equatable {
 }
 
 /// Reads a `text/event-stream` incrementally, as the HTML standard's event-stream interpretation describes:
-/// lines end with CR, LF or CRLF (also when split across chunks), comments start with a colon, a blank line
-/// dispatches the message, and a message without data is not dispatched. Lines are bounded, so a server
-/// cannot make the reader hold unbounded memory.
+/// a byte order mark at the start of the stream is skipped, lines end with CR, LF or CRLF (also when split across
+/// chunks), comments start with a colon, a blank line dispatches the message, a message without data is not
+/// dispatched (nor one the stream ends in), an `id` with NUL is ignored and `retry` is read only when it is all
+/// digits. Lines are bounded, so a server cannot make the reader hold unbounded memory.
+///
+/// Checked against mattt/EventSource 1.1.1's parser, whose test vectors it passes where that parser follows the
+/// standard; it is kept rather than replaced because that one dispatches messages without data and the message a
+/// stream ends in, skips a byte order mark on every line, holds unbounded lines, and hops to an actor per byte.
 public struct ServerSentEventParser: Sendable {
     /// The longest line kept, in bytes; longer lines are cut.
     public static let maximumLineLength = 4 * 1024 * 1024
 
     private var line: [UInt8] = []
     private var lastWasCR = false
+    /// Bytes of the stream's start still compared with a byte order mark (EF BB BF).
+    private var bomMatched = 0
+    private var atStart = true
     private var event: String?
     private var data: [String] = []
     private var hasData = false
@@ -44,6 +52,17 @@ public struct ServerSentEventParser: Sendable {
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
         for byte in bytes {
+            if atStart {
+                // A byte order mark (EF BB BF) that begins the stream is no part of its first line.
+                let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+                if byte == bom[bomMatched] {
+                    bomMatched += 1
+                    if bomMatched == bom.count { atStart = false }
+                    continue
+                }
+                atStart = false
+                line.append(contentsOf: bom[..<bomMatched])
+            }
             if byte == 0x0A, lastWasCR {
                 lastWasCR = false
                 continue
@@ -88,7 +107,7 @@ public struct ServerSentEventParser: Sendable {
             data.append(String(value))
             hasData = true
         case "id" where !value.contains("\0"): lastEventID = String(value)
-        case "retry": retry = Int(value)
+        case "retry" where !value.isEmpty && value.utf8.allSatisfy({ (0x30...0x39).contains($0) }): retry = Int(value)
         default: break
         }
         return nil

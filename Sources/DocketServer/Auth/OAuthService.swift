@@ -207,11 +207,5 @@ actor OAuthService: ChangeObserver {
         Digest.sha256Hex(token.utf8)
     }
 
-    private static func newToken() -> String {
-        var generator = SystemRandomNumberGenerator()
-        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
+    private static func newToken() -> String { Base64URL.random(bytes: 32) }
 }

@@ -28,11 +28,11 @@ struct WebSessions: Sendable {
 
     /// The CSRF token of a session.
     func csrf(for session: String) -> String {
-        Data(HMAC<SHA256>.authenticationCode(for: Data(session.utf8), using: key)).base64URLEncoded
+        Base64URL.encode(Array(HMAC<SHA256>.authenticationCode(for: Data(session.utf8), using: key)))
     }
 
     func isValid(_ token: String, session: String) -> Bool {
-        guard let code = Data(base64URLEncoded: token) else { return false }
+        guard let code = Base64URL.decode(token) else { return false }
         return HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Data(session.utf8), using: key)
     }
 
