@@ -135,6 +135,49 @@ enum GraphQLOverHTTP {
     }
 
     /// The operation a request runs: the named one, or the only one.
+    /// A GraphQL endpoint's routes: the same handler for POST and GET.
+    static func endpoints<Context: RequestContext>(
+        _ handle: @escaping @Sendable (Request, Context) async throws -> Response
+    ) -> RouteCollection<Context> {
+        let routes = RouteCollection(context: Context.self)
+        routes.post(use: handle)
+        routes.get(use: handle)
+        return routes
+    }
+
+    /// The request's document text and variables, bounded and converted: the first step of every endpoint.
+    static func textAndVariables(_ incoming: Incoming) -> Result<(text: String, variables: [String: Map]), Problem> {
+        switch (text(incoming.query), variables(incoming.variables)) {
+        case (.failure(let problem), _), (_, .failure(let problem)): return .failure(problem)
+        case (.success(let text), .success(let values)): return .success((text, values))
+        }
+    }
+
+    /// Why a valid document is not run over HTTP, the same in every dialect (each words it in its own shape).
+    enum Refusal: Equatable {
+        /// A subscription: it needs a WebSocket.
+        case subscriptionNeedsSocket
+        /// A mutation sent with GET (which a browser sends cross-site with cookies): it needs POST.
+        case mutationNeedsPost
+
+        var message: String {
+            switch self {
+            case .subscriptionNeedsSocket:
+                "Subscriptions need a WebSocket: open one to this URL with the graphql-transport-ws or graphql-ws subprotocol"
+            case .mutationNeedsPost: "Mutations must be sent with POST"
+            }
+        }
+    }
+
+    /// What refuses the chosen operation of `document` over HTTP with `method`; nil when it may run.
+    static func refusal(for document: Document, operationName: String?, method: HTTPRequest.Method) -> Refusal? {
+        switch operation(in: document, named: operationName)?.operation {
+        case .subscription?: return .subscriptionNeedsSocket
+        case .mutation? where method != .post: return .mutationNeedsPost
+        default: return nil
+        }
+    }
+
     static func operation(in document: Document, named name: String?) -> OperationDefinition? {
         let operations = document.definitions.compactMap { $0 as? OperationDefinition }
         if let name { return operations.first { $0.name?.value == name } }

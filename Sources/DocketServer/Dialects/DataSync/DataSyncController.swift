@@ -59,12 +59,7 @@ struct DataSyncController {
         }
     }
 
-    var endpoints: RouteCollection<Context> {
-        let routes = RouteCollection(context: Context.self)
-        routes.post(use: handle)
-        routes.get(use: handle)
-        return routes
-    }
+    var endpoints: RouteCollection<Context> { GraphQLOverHTTP.endpoints(handle) }
 
     @Sendable func handle(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
@@ -75,23 +70,20 @@ struct DataSyncController {
         case .failure(let problem): return Self.errors([problem.message], status: .badRequest)
         case .success(let read): incoming = read
         }
-        switch (GraphQLOverHTTP.text(incoming.query).flatMap(GraphQLOverHTTP.document), GraphQLOverHTTP.variables(incoming.variables)) {
-        case (.failure(let problem), _), (_, .failure(let problem)): return Self.errors([problem.message], status: .badRequest)
-        case (.success(let parsed), .success(let values)): (document, variableValues) = (parsed, values)
+        switch GraphQLOverHTTP.textAndVariables(incoming).flatMap({ read in GraphQLOverHTTP.document(read.text).map { ($0, read.variables) } }) {
+        case .failure(let problem): return Self.errors([problem.message], status: .badRequest)
+        case .success(let parsed): (document, variableValues) = parsed
         }
         let problems = validate(schema: schema, ast: document)
         if !problems.isEmpty { return Self.errors(problems.map(\.message), status: .badRequest) }
-        switch GraphQLOverHTTP.operation(in: document, named: incoming.operationName)?.operation {
-        case .subscription?:
-            return Self.errors(
-                ["Subscriptions need a WebSocket: open one to this URL with the graphql-transport-ws or graphql-ws subprotocol"],
-                status: .badRequest
-            )
-        case .mutation? where request.method != .post:
-            var response = Self.errors(["Mutations must be sent with POST"], status: .methodNotAllowed)
+        switch GraphQLOverHTTP.refusal(for: document, operationName: incoming.operationName, method: request.method) {
+        case .subscriptionNeedsSocket?:
+            return Self.errors([GraphQLOverHTTP.Refusal.subscriptionNeedsSocket.message], status: .badRequest)
+        case .mutationNeedsPost?:
+            var response = Self.errors([GraphQLOverHTTP.Refusal.mutationNeedsPost.message], status: .methodNotAllowed)
             response.headers[.allow] = "POST"
             return response
-        default: break
+        case nil: break
         }
         let bytes = try await result(document, variables: variableValues, operationName: incoming.operationName, caller: caller)
         // Resolver errors (a conflict, a refused write) are answered with 200: Apollo iOS drops the body of any

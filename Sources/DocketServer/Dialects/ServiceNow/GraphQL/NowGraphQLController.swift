@@ -59,12 +59,7 @@ struct NowGraphQLController {
         }
     }
 
-    var endpoints: RouteCollection<Context> {
-        let routes = RouteCollection(context: Context.self)
-        routes.post(use: handle)
-        routes.get(use: handle)
-        return routes
-    }
+    var endpoints: RouteCollection<Context> { GraphQLOverHTTP.endpoints(handle) }
 
     @Sendable func handle(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
@@ -89,9 +84,9 @@ struct NowGraphQLController {
     ) async throws -> [UInt8] {
         let text: String
         let variableValues: [String: Map]
-        switch (GraphQLOverHTTP.text(query), GraphQLOverHTTP.variables(variables)) {
-        case (.failure(let problem), _), (_, .failure(let problem)): return Self.errorBytes(problem)
-        case (.success(let query), .success(let values)): (text, variableValues) = (query, values)
+        switch GraphQLOverHTTP.textAndVariables(.init(query: query, variables: variables, operationName: operationName)) {
+        case .failure(let problem): return Self.errorBytes(problem)
+        case .success(let read): (text, variableValues) = read
         }
         let schema: GraphQLSchema
         let prepared: PreparedDocument
@@ -101,16 +96,14 @@ struct NowGraphQLController {
         }
         let document = prepared.document
         if !prepared.problems.isEmpty { return Self.bytes(GraphQLResult(errors: prepared.problems)) }
-        if !allowMutations, GraphQLOverHTTP.operation(in: document, named: operationName)?.operation == .mutation {
+        switch GraphQLOverHTTP.refusal(for: document, operationName: operationName, method: allowMutations ? .post : .get) {
+        case .mutationNeedsPost?:
             var error = ServiceNowError(.methodNotAllowed, "Method not Supported", detail: "Send mutations with POST")
             error.headers[.allow] = "POST"
             throw error
-        }
-        if GraphQLOverHTTP.operation(in: document, named: operationName)?.operation == .subscription {
-            return Self.errorBytes([(
-                "Subscriptions need a WebSocket: open one to this URL with the graphql-transport-ws or graphql-ws subprotocol",
-                "ValidationError"
-            )])
+        case .subscriptionNeedsSocket?:
+            return Self.errorBytes([(GraphQLOverHTTP.Refusal.subscriptionNeedsSocket.message, "ValidationError")])
+        case nil: break
         }
         let context = NowGraphQLSchema.Context(
             store: store, caller: caller, maxPageSize: configuration.maxPageSize, budget: NowGraphQLSchema.Budget()
