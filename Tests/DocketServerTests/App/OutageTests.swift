@@ -124,6 +124,25 @@ struct OutageTests {
             let tasks = try await DataSyncAPITests.apollo(client, nil, "{ allTasks { id } }", headers: bearer)
             Self.expectUnavailable(tasks, "DataSync")
             Self.expectUnavailable(try await browser.get("/app/work"), "web UI")
+            for uri in [
+                "/api/now/attachment?sysparm_limit=1", "/api/x_snc_my_work/v1/tracker/task",
+                "/api/now/stats/incident?sysparm_count=true",
+            ] {
+                let response = try await client.get(uri, .john)
+                Self.expectUnavailable(response, uri)
+                #expect(try response.json["status"]?.stringValue == "failure", "\(uri)")
+            }
+            let graphQL = try await client.send(
+                .post, "/api/now/graphql", json: #"{"query":"{ GlideRecord_Query { incident { _rowCount } } }"}"#
+            )
+            Self.expectUnavailable(graphQL, "Now GraphQL")
+            // A batch reports each sub-request as it went: what could not reach the database is a 503 with
+            // Retry-After of its own, the batch itself a 200 (earlier sub-requests may have committed).
+            let batch = try await client.send(.post, "/api/now/batch", json: #"{"batch_request_id":"1","rest_requests":[{"id":"a","method":"GET","url":"/api/now/table/incident?sysparm_limit=1","headers":[]}]}"#)
+            #expect(batch.status == .ok)
+            let sub = try #require(try batch.json["serviced_requests"]?.arrayValue?.first)
+            #expect(sub["status_code"] == .number(503))
+            #expect(sub["headers"]?.arrayValue?.contains { $0.string("name").lowercased() == "retry-after" } == true, "\(sub)")
             let unhealthy = try await client.get("/health", [:])
             Self.expectUnavailable(unhealthy, "health")
             #expect(try unhealthy.json["status"]?.stringValue == "unavailable")
