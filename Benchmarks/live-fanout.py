@@ -25,21 +25,14 @@ import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docketd_process import start as start_docketd  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def start(binary, data, streams):
-    out = open(os.path.join(data, "stdout"), "w+")
-    server = subprocess.Popen([binary, "--demo", "--port", "0", "--data-dir", os.path.join(data, "db"),
-                               "--log-level", "warning", "--live-streams-per-user", str(streams + 10)],
-                              stdout=out, stderr=subprocess.DEVNULL)
-    for _ in range(300):
-        out.seek(0)
-        line = out.read()
-        if "listening on" in line:
-            return server, int(line.strip().rsplit(":", 1)[1])
-        time.sleep(0.1)
-    raise SystemExit("docketd did not start")
+    return start_docketd(binary, data, "--live-streams-per-user", str(streams + 10), data="db", wait=30)
 
 
 def rss_mib(pid):

@@ -12,29 +12,15 @@ Prints seconds and events per second for each reader, per round, and the median 
 import argparse
 import base64
 import http.client
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-
-def start(binary, folder, *extra):
-    out = open(os.path.join(folder, "stdout"), "w+")
-    process = subprocess.Popen(
-        [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning", *extra],
-        stdout=out, stderr=subprocess.DEVNULL,
-    )
-    for _ in range(600):
-        out.seek(0)
-        text = out.read()
-        if "listening on" in text:
-            return process, int(text.strip().rsplit(":", 1)[1])
-        time.sleep(0.1)
-    sys.exit("docketd did not start")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docketd_process import AdminClient, start  # noqa: E402
 
 
 def basic(user, password):
@@ -84,23 +70,9 @@ def main():
     folder = tempfile.mkdtemp(prefix="docket-bench-")
     process, port = start(args.binary, folder, "--live-replay-max-events", str(args.events + 100))
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        headers = dict(basic("admin", "admin"), Accept="application/json")
-        headers["Content-Type"] = "application/json"
-
-        def call(method, path, body=None):
-            connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-            response = connection.getresponse()
-            data = response.read()
-            if response.status >= 300:
-                sys.exit(f"{method} {path} answered {response.status}: {data[:200]!r}")
-            cookie = response.getheader("Set-Cookie")
-            if cookie and "Cookie" not in headers:
-                headers["Cookie"] = cookie.split(";", 1)[0]
-                headers.pop("Authorization", None)
-            return json.loads(data) if data else None
-
-        abel = call("GET", "/api/now/table/sys_user?sysparm_query=user_name=abel.tuter&sysparm_fields=sys_id")["result"][0]["sys_id"]
+        admin = AdminClient(port)
+        call = admin.call
+        abel = admin.user_id("abel.tuter")
         first = replay_head(port)
         # One incident in ten is abel's: his replay reports those, and judges every one.
         for index in range(args.events):

@@ -7,31 +7,15 @@ Usage: Benchmarks/reference-writes.py --binary .build/release/docketd [--writes 
 Prints writes per second for each kind, per round, and the median of the rounds.
 """
 import argparse
-import base64
-import http.client
-import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-
-def start(binary, folder):
-    out = open(os.path.join(folder, "stdout"), "w+")
-    process = subprocess.Popen(
-        [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning"],
-        stdout=out, stderr=subprocess.DEVNULL,
-    )
-    for _ in range(600):
-        out.seek(0)
-        text = out.read()
-        if "listening on" in text:
-            return process, int(text.strip().rsplit(":", 1)[1])
-        time.sleep(0.1)
-    sys.exit("docketd did not start")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docketd_process import AdminClient, start  # noqa: E402
 
 
 def main():
@@ -43,24 +27,9 @@ def main():
     folder = tempfile.mkdtemp(prefix="docket-bench-")
     process, port = start(args.binary, folder)
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        token = base64.b64encode(b"admin:admin").decode()
-        headers = {"Authorization": "Basic " + token, "Accept": "application/json", "Content-Type": "application/json"}
-
-        def call(method, path, body=None):
-            connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
-            response = connection.getresponse()
-            data = response.read()
-            if response.status >= 300:
-                sys.exit(f"{method} {path} answered {response.status}: {data[:200]!r}")
-            cookie = response.getheader("Set-Cookie")
-            if cookie and "Cookie" not in headers:
-                headers["Cookie"] = cookie.split(";", 1)[0]
-                headers.pop("Authorization", None)  # later requests ride the session, as clients do
-            return json.loads(data) if data else None
-
-        def user(name):
-            return call("GET", f"/api/now/table/sys_user?sysparm_query=user_name={name}&sysparm_fields=sys_id")["result"][0]["sys_id"]
+        admin = AdminClient(port)
+        call = admin.call
+        user = admin.user_id
 
         group = call("GET", "/api/now/table/sys_user_group?sysparm_query=name=Network&sysparm_fields=sys_id")["result"][0]["sys_id"]
         kinds = {
