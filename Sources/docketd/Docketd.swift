@@ -12,10 +12,10 @@ struct Docketd: AsyncParsableCommand {
         discussion: """
             `docketd` alone (or `docketd serve`) runs the server; see `docketd serve --help` for its options. \
             `docketd users create` adds an account to a data folder, such as the first administrator of a server \
-            started without --demo. `docketd migrate` copies a whole database into an empty one (SQLite to \
-            PostgreSQL).
+            started without --demo. `docketd keys rotate` adds a new key for signing tokens (`docketd keys list` shows \
+            them). `docketd migrate` copies a whole database into an empty one (SQLite to PostgreSQL).
             """,
-        subcommands: [Serve.self, Users.self, Migrate.self],
+        subcommands: [Serve.self, Users.self, Keys.self, Migrate.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -322,6 +322,84 @@ func explainingFailures<T>(_ body: () async throws -> T) async throws -> T {
         FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
     }
     throw ExitCode.failure
+}
+
+struct Keys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keys",
+        abstract: "List or rotate the keys tokens are signed with.",
+        discussion: """
+            Compass login tokens are JWTs whose header names the key that signed them. `docketd keys rotate` adds a \
+            new key that signs from a minute later (every running docketd sharing the database loads it before \
+            then); the key it replaces keeps verifying the tokens it signed until they expire (a day), and is \
+            removed by a later rotation. Example: docketd keys rotate --data-dir /var/lib/docket
+            """,
+        subcommands: [ListKeys.self, RotateKeys.self]
+    )
+
+    /// Where the keys live: the options every `keys` subcommand takes.
+    struct Location: ParsableArguments {
+        @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
+        var dataDirectory: String?
+
+        @Option(help: "The database, as for docketd serve (env DOCKET_DATABASE_URL; default the SQLite file in the data folder).")
+        var database: String?
+
+        func configuration() throws -> Configuration {
+            let environment = ProcessInfo.processInfo.environment
+            var configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
+            configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
+            if case .sqlite(let path) = configuration.storageLocation, !FileManager.default.fileExists(atPath: path) {
+                throw ValidationError("There is no database at \(path).")
+            }
+            return configuration
+        }
+    }
+
+    static func print(_ keys: [KeyAdministration.KeyInfo]) {
+        let format = ISO8601DateFormatter()
+        func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
+        Swift.print([pad("KEY", 20), pad("ALG", 6), pad("STATE", 8), pad("SIGNS FROM", 20), "VERIFIES UNTIL"].joined(separator: " "))
+        for key in keys {
+            Swift.print([
+                pad(key.id, 20), pad(key.algorithm, 6), pad(key.state(), 8),
+                pad(key.signsFrom.timeIntervalSince1970 == 0 ? "from the start" : format.string(from: key.signsFrom), 20),
+                key.verifiesUntil.map(format.string(from:)) ?? "while it signs",
+            ].joined(separator: " "))
+        }
+    }
+}
+
+struct ListKeys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the signing keys, oldest first.")
+
+    @OptionGroup var location: Keys.Location
+
+    func run() async throws {
+        let configuration = try location.configuration()
+        Keys.print(try await explainingFailures { try await KeyAdministration.list(in: configuration) })
+    }
+}
+
+struct RotateKeys: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate", abstract: "Add a new signing key; the current one keeps verifying its tokens until they expire."
+    )
+
+    @OptionGroup var location: Keys.Location
+
+    @Option(help: "Seconds before the new key starts signing; running servers load keys at least every 30 s (default 60).")
+    var lead: Int = 60
+
+    func run() async throws {
+        guard (0...86_400).contains(lead) else { throw ValidationError("--lead is 0 to 86400 seconds.") }
+        let configuration = try location.configuration()
+        let keys = try await explainingFailures { try await KeyAdministration.rotate(in: configuration, lead: lead) }
+        Keys.print(keys)
+        if let new = keys.last {
+            Swift.print("\nNew key \(new.id) signs from \(ISO8601DateFormatter().string(from: new.signsFrom)).")
+        }
+    }
 }
 
 struct Users: AsyncParsableCommand {

@@ -81,7 +81,7 @@ public func buildApplication(
     let nowGraphQL = NowGraphQLController(store: store, configuration: configuration)
     // Live streams: SSE and GraphQL subscriptions over WebSocket share one per-user bound.
     let signingKey = try await SigningKey.load(storage)
-    let tokenKeys = await TokenKeys.make(secret: signingKey)
+    let tokenKeys = try await TokenKeys.load(storage: storage, secret: signingKey)
     let compassTokens = CompassTokens(keys: tokenKeys, sessions: SessionStore(storage: storage))
     let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth, compass: compassTokens)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)

@@ -48,14 +48,15 @@ struct CompassTokens: Sendable {
 
     /// An HS512 JWT of the claims, under the current key (its id in the header).
     func sign(_ claims: Claims) async throws -> String {
-        try await keys.sign(Payload(
-            sub: claims.user, repo: claims.repo, db: claims.database, iat: claims.issuedAt, exp: claims.expires, sid: claims.session
-        ))
+        try await keys.sign(
+            Payload(sub: claims.user, repo: claims.repo, db: claims.database, iat: claims.issuedAt, exp: claims.expires, sid: claims.session),
+            now: claims.issuedAt
+        )
     }
 
     /// The claims and the session's user of a token that holds; nil for anything else (forged, expired, ended).
     func verify(_ token: String, now: Int = SessionStore.now()) async throws -> (claims: Claims, userID: String)? {
-        guard token.utf8.count <= 4096, let payload = await keys.verify(token, as: Payload.self), payload.exp > now else {
+        guard token.utf8.count <= 4096, let payload = try await keys.verify(token, as: Payload.self, now: now), payload.exp > now else {
             return nil
         }
         guard let stored = try await sessions.load(payload.sid), stored.expires > now else { return nil }

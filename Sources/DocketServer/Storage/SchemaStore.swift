@@ -29,6 +29,7 @@ enum SchemaStore {
         .once("2026-11-25-system-properties") { db, now in try await addSystemProperties(db, now: now) },
         .once("2026-11-25-response-date-time") { db, _ in try await keepResponseTimes(db) },
         .once("2026-11-26-attachment-chunks") { db, _ in try await moveAttachmentContentToChunks(db) },
+        .once("2026-11-26-signing-keys") { db, _ in try await SigningKeyStore.createTable(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -57,6 +58,7 @@ enum SchemaStore {
             try await createLoginFailureTable(db)
             try await createContextTable(db)
             try await addSystemProperties(db, now: GlideDateTime.format(now))
+            try await SigningKeyStore.createTable(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
