@@ -83,7 +83,9 @@ public func buildApplication(
     let signingKey = try await SigningKey.load(storage)
     let tokenKeys = try await TokenKeys.load(storage: storage, secret: signingKey)
     let compassTokens = CompassTokens(keys: tokenKeys, sessions: SessionStore(storage: storage))
-    let credentials = CredentialCheck(authenticator: authenticator, oauth: oauth, compass: compassTokens)
+    // The one way in: every dialect turns credentials into a caller through it.
+    let identity = Identity(authenticator: authenticator, oauth: oauth, compass: compassTokens)
+    let credentials = CredentialCheck(identity: identity)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
     // Attachment uploads (the Attachment API's and the web UI's) share one bound.
     let uploads = UploadGate(total: configuration.concurrentUploads, perUser: configuration.concurrentUploadsPerUser)
@@ -99,12 +101,11 @@ public func buildApplication(
         // ETO first: its `/API/*.svc` paths match in any case, `/api/…` included.
         ETOAPI(store: store, authenticator: authenticator, sessions: ContextSessions(storage: storage)).mount(),
         ServiceNowAPI(
-            store: store, configuration: configuration, authenticator: authenticator, oauth: oauth, rateLimiter: rateLimiter,
-            compass: compassTokens, graphQL: nowGraphQL,
+            store: store, configuration: configuration, identity: identity, rateLimiter: rateLimiter, graphQL: nowGraphQL,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
-        DataSyncController.mount(dataSync, configuration: configuration, authenticator: authenticator, oauth: oauth),
+        DataSyncController.mount(dataSync, configuration: configuration, identity: identity),
         // The web UI: `/` and `/app/…`, HTML pages, its own session cookie and CSRF tokens.
         WebAPI(
             store: store, configuration: configuration, authenticator: authenticator,
@@ -139,13 +140,13 @@ public func buildApplication(
             "/api/now/graphql",
             NowGraphQLSocketDialect(
                 controller: nowGraphQL,
-                logins: SocketLogins(authenticator: authenticator, oauth: oauth, acceptsSessionCookie: true)
+                logins: SocketLogins(identity: identity, acceptsSessionCookie: true)
             )
         ),
         (
             "/graphql",
             DataSyncSocketDialect(
-                controller: dataSync, logins: SocketLogins(authenticator: authenticator, oauth: oauth, acceptsSessionCookie: false)
+                controller: dataSync, logins: SocketLogins(identity: identity, acceptsSessionCookie: false)
             )
         ),
     ]

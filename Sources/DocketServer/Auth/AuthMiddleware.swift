@@ -11,10 +11,7 @@ struct AuthMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
     static let cookieName = "JSESSIONID"
 
-    let authenticator: Authenticator
-    let oauth: OAuthService
-    /// Compass login tokens, accepted below `/api/docket/` only.
-    var compass: CompassTokens? = nil
+    let identity: Identity
     /// Whether the server speaks TLS (the cookie is then marked `Secure`).
     var secure = false
 
@@ -27,7 +24,7 @@ struct AuthMiddleware: RouterMiddleware {
         var issue: String? = nil
         do {
             if let basic = request.headers.basic {
-                let (caller, token) = try await authenticator.login(
+                let (caller, token) = try await identity.login(
                     userName: basic.username, password: basic.password, address: context.clientAddress,
                     client: Self.client(request, context: context)
                 )
@@ -36,36 +33,31 @@ struct AuthMiddleware: RouterMiddleware {
                 if token != presented { issue = token }
             } else if let bearer = request.headers.bearer {
                 // Like ServiceNow, a bearer request also gets a session: clients that keep cookies (pysnc's
-                // refresh path sends one request without the new token) stay signed in through it.
-                if let userID = try await oauth.userID(accessToken: bearer.token) {
-                    let (caller, session) = try await authenticator.bearerLogin(
-                        userID: userID, presentedSession: presented, client: Self.client(request, context: context)
+                // refresh path sends one request without the new token) stay signed in through it. Below
+                // `/api/docket/` a Compass login token is taken too.
+                let (caller, credential, session) = try await identity.bearer(
+                    bearer.token,
+                    options: .init(
+                        session: (presented, Self.client(request, context: context)),
+                        compassTokens: request.uri.path.hasPrefix("/api/docket/")
                     )
-                    context.caller = caller
-                    context.credential = .bearer(bearer.token)
-                    issue = session
-                } else if let compass, request.uri.path.hasPrefix("/api/docket/"), let caller = try await Self.compassCaller(
-                    bearer.token, compass: compass, authenticator: authenticator
-                ) {
-                    context.caller = caller
-                    context.credential = .compass(bearer.token)
-                } else {
-                    throw ServiceNowError.unauthenticated
-                }
-            } else if request.headers[.authorization] != nil {
-                throw ServiceNowError.unauthenticated
-            } else if let presented, let caller = try await authenticator.caller(sessionToken: presented) {
+                )
                 context.caller = caller
+                context.credential = credential
+                if case .bearer = credential { issue = session }
+            } else if request.headers[.authorization] != nil {
+                throw Identity.Refusal.missing
+            } else if let presented {
+                context.caller = try await identity.session(presented)
                 context.credential = .session(presented)
             } else {
-                throw ServiceNowError.unauthenticated
+                throw Identity.Refusal.missing
             }
-        } catch let failure as LoginFailure {
-            await failure.holdBack(authenticator)
-            if failure == .unavailable {
+        } catch let refusal as Identity.Refusal {
+            if refusal == .unavailable {
                 context.logger.warning("Credentials could not be checked: the database is unavailable", metadata: ["path": "\(request.uri.path)"])
             }
-            throw ServiceNowError(failure)
+            throw ServiceNowError(refusal.loginFailure)
         }
         var response = try await next(request, context)
         if let issue {
@@ -77,15 +69,5 @@ struct AuthMiddleware: RouterMiddleware {
     /// Which client of a user a request comes from, for its session: its address and `User-Agent`.
     static func client(_ request: Request, context: Context) -> String {
         context.clientAddress + "\u{0}" + String((request.headers[.userAgent] ?? "").prefix(256))
-    }
-
-    /// The caller of a Compass login token; nil for a token that does not hold.
-    static func compassCaller(_ token: String, compass: CompassTokens, authenticator: Authenticator) async throws(LoginFailure)
-        -> Caller?
-    {
-        let verified: (claims: CompassTokens.Claims, userID: String)?
-        do { verified = try await compass.verify(token) } catch { throw .unavailable }
-        guard let verified else { return nil }
-        return try await authenticator.caller(userID: verified.userID)
     }
 }

@@ -80,7 +80,7 @@ struct LiveGroupsTests {
             store.broadcaster.add(observer: authenticator)
             let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
             let groups = LiveGroups(
-                store: store, credentials: CredentialCheck(authenticator: authenticator, oauth: oauth), logger: Logger(label: "test")
+                store: store, credentials: CredentialCheck(identity: Identity(authenticator: authenticator, oauth: oauth)), logger: Logger(label: "test")
             )
             let fixture = Fixture(store: store, authenticator: authenticator, groups: groups, loop: threads.next())
             defer {

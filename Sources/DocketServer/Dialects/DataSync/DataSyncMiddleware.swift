@@ -50,8 +50,7 @@ struct DataSyncHTTPError: HTTPResponseError {
 struct DataSyncMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
 
-    let authenticator: Authenticator
-    let oauth: OAuthService
+    let identity: Identity
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws
         -> Response
@@ -99,36 +98,31 @@ struct DataSyncMiddleware: RouterMiddleware {
     private func authenticate(_ request: Request, context: Context) async throws -> (Caller, PresentedCredential) {
         do {
             if let bearer = request.headers.bearer {
-                guard let userID = try await oauth.userID(accessToken: bearer.token),
-                    let caller = try await authenticator.caller(userID: userID)
-                else { throw DataSyncHTTPError.invalidToken }
-                return (caller, .bearer(bearer.token))
+                let (caller, credential, _) = try await identity.bearer(bearer.token)
+                return (caller, credential)
             }
             if let basic = request.headers.basic {
-                let (caller, token) = try await authenticator.login(
+                let (caller, token) = try await identity.login(
                     userName: basic.username, password: basic.password, address: context.clientAddress,
                     client: AuthMiddleware.client(request, context: context)
                 )
                 return (caller, .session(token))
             }
-            throw DataSyncHTTPError.unauthenticated
-        } catch let failure as LoginFailure {
-            await failure.holdBack(authenticator)
-            switch failure {
-            case .rejected: throw DataSyncHTTPError.unauthenticated
-            case .throttled(let wait):
-                var error = DataSyncHTTPError(
-                    status: .tooManyRequests, message: "Too many failed login attempts", code: "TOO_MANY_REQUESTS"
-                )
-                error.headers[.retryAfter] = String(max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0)))
-                throw error
+            throw Identity.Refusal.missing
+        } catch let refusal as Identity.Refusal {
+            var error: DataSyncHTTPError
+            switch refusal {
+            case .invalidToken: error = .invalidToken
+            case .missing, .rejected, .sessionEnded: error = .unauthenticated
+            case .throttled:
+                error = DataSyncHTTPError(status: .tooManyRequests, message: "Too many failed login attempts", code: "TOO_MANY_REQUESTS")
             case .busy, .unavailable:
-                var error = DataSyncHTTPError(
+                error = DataSyncHTTPError(
                     status: .serviceUnavailable, message: "Logins cannot be checked right now; try again", code: "UNAVAILABLE"
                 )
-                error.headers[.retryAfter] = failure == .busy ? "1" : StorageUnavailable.retryAfter
-                throw error
             }
+            error.headers[.retryAfter] = refusal.retryAfter
+            throw error
         }
     }
 }
@@ -137,11 +131,11 @@ extension DataSyncController {
     /// The DataSync dialect's router, mounted at `/graphql`: every request there, including methods and paths
     /// no route takes, passes its authenticator and is answered in GraphQL's error shape.
     static func mount(
-        _ controller: DataSyncController, configuration: Configuration, authenticator: Authenticator, oauth: OAuthService
+        _ controller: DataSyncController, configuration: Configuration, identity: Identity
     ) -> DialectMount {
         let router = Router(context: Context.self)
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
-        router.add(middleware: DataSyncMiddleware(authenticator: authenticator, oauth: oauth))
+        router.add(middleware: DataSyncMiddleware(identity: identity))
         router.addRoutes(controller.endpoints, atPath: "/graphql")
         return DialectMount(prefix: "/graphql", responder: router.buildResponder())
     }

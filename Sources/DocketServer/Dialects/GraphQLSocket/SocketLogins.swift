@@ -16,8 +16,7 @@ import Synchronization
 ///
 /// Bearer tokens are docketd's OAuth tokens; Basic credentials log in (throttled like every login).
 struct SocketLogins: Sendable {
-    let authenticator: Authenticator
-    let oauth: OAuthService
+    let identity: Identity
     let acceptsSessionCookie: Bool
 
     static let payloadKeys = ["Authorization", "authorization", "Auth", "auth"]
@@ -34,13 +33,11 @@ struct SocketLogins: Sendable {
                 var fields = HTTPFields()
                 fields[.authorization] = authorization
                 if let bearer = fields.bearer {
-                    guard let userID = try await oauth.userID(accessToken: bearer.token),
-                        let caller = try await authenticator.caller(userID: userID)
-                    else { return .rejected("The bearer token is not valid (unknown, expired or revoked)") }
-                    return .accepted(caller, .bearer(bearer.token))
+                    let (caller, credential, _) = try await identity.bearer(bearer.token)
+                    return .accepted(caller, credential)
                 }
                 if let basic = fields.basic {
-                    let (caller, token) = try await authenticator.login(
+                    let (caller, token) = try await identity.login(
                         userName: basic.username, password: basic.password, address: clientAddress,
                         client: clientAddress + "\u{0}" + String((request.headers[.userAgent] ?? "").prefix(256))
                     )
@@ -49,15 +46,14 @@ struct SocketLogins: Sendable {
                 return .rejected("Authorization must be 'Bearer <token>' or 'Basic <credentials>'")
             }
             if acceptsSessionCookie, let token = request.cookies[AuthMiddleware.cookieName]?.value, Self.isSameOrigin(request) {
-                guard let caller = try await authenticator.caller(sessionToken: token) else {
-                    return .rejected("The session has ended; log in again")
-                }
-                return .accepted(caller, .session(token))
+                return .accepted(try await identity.session(token), .session(token))
             }
             return .rejected("Authentication required: send Authorization in connection_init's payload or the upgrade request")
         } catch {
-            await error.holdBack(authenticator)
             switch error {
+            case .missing: return .rejected("Authentication required")
+            case .invalidToken: return .rejected("The bearer token is not valid (unknown, expired or revoked)")
+            case .sessionEnded: return .rejected("The session has ended; log in again")
             case .rejected: return .rejected("User name or password invalid")
             case .throttled: return .rejected("Too many failed login attempts; try again later")
             case .busy, .unavailable: return .unavailable("Logins cannot be checked right now; try again")

@@ -12,10 +12,8 @@ struct ServiceNowAPI {
 
     let store: RecordStore
     let configuration: Configuration
-    let authenticator: Authenticator
-    let oauth: OAuthService
+    let identity: Identity
     let rateLimiter: RateLimiter
-    let compass: CompassTokens
     let graphQL: NowGraphQLController
     let events: EventStreamController
     let uploads: UploadGate
@@ -25,7 +23,7 @@ struct ServiceNowAPI {
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
         router.add(middleware: ServiceNowMiddleware())
         router.add(middleware: AuthMiddleware(
-            authenticator: authenticator, oauth: oauth, compass: compass, secure: configuration.servedOverHTTPS
+            identity: identity, secure: configuration.servedOverHTTPS
         ))
         router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
         for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {

@@ -1,0 +1,151 @@
+import DocketModel
+import Foundation
+
+/// The one way in: credentials as a request presents them (a user name and password, a bearer token, a session
+/// token) → the ``Caller`` they stand for, or a typed ``Refusal`` that each dialect words in its own shape. Login
+/// throttling (and holding back a throttled answer), locked and deactivated accounts, logouts and revocations are
+/// decided here, once, for every dialect: the ServiceNow APIs, DataSync, the GraphQL sockets, the web UI, and the
+/// checks live streams repeat while they run.
+struct Identity: Sendable {
+    /// Why credentials did not establish a caller.
+    enum Refusal: Error, Sendable, Equatable {
+        /// No credentials were presented.
+        case missing
+        /// A user name and password that do not log in (wrong, unknown, locked, deactivated).
+        case rejected
+        /// A bearer token that is not one (unknown, expired, revoked, or its user may no longer log in).
+        case invalidToken
+        /// A session that ended (logout, expiry, a new password, a lock).
+        case sessionEnded
+        /// Too many failed logins from this client: try again after the wait.
+        case throttled(retryAfter: Duration)
+        /// Password checking is at capacity: try again shortly.
+        case busy
+        /// The database could not be read: not the caller's fault, and no answer about the credentials.
+        case unavailable
+
+        /// `Retry-After` seconds for a refusal that asks to try again later; nil for the others.
+        var retryAfter: String? {
+            switch self {
+            case .throttled(let wait): String(max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0)))
+            case .busy: "1"
+            case .unavailable: StorageUnavailable.retryAfter
+            default: nil
+            }
+        }
+
+        /// The same refusal as a login failure (for the dialects that answer in those terms).
+        var loginFailure: LoginFailure {
+            switch self {
+            case .throttled(let wait): .throttled(retryAfter: wait)
+            case .busy: .busy
+            case .unavailable: .unavailable
+            default: .rejected
+            }
+        }
+    }
+
+    /// What a bearer token may be besides docketd's OAuth access token.
+    struct BearerOptions: Sendable {
+        /// Give the caller a session as well (a cookie for clients that keep them), reusing `presentedSession`
+        /// when it is already this user's; `client` tells the user's clients apart.
+        var session: (presented: String?, client: String)? = nil
+        /// Accept a Compass login token too.
+        var compassTokens = false
+    }
+
+    let authenticator: Authenticator
+    let oauth: OAuthService
+    /// Compass login tokens, when the server speaks Compass.
+    var compass: CompassTokens? = nil
+
+    /// Logs in with a user name and password: the caller and their session for `client` (the user's other
+    /// clients keep theirs). A throttled attempt's answer is held back here.
+    func login(userName: String, password: String, address: String, client: String) async throws(Refusal)
+        -> (caller: Caller, session: String)
+    {
+        do {
+            let (caller, session) = try await authenticator.login(userName: userName, password: password, address: address, client: client)
+            return (caller, session)
+        } catch {
+            await error.holdBack(authenticator)
+            throw Self.refusal(error)
+        }
+    }
+
+    /// The caller of a bearer token, how it was presented, and a session to issue when `options` asks for one
+    /// (nil when the presented one already serves).
+    func bearer(_ token: String, options: BearerOptions = BearerOptions()) async throws(Refusal)
+        -> (caller: Caller, credential: PresentedCredential, issuedSession: String?)
+    {
+        do {
+            if let userID = try await oauth.userID(accessToken: token) {
+                if let session = options.session {
+                    let (caller, issued) = try await authenticator.bearerLogin(
+                        userID: userID, presentedSession: session.presented, client: session.client
+                    )
+                    return (caller, .bearer(token), issued)
+                }
+                guard let caller = try await authenticator.caller(userID: userID) else { throw Refusal.invalidToken }
+                return (caller, .bearer(token), nil)
+            }
+            if options.compassTokens, let caller = try await compassCaller(token) {
+                return (caller, .compass(token), nil)
+            }
+            throw Refusal.invalidToken
+        } catch let refusal as Refusal {
+            throw refusal
+        } catch let failure as LoginFailure {
+            // A bearer's user that may no longer log in: the token no longer stands for anyone.
+            throw failure == .rejected ? .invalidToken : Self.refusal(failure)
+        } catch {
+            throw .unavailable
+        }
+    }
+
+    /// The caller of a session token.
+    func session(_ token: String) async throws(Refusal) -> Caller {
+        let caller: Caller?
+        do { caller = try await authenticator.caller(sessionToken: token) } catch { throw Self.refusal(error) }
+        guard let caller else { throw .sessionEnded }
+        return caller
+    }
+
+    /// The caller a credential that was accepted earlier stands for now (a live stream or socket checks again
+    /// while it runs); nil when it ended or now stands for someone else. Throws ``Refusal/unavailable`` when that
+    /// could not be looked up: the stream then ends so that its client resumes later, never as if it had ended.
+    func recheck(_ credential: PresentedCredential, as current: Caller) async throws(Refusal) -> Caller? {
+        do {
+            switch credential {
+            case .session(let token):
+                return try await authenticator.caller(sessionToken: token)
+            case .bearer(let token):
+                guard let userID = try await oauth.userID(accessToken: token), userID == current.userID else { return nil }
+                return try await authenticator.caller(userID: userID)
+            case .compass(let token):
+                guard let caller = try await compassCaller(token), caller.userID == current.userID else { return nil }
+                return caller
+            }
+        } catch {
+            throw .unavailable
+        }
+    }
+
+    /// The caller of a Compass login token; nil for a token that does not hold.
+    private func compassCaller(_ token: String) async throws(LoginFailure) -> Caller? {
+        guard let compass else { return nil }
+        let verified: (claims: CompassTokens.Claims, userID: String)?
+        do { verified = try await compass.verify(token) } catch { throw .unavailable }
+        guard let verified else { return nil }
+        return try await authenticator.caller(userID: verified.userID)
+    }
+
+    private static func refusal(_ failure: LoginFailure) -> Refusal {
+        switch failure {
+        case .rejected: .rejected
+        case .throttled(let wait): .throttled(retryAfter: wait)
+        case .busy: .busy
+        case .unavailable: .unavailable
+        }
+    }
+}
