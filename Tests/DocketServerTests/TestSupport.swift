@@ -207,6 +207,18 @@ enum TestApp {
         return try await app.test(.router, test)
     }
 
+    /// The sign-in services on an engine (cheap bcrypt): an authenticator that follows the engine's changes, and
+    /// OAuth. The hasher must be shut down after use.
+    static func identity(on store: RecordStore) -> (identity: Identity, hasher: PasswordHasher) {
+        let hasher = PasswordHasher(cost: 4)
+        let authenticator = Authenticator(
+            users: UserDirectory(store: store), hasher: hasher, credentialTTL: .seconds(60), sessionTimeout: .seconds(600)
+        )
+        store.broadcaster.add(observer: authenticator)
+        let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
+        return (Identity(authenticator: authenticator, oauth: oauth), hasher)
+    }
+
     /// An engine on a new demo database, for engine tests.
     @discardableResult
     static func withStore<T: Sendable>(_ test: @Sendable (RecordStore) async throws -> T) async throws -> T {

@@ -9,14 +9,11 @@ import Testing
 struct IdentityTests {
     static func withIdentity(_ test: @Sendable (Identity, RecordStore) async throws -> Void) async throws {
         try await TestApp.withStore { store in
-            let hasher = PasswordHasher(cost: 4)
-            let authenticator = Authenticator(
-                users: UserDirectory(store: store), hasher: hasher, credentialTTL: .seconds(60), sessionTimeout: .seconds(600)
+            var (identity, hasher) = TestApp.identity(on: store)
+            identity.compass = CompassTokens(
+                keys: await TokenKeys.make(secret: Array(repeating: 3, count: 64)), sessions: SessionStore(storage: store.storage)
             )
-            store.broadcaster.add(observer: authenticator)
-            let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
-            let compass = CompassTokens(keys: await TokenKeys.make(secret: Array(repeating: 3, count: 64)), sessions: SessionStore(storage: store.storage))
-            try await test(Identity(authenticator: authenticator, oauth: oauth, compass: compass), store)
+            try await test(identity, store)
             await hasher.shutdown()
         }
     }

@@ -73,16 +73,9 @@ struct LiveGroupsTests {
     static func withFixture(_ test: @Sendable (Fixture) async throws -> Void) async throws {
         let threads = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         try await TestApp.withStore { store in
-            let hasher = PasswordHasher(cost: 4)
-            let authenticator = Authenticator(
-                users: UserDirectory(store: store), hasher: hasher, credentialTTL: .seconds(60), sessionTimeout: .seconds(600)
-            )
-            store.broadcaster.add(observer: authenticator)
-            let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
-            let groups = LiveGroups(
-                store: store, credentials: CredentialCheck(identity: Identity(authenticator: authenticator, oauth: oauth)), logger: Logger(label: "test")
-            )
-            let fixture = Fixture(store: store, authenticator: authenticator, groups: groups, loop: threads.next())
+            let (identity, hasher) = TestApp.identity(on: store)
+            let groups = LiveGroups(store: store, credentials: CredentialCheck(identity: identity), logger: Logger(label: "test"))
+            let fixture = Fixture(store: store, authenticator: identity.authenticator, groups: groups, loop: threads.next())
             defer {
                 for ride in fixture.rides.withLock({ $0 }) { ride.cancel() }
             }
