@@ -99,7 +99,7 @@ public func buildApplication(
     // Each dialect is a router of its own, with its own middlewares and not-found answer (``DialectMount``).
     let mounts = [
         // ETO first: its `/API/*.svc` paths match in any case, `/api/…` included.
-        ETOAPI(store: store, authenticator: authenticator, sessions: ContextSessions(storage: storage)).mount(),
+        ETOAPI(store: store, identity: identity, sessions: ContextSessions(storage: storage)).mount(),
         ServiceNowAPI(
             store: store, configuration: configuration, identity: identity, rateLimiter: rateLimiter, graphQL: nowGraphQL,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
@@ -108,14 +108,13 @@ public func buildApplication(
         DataSyncController.mount(dataSync, configuration: configuration, identity: identity),
         // The web UI: `/` and `/app/…`, HTML pages, its own session cookie and CSRF tokens.
         WebAPI(
-            store: store, configuration: configuration, authenticator: authenticator,
+            store: store, configuration: configuration, identity: identity,
             sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
         ).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(
-            store: store, configuration: configuration, authenticator: authenticator,
-            tokens: compassTokens
+            store: store, configuration: configuration, identity: identity, tokens: compassTokens
         ).mount(),
     ]
     // The root: health, and ServiceNow's login endpoints at the top of an instance (OAuth answers its own errors).

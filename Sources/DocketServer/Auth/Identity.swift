@@ -73,6 +73,39 @@ struct Identity: Sendable {
         }
     }
 
+    /// Checks a user name and password without starting a session: for logins that issue a credential of their
+    /// own (a Compass token, an ETO sign-in token). A throttled attempt's answer is held back here.
+    func verify(userName: String, password: String, address: String) async throws(Refusal) -> Caller {
+        do {
+            return try await authenticator.authenticate(userName: userName, password: password, address: address)
+        } catch {
+            await error.holdBack(authenticator)
+            throw Self.refusal(error)
+        }
+    }
+
+    /// Signs in to the web UI: a new session of its own. A throttled attempt's answer is held back here.
+    func signIn(userName: String, password: String, address: String) async throws(Refusal) -> String {
+        do {
+            return try await authenticator.signIn(userName: userName, password: password, address: address)
+        } catch {
+            await error.holdBack(authenticator)
+            throw Self.refusal(error)
+        }
+    }
+
+    /// A Compass login token's claims and caller (Compass's own API, which binds a token to its repository).
+    func compassToken(_ token: String) async throws(Refusal) -> (claims: CompassTokens.Claims, caller: Caller) {
+        guard let compass else { throw .invalidToken }
+        let verified: (claims: CompassTokens.Claims, userID: String)?
+        do { verified = try await compass.verify(token) } catch { throw .unavailable }
+        guard let verified else { throw .invalidToken }
+        let caller: Caller?
+        do { caller = try await authenticator.caller(userID: verified.userID) } catch { throw Self.refusal(error) }
+        guard let caller else { throw .invalidToken }
+        return (verified.claims, caller)
+    }
+
     /// The caller of a bearer token, how it was presented, and a session to issue when `options` asks for one
     /// (nil when the presented one already serves).
     func bearer(_ token: String, options: BearerOptions = BearerOptions()) async throws(Refusal)

@@ -42,8 +42,7 @@ extension CompassError where Shape == CompassErrorShape {
 struct CompassMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
 
-    let authenticator: Authenticator
-    let tokens: CompassTokens
+    let identity: Identity
 
     static let open: Set<String> = ["/ccmweb/rest/repos", "/ccmweb/rest/authenticate"]
 
@@ -55,10 +54,15 @@ struct CompassMiddleware: RouterMiddleware {
             let path = request.uri.path.count > 1 && request.uri.path.hasSuffix("/")
                 ? String(request.uri.path.dropLast()) : request.uri.path
             if !Self.open.contains(path) {
-                guard let bearer = request.headers.bearer,
-                    let (claims, userID) = try await tokens.verify(bearer.token),
-                    let caller = try await authenticator.caller(userID: userID)
-                else { throw CompassError.unauthenticated }
+                guard let bearer = request.headers.bearer else { throw CompassError.unauthenticated }
+                let (claims, caller): (CompassTokens.Claims, Caller)
+                do {
+                    (claims, caller) = try await identity.compassToken(bearer.token)
+                } catch .unavailable, .busy {
+                    throw CompassError.unavailable("The service is unavailable; try again shortly")
+                } catch {
+                    throw CompassError.unauthenticated
+                }
                 context.caller = caller
                 context.credential = .compass(bearer.token)
                 context.compassClaims = claims
@@ -94,13 +98,13 @@ struct CompassAPI {
 
     let store: RecordStore
     let configuration: Configuration
-    let authenticator: Authenticator
+    let identity: Identity
     let tokens: CompassTokens
 
     func mount() -> DialectMount {
         let router = Router(context: Context.self)
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
-        router.add(middleware: CompassMiddleware(authenticator: authenticator, tokens: tokens))
+        router.add(middleware: CompassMiddleware(identity: identity))
         let base = "/ccmweb/rest"
         router.get(RouterPath(base + "/repos")) { _, _ in
             Response.json(.array(CompassDirectory.repositories.map { .object(["name": .string($0)]) }))
@@ -151,16 +155,15 @@ struct CompassAPI {
         }
         let caller: Caller
         do {
-            caller = try await authenticator.authenticate(userName: user, password: password, address: context.clientAddress)
+            caller = try await identity.verify(userName: user, password: password, address: context.clientAddress)
         } catch {
-            await error.holdBack(authenticator)
             switch error {
-            case .rejected: throw CompassError(.unauthorized, "Invalid user name or password")
-            case .throttled(let wait):
+            case .throttled:
                 var refusal = CompassError(.tooManyRequests, "Too many failed login attempts; try again later")
-                refusal.headers[.retryAfter] = String(max(1, wait.components.seconds + 1))
+                refusal.headers[.retryAfter] = error.retryAfter
                 throw refusal
-            case .busy, .unavailable: throw CompassError(.serviceUnavailable, "Logins cannot be checked right now; try again")
+            case .busy, .unavailable: throw CompassError.unavailable("Logins cannot be checked right now; try again")
+            default: throw CompassError(.unauthorized, "Invalid user name or password")
             }
         }
         let token = try await tokens.issue(userID: caller.userID, userName: caller.userName, repo: repo, database: database.name)

@@ -14,8 +14,10 @@ struct ETOAPI: HTTPResponder {
     typealias Context = DocketRequestContext
 
     let store: RecordStore
-    let authenticator: Authenticator
+    let identity: Identity
     let sessions: ContextSessions
+
+    var authenticator: Authenticator { identity.authenticator }
 
     static let zeroGUID = "00000000-0000-0000-0000-000000000000"
 
@@ -142,16 +144,15 @@ struct ETOAPI: HTTPResponder {
         }
         let caller: Caller
         do {
-            caller = try await authenticator.authenticate(userName: userName, password: password, address: context.clientAddress)
+            caller = try await identity.verify(userName: userName, password: password, address: context.clientAddress)
         } catch {
-            await error.holdBack(authenticator)
             switch error {
-            case .rejected: return answer(Self.zeroGUID, code: 1)
-            case .throttled(let wait):
+            case .throttled:
                 var response = answer(Self.zeroGUID, code: 2)
-                response.headers[.retryAfter] = String(max(1, wait.components.seconds + 1))
+                response.headers[.retryAfter] = error.retryAfter
                 return response
-            case .busy, .unavailable: throw ETOError(.serviceUnavailable, "Logins cannot be checked right now; try again")
+            case .busy, .unavailable: throw ETOError.unavailable("Logins cannot be checked right now; try again")
+            default: return answer(Self.zeroGUID, code: 1)
             }
         }
         let token = try await sessions.start(.init(kind: .sso, userID: caller.userID, enterprise: "", site: 0, program: 0, utcOffset: 0))

@@ -15,7 +15,7 @@ struct WebAPI {
 
     let store: RecordStore
     let configuration: Configuration
-    let authenticator: Authenticator
+    let identity: Identity
     let sessions: WebSessions
     let ui: WebUI?
     let events: EventStreamController
@@ -29,7 +29,7 @@ struct WebAPI {
         let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: MalformedRequestMiddleware())
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
-        router.add(middleware: WebMiddleware(pages: pages, authenticator: authenticator))
+        router.add(middleware: WebMiddleware(pages: pages, identity: identity))
         router.get("/") { request, context in try await signInPage(request, context: context) }
         router.get("/app") { _, _ in Self.redirect("/app/work") }
         router.post("/app/login") { request, context in try await signIn(request, context: context) }
@@ -116,13 +116,12 @@ struct WebAPI {
             return signInForm(request, error: "Enter your user name and password.", userName: userName, next: next, status: .badRequest)
         }
         do {
-            let token = try await authenticator.signIn(userName: String(userName.prefix(256)), password: password, address: context.clientAddress)
+            let token = try await identity.signIn(userName: String(userName.prefix(256)), password: password, address: context.clientAddress)
             return Self.redirect(Self.safeNext(next), cookies: [sessions.sessionCookie(token)])
         } catch {
-            await error.holdBack(authenticator)
             switch error {
-            case .rejected:
-                let locked = await authenticator.isLockedOut(userName: userName, password: password)
+            case .missing, .rejected, .invalidToken, .sessionEnded:
+                let locked = await identity.authenticator.isLockedOut(userName: userName, password: password)
                 return signInForm(
                     request,
                     error: locked
@@ -147,7 +146,7 @@ struct WebAPI {
 
     @Sendable func signOut(_ request: Request, context: Context) async throws -> Response {
         _ = try await WebForm.read(request, context: context, sessions: sessions)
-        if case .session(let token) = context.credential { try await authenticator.endSession(token) }
+        if case .session(let token) = context.credential { try await identity.authenticator.endSession(token) }
         return Self.redirect("/", cookies: [sessions.endedSessionCookie()])
     }
 }
@@ -204,16 +203,18 @@ struct WebMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
 
     let pages: WebPages
-    let authenticator: Authenticator
+    let identity: Identity
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         do {
-            if let token = request.cookies[WebSessions.cookie]?.value, !token.isEmpty, token.count <= 128,
-                let caller = try await authenticator.caller(sessionToken: token)
-            {
-                context.caller = caller
-                context.credential = .session(token)
+            if let token = request.cookies[WebSessions.cookie]?.value, !token.isEmpty, token.count <= 128 {
+                do {
+                    context.caller = try await identity.session(token)
+                    context.credential = .session(token)
+                } catch .sessionEnded {
+                    // Signed out (or expired): the page asks to sign in again.
+                }
             }
             let path = request.uri.path
             // ServiceNow's page paths only redirect (to a page that asks to sign in, and comes back to it after).
@@ -241,7 +242,7 @@ struct WebMiddleware: RouterMiddleware {
         case let error as ServiceNowError: return WebError(error.status, [error.message, error.detail].compactMap { $0 }.joined(separator: ": "))
         case let error as HTTPError where error.status == .notFound: return WebError(.notFound, "There is no such page.")
         case let error as HTTPError: return WebError(error.status, error.body ?? error.status.reasonPhrase)
-        case is LoginFailure: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
+        case is LoginFailure, is Identity.Refusal: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
         case is StorageUnavailable:
             context.logger.warning("Web request refused: the database is unavailable", metadata: ["error": "\(error)"])
             return WebError(.serviceUnavailable, "The server cannot reach its database right now. Try again in a moment.")
