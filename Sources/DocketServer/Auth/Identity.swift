@@ -64,33 +64,24 @@ struct Identity: Sendable {
     func login(userName: String, password: String, address: String, client: String) async throws(Refusal)
         -> (caller: Caller, session: String)
     {
-        do {
+        try await passwordChecked { () async throws(LoginFailure) in
             let (caller, session) = try await authenticator.login(userName: userName, password: password, address: address, client: client)
             return (caller, session)
-        } catch {
-            await error.holdBack(authenticator)
-            throw Self.refusal(error)
         }
     }
 
     /// Checks a user name and password without starting a session: for logins that issue a credential of their
     /// own (a Compass token, an ETO sign-in token). A throttled attempt's answer is held back here.
     func verify(userName: String, password: String, address: String) async throws(Refusal) -> Caller {
-        do {
-            return try await authenticator.authenticate(userName: userName, password: password, address: address)
-        } catch {
-            await error.holdBack(authenticator)
-            throw Self.refusal(error)
+        try await passwordChecked { () async throws(LoginFailure) in
+            try await authenticator.authenticate(userName: userName, password: password, address: address)
         }
     }
 
     /// Signs in to the web UI: a new session of its own. A throttled attempt's answer is held back here.
     func signIn(userName: String, password: String, address: String) async throws(Refusal) -> String {
-        do {
-            return try await authenticator.signIn(userName: userName, password: password, address: address)
-        } catch {
-            await error.holdBack(authenticator)
-            throw Self.refusal(error)
+        try await passwordChecked { () async throws(LoginFailure) in
+            try await authenticator.signIn(userName: userName, password: password, address: address)
         }
     }
 
@@ -171,6 +162,16 @@ struct Identity: Sendable {
         do { verified = try await compass.verify(token) } catch { throw .unavailable }
         guard let verified else { return nil }
         return try await authenticator.caller(userID: verified.userID)
+    }
+
+    /// A password check's outcome as a refusal, a throttled one's answer held back first.
+    private func passwordChecked<T>(_ check: () async throws(LoginFailure) -> T) async throws(Refusal) -> T {
+        do {
+            return try await check()
+        } catch {
+            await error.holdBack(authenticator)
+            throw Self.refusal(error)
+        }
     }
 
     private static func refusal(_ failure: LoginFailure) -> Refusal {
