@@ -179,6 +179,23 @@ def main():
         driver.find_element(By.CSS_SELECTOR, "button[value=comments]").click()
         run.until_text("#journal", "Reproduced on a 390 px phone")
 
+        run.step("attach a file with Chromium's own multipart form, then download it")
+        attachment = os.path.join(folder, "screen-log.txt")
+        with open(attachment, "wb") as handle:
+            handle.write(b"rotation crash\r\n--not a boundary\r\n" * 2000)
+        driver.find_element(By.ID, "file").send_keys(attachment)
+        driver.find_element(By.CSS_SELECTOR, "form.upload button[type=submit]").click()
+        run.until_text("#attachments", "screen-log.txt")
+        link = driver.find_element(By.PARTIAL_LINK_TEXT, "screen-log.txt").get_attribute("href")
+        cookie = driver.get_cookie("docket_session")["value"]
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("GET", link[len(base):], headers={"Cookie": "docket_session=" + cookie})
+        downloaded = connection.getresponse().read()
+        with open(attachment, "rb") as handle:
+            if downloaded != handle.read():
+                sys.exit(f"the downloaded attachment differs from the uploaded file ({len(downloaded)} bytes, "
+                         f"not {os.path.getsize(attachment)})")
+
         run.step("Resolve without a resolution: the missing mandatory field is reported next to it")
         driver.find_element(By.LINK_TEXT, "Resolve").click()
         run.until_text("main h1", "Resolve")

@@ -15,6 +15,21 @@ enum LoginFailure: Error, Sendable, Equatable {
     /// The user store could not be read (a database error): not the caller's fault.
     case unavailable
 
+    /// Whole seconds to wait before trying again (`Retry-After`), rounded up; nil for a rejection.
+    var retryAfter: String? {
+        switch self {
+        case .throttled(let wait): String(Self.seconds(wait))
+        case .busy: "1"
+        case .unavailable: StorageUnavailable.retryAfter
+        case .rejected: nil
+        }
+    }
+
+    /// A wait in whole seconds, rounded up, at least one.
+    static func seconds(_ wait: Duration) -> Int64 {
+        max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0))
+    }
+
     /// Holds back the answer to a throttled attempt (see ``LoginThrottlePolicy/throttledAnswerDelay``).
     func holdBack(_ authenticator: Authenticator) async {
         guard case .throttled(let wait) = self else { return }

@@ -25,14 +25,7 @@ struct Identity: Sendable {
         case unavailable
 
         /// `Retry-After` seconds for a refusal that asks to try again later; nil for the others.
-        var retryAfter: String? {
-            switch self {
-            case .throttled(let wait): String(max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0)))
-            case .busy: "1"
-            case .unavailable: StorageUnavailable.retryAfter
-            default: nil
-            }
-        }
+        var retryAfter: String? { loginFailure.retryAfter }
 
         /// The same refusal as a login failure (for the dialects that answer in those terms).
         var loginFailure: LoginFailure {
@@ -87,14 +80,10 @@ struct Identity: Sendable {
 
     /// A Compass login token's claims and caller (Compass's own API, which binds a token to its repository).
     func compassToken(_ token: String) async throws(Refusal) -> (claims: CompassTokens.Claims, caller: Caller) {
-        guard let compass else { throw .invalidToken }
-        let verified: (claims: CompassTokens.Claims, userID: String)?
-        do { verified = try await compass.verify(token) } catch { throw .unavailable }
-        guard let verified else { throw .invalidToken }
-        let caller: Caller?
-        do { caller = try await authenticator.caller(userID: verified.userID) } catch { throw Self.refusal(error) }
-        guard let caller else { throw .invalidToken }
-        return (verified.claims, caller)
+        let found: (claims: CompassTokens.Claims, caller: Caller)?
+        do { found = try await compassCaller(token) } catch { throw Self.refusal(error) }
+        guard let found else { throw .invalidToken }
+        return found
     }
 
     /// The caller of a bearer token, how it was presented, and a session to issue when `options` asks for one
@@ -113,7 +102,7 @@ struct Identity: Sendable {
                 guard let caller = try await authenticator.caller(userID: userID) else { throw Refusal.invalidToken }
                 return (caller, .bearer(token), nil)
             }
-            if options.compassTokens, let caller = try await compassCaller(token) {
+            if options.compassTokens, let (_, caller) = try await compassCaller(token) {
                 return (caller, .compass(token), nil)
             }
             throw Refusal.invalidToken
@@ -147,21 +136,21 @@ struct Identity: Sendable {
                 guard let userID = try await oauth.userID(accessToken: token), userID == current.userID else { return nil }
                 return try await authenticator.caller(userID: userID)
             case .compass(let token):
-                guard let caller = try await compassCaller(token), caller.userID == current.userID else { return nil }
+                guard let (_, caller) = try await compassCaller(token), caller.userID == current.userID else { return nil }
                 return caller
             }
         } catch {
-            throw .unavailable
+            throw Self.refusal(error)
         }
     }
 
-    /// The caller of a Compass login token; nil for a token that does not hold.
-    private func compassCaller(_ token: String) async throws(LoginFailure) -> Caller? {
+    /// The claims and caller of a Compass login token; nil for a token that does not hold (or no Compass here).
+    private func compassCaller(_ token: String) async throws(LoginFailure) -> (claims: CompassTokens.Claims, caller: Caller)? {
         guard let compass else { return nil }
         let verified: (claims: CompassTokens.Claims, userID: String)?
         do { verified = try await compass.verify(token) } catch { throw .unavailable }
-        guard let verified else { return nil }
-        return try await authenticator.caller(userID: verified.userID)
+        guard let verified, let caller = try await authenticator.caller(userID: verified.userID) else { return nil }
+        return (verified.claims, caller)
     }
 
     /// A password check's outcome as a refusal, a throttled one's answer held back first.

@@ -1,4 +1,5 @@
 import Foundation
+import Hummingbird
 import MultipartKit
 import NIOCore
 
@@ -104,7 +105,8 @@ struct MultipartForm: Sendable {
             }
             parser.onBody = { [unowned self] slice in
                 inPart = true
-                if current.body.capacity == 0, let remaining, remaining > slice.readableBytes {
+                // A file's buffer is made as large as the rest of the body at once; fields are small.
+                if current.fileName != nil, current.body.capacity == 0, let remaining, remaining > slice.readableBytes {
                     current.body.reserveCapacity(remaining)
                 }
                 current.body.writeBuffer(&slice)
@@ -125,5 +127,12 @@ struct MultipartForm: Sendable {
             guard !inPart else { throw .malformed }
             return form
         }
+    }
+}
+
+extension Request {
+    /// The body's `Content-Length`, when it gives one (a buffer for the body can then be made once, at its size).
+    var announcedLength: Int? {
+        headers[.contentLength].flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil }
     }
 }

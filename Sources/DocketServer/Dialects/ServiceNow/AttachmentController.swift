@@ -108,7 +108,7 @@ struct AttachmentController {
             let form: MultipartForm
             do {
                 form = try await MultipartForm.read(
-                    request.body, boundary: boundary, limit: configuration.maxAttachmentSize, length: Self.announcedLength(request)
+                    request.body, boundary: boundary, limit: configuration.maxAttachmentSize, length: request.announcedLength
                 )
             } catch MultipartForm.Failure.tooLarge {
                 throw Self.tooLarge(configuration.maxAttachmentSize)
@@ -146,7 +146,7 @@ struct AttachmentController {
     /// The body in one buffer, made as large as the announced length at once (growing it would copy it).
     private func collect(_ request: Request) async throws -> ByteBuffer {
         let limit = configuration.maxAttachmentSize
-        let length = Self.announcedLength(request)
+        let length = request.announcedLength
         if let length, length > limit { throw Self.tooLarge(limit) }
         var buffer = ByteBufferAllocator().buffer(capacity: length ?? 0)
         do {
@@ -155,11 +155,6 @@ struct AttachmentController {
             throw Self.tooLarge(limit)
         }
         return buffer
-    }
-
-    /// The body's `Content-Length`, when it gives one.
-    static func announcedLength(_ request: Request) -> Int? {
-        request.headers[.contentLength].flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil }
     }
 
     private static func tooLarge(_ limit: Int) -> ServiceNowError {

@@ -27,19 +27,17 @@ struct ServiceNowError: HTTPResponseError {
         switch failure {
         case .rejected:
             self = .unauthenticated
-        case .throttled(let wait):
+        case .throttled:
             self.init(
                 .tooManyRequests, "Too many failed login attempts",
                 detail: "Wait before trying again; the wait doubles with each further failure"
             )
-            headers[.retryAfter] = String(max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0)))
         case .busy:
             self.init(.serviceUnavailable, "Server busy", detail: "Too many logins are being checked; try again shortly")
-            headers[.retryAfter] = "1"
         case .unavailable:
             self.init(.serviceUnavailable, "Service unavailable", detail: "The database cannot be used right now; try again shortly")
-            headers[.retryAfter] = StorageUnavailable.retryAfter
         }
+        headers[.retryAfter] = failure.retryAfter
     }
 
     static let noResource = ServiceNowError(.badRequest, "Requested URI does not represent any resource")

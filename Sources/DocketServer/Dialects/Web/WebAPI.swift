@@ -130,7 +130,7 @@ struct WebAPI {
                     userName: userName, next: next, status: locked ? .forbidden : .unauthorized
                 )
             case .throttled(let wait):
-                let seconds = max(1, wait.components.seconds + (wait.components.attoseconds > 0 ? 1 : 0))
+                let seconds = LoginFailure.seconds(wait)
                 return signInForm(
                     request, error: "Too many failed attempts. Wait \(seconds) second\(seconds == 1 ? "" : "s") and try again.",
                     userName: userName, next: next, status: .tooManyRequests, headers: [.retryAfter: String(seconds)]

@@ -28,7 +28,7 @@ struct WebForm: Sendable {
             do {
                 multipart = try await MultipartForm.read(
                     request.body, boundary: boundary, limit: context.maxUploadSize,
-                    length: AttachmentController.announcedLength(request)
+                    length: request.announcedLength
                 )
             } catch MultipartForm.Failure.tooLarge {
                 throw WebError(.contentTooLarge, "That is more than this server accepts in one request.")
