@@ -104,6 +104,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Live event streams and GraphQL subscriptions one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
     var liveStreamsPerUser: Int?
 
+    @Option(help: "The realm of docketd's OpenID Connect provider: its issuer is <public URL>/realms/<realm>, as a Keycloak realm's (env DOCKET_OIDC_REALM; default docket).")
+    var oidcRealm: String?
+
     @Option(help: "Seconds a connection may go without a complete request head before it is closed, idle keep-alive included (env DOCKET_IDLE_TIMEOUT; default 30).")
     var idleTimeout: Int?
 
@@ -222,6 +225,13 @@ struct Serve: AsyncParsableCommand {
         configuration.liveStreamsPerUser = try number(
             liveStreamsPerUser, "DOCKET_LIVE_STREAMS_PER_USER", environment, default: 16, name: "--live-streams-per-user"
         )
+        let realm = oidcRealm ?? environment["DOCKET_OIDC_REALM"] ?? "docket"
+        guard !realm.isEmpty, realm.utf8.count <= 64,
+            realm.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_" || $0 == "." })
+        else {
+            throw ValidationError("--oidc-realm must be 1 to 64 letters, digits, '-', '_' or '.', not '\(realm)'.")
+        }
+        configuration.oidcRealm = realm
         if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
             guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {
                 throw ValidationError("DOCKET_ADMIN_USER needs DOCKET_ADMIN_PASSWORD too.")

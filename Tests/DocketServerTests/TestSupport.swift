@@ -97,6 +97,8 @@ enum TestDatabase {
             let hasher = PasswordHasher(cost: 4)
             let (store, _) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
             try await DemoData.seed(store)
+            // The signing keys too: every test would otherwise make its own RSA key.
+            _ = try await SigningKeyStore.load(storage, secret: try await SigningKey.load(storage))
             await hasher.shutdown()
             try await storage.close()
             return name
@@ -152,6 +154,8 @@ enum TestDatabase {
             let (store, _) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
             do {
                 try await DemoData.seed(store)
+                // The signing keys too: every test would otherwise make its own RSA key.
+                _ = try await SigningKeyStore.load(storage, secret: try await SigningKey.load(storage))
             } catch {
                 try? await storage.close()
                 throw error

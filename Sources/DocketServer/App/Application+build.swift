@@ -83,8 +83,14 @@ public func buildApplication(
     let signingKey = try await SigningKey.load(storage)
     let tokenKeys = try await TokenKeys.load(storage: storage, secret: signingKey)
     let compassTokens = CompassTokens(keys: tokenKeys, sessions: SessionStore(storage: storage))
+    // The OpenID provider: its access tokens are bearer tokens in every dialect.
+    let openID = OpenIDProvider(
+        realm: configuration.oidcRealm, storage: storage, keys: tokenKeys, directory: OAuthDirectory(store: store), oauth: oauth,
+        authenticator: authenticator
+    )
+    store.broadcaster.add(observer: openID)
     // The one way in: every dialect turns credentials into a caller through it.
-    let identity = Identity(authenticator: authenticator, oauth: oauth, compass: compassTokens)
+    let identity = Identity(authenticator: authenticator, oauth: oauth, compass: compassTokens, openID: openID)
     let credentials = CredentialCheck(identity: identity)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
     // Attachment uploads (the Attachment API's and the web UI's) share one bound.
@@ -112,6 +118,8 @@ public func buildApplication(
             sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
         ).mount(),
+        // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
+        OpenIDRoutes(provider: openID, identity: identity, configuration: configuration).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(
             store: store, configuration: configuration, identity: identity, tokens: compassTokens

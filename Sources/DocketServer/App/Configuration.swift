@@ -72,6 +72,8 @@ public struct Configuration: Sendable {
     public var liveHeartbeat: Duration = .seconds(15)
     /// Live streams one user may hold open at once (`--live-streams-per-user`).
     public var liveStreamsPerUser: Int = 16
+    /// The OpenID Connect provider's realm (`--oidc-realm`): its issuer is `{base}/realms/{realm}`.
+    public var oidcRealm: String = "docket"
     /// How long a GraphQL WebSocket may stay open without `connection_init` (then it is closed with 4408).
     public var liveSocketInitTimeout: Duration = .seconds(10)
 

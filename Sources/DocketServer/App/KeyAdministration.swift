@@ -40,8 +40,9 @@ public enum KeyAdministration {
     }
 
     static func info(_ keys: [SigningKeyStore.Key]) -> [KeyInfo] {
-        keys.enumerated().map { index, key in
-            let replaced = index + 1 < keys.count ? keys[index + 1].signsFrom : nil
+        keys.map { key in
+            // Replaced by the next key of its own family (each family rotates on its own).
+            let replaced = keys.first { $0.algorithm == key.algorithm && ($0.signsFrom, $0.id) > (key.signsFrom, key.id) }?.signsFrom
             return KeyInfo(
                 id: key.id, algorithm: key.algorithm, signsFrom: Date(timeIntervalSince1970: TimeInterval(key.signsFrom)),
                 replacedAt: replaced.map { Date(timeIntervalSince1970: TimeInterval($0)) },

@@ -51,6 +51,8 @@ struct Identity: Sendable {
     let oauth: OAuthService
     /// Compass login tokens, when the server speaks Compass.
     var compass: CompassTokens? = nil
+    /// The OpenID provider, whose access tokens (RS256 JWTs) are bearer tokens everywhere.
+    var openID: OpenIDProvider? = nil
 
     /// Logs in with a user name and password: the caller and their session for `client` (the user's other
     /// clients keep theirs). A throttled attempt's answer is held back here.
@@ -92,7 +94,7 @@ struct Identity: Sendable {
         -> (caller: Caller, credential: PresentedCredential, issuedSession: String?)
     {
         do {
-            if let userID = try await oauth.userID(accessToken: token) {
+            if let userID = try await bearerUser(token) {
                 if let session = options.session {
                     let (caller, issued) = try await authenticator.bearerLogin(
                         userID: userID, presentedSession: session.presented, client: session.client
@@ -133,7 +135,7 @@ struct Identity: Sendable {
             case .session(let token):
                 return try await authenticator.caller(sessionToken: token)
             case .bearer(let token):
-                guard let userID = try await oauth.userID(accessToken: token), userID == current.userID else { return nil }
+                guard let userID = try await bearerUser(token), userID == current.userID else { return nil }
                 return try await authenticator.caller(userID: userID)
             case .compass(let token):
                 guard let (_, caller) = try await compassCaller(token), caller.userID == current.userID else { return nil }
@@ -142,6 +144,25 @@ struct Identity: Sendable {
         } catch {
             throw Self.refusal(error)
         }
+    }
+
+    /// The user of a bearer token that holds: an OpenID access token (a JWT) or an OAuth access token (opaque).
+    private func bearerUser(_ token: String) async throws(LoginFailure) -> String? {
+        if let openID, Self.isJWT(token) {
+            do {
+                return try await openID.access(token)?.userID
+            } catch {
+                throw .unavailable
+            }
+        }
+        return try await oauth.userID(accessToken: token)
+    }
+
+    /// Whether a token is shaped like a JWS (three base64url parts): docketd's opaque tokens never are.
+    static func isJWT(_ token: String) -> Bool {
+        var dots = 0
+        for byte in token.utf8 where byte == UInt8(ascii: ".") { dots += 1 }
+        return dots == 2
     }
 
     /// The claims and caller of a Compass login token; nil for a token that does not hold (or no Compass here).

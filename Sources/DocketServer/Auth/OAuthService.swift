@@ -168,7 +168,7 @@ actor OAuthService: ChangeObserver {
         accessTokens = [:]
     }
 
-    private func verifyClient(id: String, secret: String) async throws(LoginFailure) -> OAuthDirectory.Client? {
+    func verifyClient(id: String, secret: String) async throws(LoginFailure) -> OAuthDirectory.Client? {
         var digest = SHA256()
         digest.update(data: key)
         digest.update(data: Data((id + "\u{0}" + secret).utf8))

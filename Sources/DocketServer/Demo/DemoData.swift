@@ -152,6 +152,18 @@ enum DemoData {
         try await insert("oauth_entity", SysID.stable("demo.oauth_entity.1"), [
             "name": "Docket demo client", "client_id": oauthClientID, "client_secret": oauthClientSecret,
         ])
+        // OpenID Connect clients: the DataSync showcase's public client (as its Keycloak realm registers it: any
+        // localhost address, the browser flow and direct grants), and a phone app's (its own URL scheme, PKCE).
+        try await insert("oauth_entity", SysID.stable("demo.oauth_entity.datasync"), [
+            "name": "DataSync starter", "client_id": "datasync-starter-client", "public_client": "true",
+            "grant_types": "authorization_code,refresh_token,password",
+            "redirect_url": "http://localhost*,http://127.0.0.1*", "post_logout_redirect_url": "http://localhost*,http://127.0.0.1*",
+        ])
+        try await insert("oauth_entity", SysID.stable("demo.oauth_entity.mobile"), [
+            "name": "Docket mobile app", "client_id": "docket-mobile", "public_client": "true",
+            "grant_types": "authorization_code,refresh_token", "redirect_url": "com.docket.app:/oauth2redirect",
+            "post_logout_redirect_url": "com.docket.app:/oauth2redirect",
+        ])
 
         for (role, description) in roles {
             try await insert("sys_user_role", roleID(role), ["name": role, "description": description])

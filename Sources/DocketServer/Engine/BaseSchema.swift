@@ -166,7 +166,12 @@ enum BaseSchema {
             FieldDefinition(table: "", name: "client_secret", label: "Client secret", type: .password, maxLength: 255),
             int("access_token_lifespan", "Access Token Lifespan", "1800"),
             int("refresh_token_lifespan", "Refresh Token Lifespan", "8640000"),
-            bool("active", "Active", "true"), string("redirect_url", "Redirect URL", 1024),
+            bool("active", "Active", "true"), string("redirect_url", "Redirect URL", 4000),
+            // OpenID Connect: a public client (an app that cannot keep a secret: PKCE instead), the grants it may
+            // use (comma-separated; empty: password and refresh_token, as ServiceNow's clients), and where
+            // RP-initiated logout may return to. Redirect URLs are comma- or space-separated.
+            bool("public_client", "Public client"), string("grant_types", "Grant types", 255),
+            string("post_logout_redirect_url", "Post-logout redirect URL", 4000),
         ], indexes: [["client_id"]]),
         // Issued OAuth tokens, by the SHA-256 of the token (the token itself is never stored).
         table("oauth_credential", "OAuth Credential", display: nil, [

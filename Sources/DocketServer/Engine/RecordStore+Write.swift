@@ -227,6 +227,7 @@ extension RecordStore {
                 // same commit.
                 try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
                 try await db.run("DELETE FROM docket_session WHERE user_id = " + .bind(sysID))
+                try await OpenIDGrants.endSessions(ofUser: sysID, db)
             }
             var after = values
             for entry in prepared.journals { after[entry.field] = entry.text }
@@ -280,6 +281,7 @@ extension RecordStore {
             if concrete.name == "sys_user" {
                 try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
                 try await db.run("DELETE FROM docket_session WHERE user_id = " + .bind(sysID))
+                try await OpenIDGrants.endSessions(ofUser: sysID, db)
             }
             // Attachment content goes with its metadata, and a record's attachments go with the record.
             if concrete.name == "sys_attachment" {

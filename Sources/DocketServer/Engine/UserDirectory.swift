@@ -30,6 +30,27 @@ struct UserDirectory: Sendable {
         }
     }
 
+    /// What OpenID Connect's profile and email claims say of a user (nil for what is empty).
+    struct Profile: Sendable, Equatable {
+        var name: String?
+        var givenName: String?
+        var familyName: String?
+        var email: String?
+    }
+
+    func profile(userID: String) async throws -> Profile {
+        try await store.storage.read { db in
+            guard let row = try await db.rows(
+                "SELECT name, first_name, last_name, email FROM sys_user WHERE sys_id = " + .bind(userID)
+            ).first else { return Profile() }
+            func text(_ column: String) throws -> String? {
+                guard let value = try row.value(at: column, kind: .text).text, !value.isEmpty else { return nil }
+                return value
+            }
+            return Profile(name: try text("name"), givenName: try text("first_name"), familyName: try text("last_name"), email: try text("email"))
+        }
+    }
+
     /// How many users could log in (active, not locked out, with a password).
     func activeUserCount() async throws -> Int {
         try await store.storage.read { db in
@@ -114,6 +135,25 @@ struct OAuthDirectory: Sendable {
         var accessLifespan: Int
         var refreshLifespan: Int
         var active: Bool
+        var clientID: String = ""
+        var name: String = ""
+        /// A client that keeps no secret (a phone or command-line app): it proves itself with PKCE instead.
+        var isPublic: Bool = false
+        /// The grants it may use (`password`, `refresh_token`, `authorization_code`, `client_credentials`,
+        /// `urn:ietf:params:oauth:grant-type:device_code`).
+        var grantTypes: Set<String> = Self.defaultGrants
+        /// Where authorization responses may go: exact URLs, or a prefix ending in `*` (Keycloak's wildcard).
+        var redirectURIs: [String] = []
+        /// Where RP-initiated logout may return to.
+        var postLogoutRedirectURIs: [String] = []
+
+        /// What a client registered without grant types may use: ServiceNow's password and refresh grants.
+        static let defaultGrants: Set<String> = ["password", "refresh_token"]
+
+        /// A list field of `oauth_entity`: entries separated by commas, spaces or new lines.
+        static func list(_ text: String?) -> [String] {
+            (text ?? "").split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\n" || $0 == "\r" || $0 == "\t" }).map(String.init)
+        }
     }
 
     struct Token: Sendable {
@@ -139,9 +179,11 @@ struct OAuthDirectory: Sendable {
     func client(clientID: String) async throws -> Client? {
         try await store.storage.read { db in
             guard let row = try await db.rows(
-                "SELECT sys_id, client_secret, access_token_lifespan, refresh_token_lifespan, active FROM oauth_entity"
+                "SELECT sys_id, name, client_secret, access_token_lifespan, refresh_token_lifespan, active, public_client,"
+                    + " grant_types, redirect_url, post_logout_redirect_url FROM oauth_entity"
                     + " WHERE client_id = " + .bind(clientID) + " ORDER BY sys_id LIMIT 1"
             ).first else { return nil }
+            let grants = Client.list(try row.value(at: "grant_types", kind: .text).text)
             return Client(
                 sysID: try row.value(at: "sys_id", kind: .text).text ?? "",
                 secretHash: try row.value(at: "client_secret", kind: .text).text ?? "",
@@ -149,7 +191,12 @@ struct OAuthDirectory: Sendable {
                 refreshLifespan: Self.lifespan(
                     try row.value(at: "refresh_token_lifespan", kind: .integer).intValue, 8_640_000
                 ),
-                active: try row.value(at: "active", kind: .integer).intValue != 0
+                active: try row.value(at: "active", kind: .integer).intValue != 0,
+                clientID: clientID, name: try row.value(at: "name", kind: .text).text ?? "",
+                isPublic: try row.value(at: "public_client", kind: .integer).intValue == 1,
+                grantTypes: grants.isEmpty ? Client.defaultGrants : Set(grants),
+                redirectURIs: Client.list(try row.value(at: "redirect_url", kind: .text).text),
+                postLogoutRedirectURIs: Client.list(try row.value(at: "post_logout_redirect_url", kind: .text).text)
             )
         }
     }

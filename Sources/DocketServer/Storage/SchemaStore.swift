@@ -30,6 +30,7 @@ enum SchemaStore {
         .once("2026-11-25-response-date-time") { db, _ in try await keepResponseTimes(db) },
         .once("2026-11-26-attachment-chunks") { db, _ in try await moveAttachmentContentToChunks(db) },
         .once("2026-11-26-signing-keys") { db, _ in try await SigningKeyStore.createTable(db) },
+        .once("2026-11-26-openid-grants") { db, _ in try await OpenIDGrants.createTables(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -59,6 +60,7 @@ enum SchemaStore {
             try await createContextTable(db)
             try await addSystemProperties(db, now: GlideDateTime.format(now))
             try await SigningKeyStore.createTable(db)
+            try await OpenIDGrants.createTables(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }

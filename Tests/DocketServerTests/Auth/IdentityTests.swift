@@ -11,7 +11,7 @@ struct IdentityTests {
         try await TestApp.withStore { store in
             var (identity, hasher) = TestApp.identity(on: store)
             identity.compass = CompassTokens(
-                keys: await TokenKeys.make(secret: Array(repeating: 3, count: 64)), sessions: SessionStore(storage: store.storage)
+                keys: try await TokenKeys.make(secret: Array(repeating: 3, count: 64)), sessions: SessionStore(storage: store.storage)
             )
             try await test(identity, store)
             await hasher.shutdown()

@@ -26,7 +26,7 @@ struct TokenKeysTests {
 
     @Test("new tokens name their key; the id is stable for a secret, differs between secrets and is no part of it")
     func keyIDs() async throws {
-        let keys = await TokenKeys.make(secret: Self.secret)
+        let keys = try await TokenKeys.make(secret: Self.secret)
         let token = try await keys.sign(CompassTokens.Payload(sub: "a", repo: "r", db: "d", iat: 1, exp: 2, sid: "s"))
         let first = try #require(token.split(separator: ".").first)
         let header = try JSONValue.parse(try #require(Base64URL.decode(first)))
@@ -40,7 +40,7 @@ struct TokenKeysTests {
 
     @Test("a token from before key ids verifies; another secret, another algorithm, none, or a changed payload does not")
     func verification() async throws {
-        let keys = await TokenKeys.make(secret: Self.secret)
+        let keys = try await TokenKeys.make(secret: Self.secret)
         #expect(try await keys.verify(Self.unnamedToken(Self.payload), as: CompassTokens.Payload.self)?.sub == "john.doe")
         let other = Self.unnamedToken(Self.payload, secret: Array(repeating: 7, count: 64))
         #expect(try await keys.verify(other, as: CompassTokens.Payload.self) == nil)
@@ -59,6 +59,9 @@ struct TokenKeysTests {
         #expect(try await keys.verify(shapeless, as: CompassTokens.Payload.self) == nil)
     }
 
+    /// The ids of the shared-secret (HS512) keys, oldest first.
+    static func shared(_ keys: [SigningKeyStore.Key]) -> [String] { keys.filter { $0.algorithm == "HS512" }.map(\.id) }
+
     static func payload(_ user: String) -> CompassTokens.Payload {
         CompassTokens.Payload(sub: user, repo: "SampleRepository", db: "SAMPL", iat: 1, exp: 2_000_000_000, sid: "s")
     }
@@ -67,15 +70,17 @@ struct TokenKeysTests {
     func rotation() async throws {
         try await TestApp.withStore { store in
             let secret = (0..<64).map { _ in UInt8.random(in: .min ... .max) }
+            // A database whose keys are not made yet (the test template has them).
+            try await store.storage.write { db in try await db.run("DELETE FROM docket_signing_key") }
             let keys = try await TokenKeys.load(storage: store.storage, secret: secret, now: 1_000)
             let other = try await TokenKeys.load(storage: store.storage, secret: secret, now: 1_000)
-            #expect(keys.keys.map(\.id) == [TokenKeys.keyID(secret)])
+            #expect(Self.shared(keys.keys) == [TokenKeys.keyID(secret)])
             let unnamed = Self.unnamedToken(Self.payload, secret: secret)
             #expect(try await keys.verify(unnamed, as: CompassTokens.Payload.self)?.sub == "john.doe")
             let first = try await keys.sign(Self.payload("first"), now: 1_000)
             #expect(TokenKeys.keyID(of: first) == TokenKeys.keyID(secret))
 
-            let second = try await SigningKeyStore.rotate(store.storage, secret: secret, now: 1_000, lead: 60)
+            let second = try #require(try await SigningKeyStore.rotate(store.storage, secret: secret, now: 1_000, lead: 60, families: [.hs512]).first)
             #expect(second.signsFrom == 1_060)
             // Before its moment the new key is known but does not sign; from it, it does.
             #expect(TokenKeys.keyID(of: try await keys.sign(Self.payload("early"), now: 1_040)) == TokenKeys.keyID(secret))
@@ -88,13 +93,13 @@ struct TokenKeysTests {
             #expect(try await keys.verify(unnamed, as: CompassTokens.Payload.self)?.sub == "john.doe")
             #expect(!other.keys.contains { $0.id == second.id })
             #expect(try await other.verify(later, as: CompassTokens.Payload.self, now: 1_061)?.sub == "later")
-            #expect(other.keys.map(\.id) == [TokenKeys.keyID(secret), second.id])
+            #expect(Self.shared(other.keys) == [TokenKeys.keyID(secret), second.id])
 
             // Once the new key has signed for longer than any token lives, the next rotation removes the first.
             let removal = 1_060 + SigningKeyStore.retention
-            let third = try await SigningKeyStore.rotate(store.storage, secret: secret, now: removal, lead: 0)
+            let third = try #require(try await SigningKeyStore.rotate(store.storage, secret: secret, now: removal, lead: 0, families: [.hs512]).first)
             try await keys.reload(now: removal)
-            #expect(keys.keys.map(\.id) == [second.id, third.id])
+            #expect(Self.shared(keys.keys) == [second.id, third.id])
             #expect(try await keys.verify(first, as: CompassTokens.Payload.self, now: removal) == nil)
             #expect(try await keys.verify(unnamed, as: CompassTokens.Payload.self, now: removal) == nil)
             #expect(try await keys.verify(later, as: CompassTokens.Payload.self, now: removal)?.sub == "later")
@@ -112,7 +117,7 @@ struct TokenKeysTests {
             let storage = faulty.wrap(store.storage)
             let secret = Array(repeating: UInt8(9), count: 64)
             let keys = try await TokenKeys.load(storage: storage, secret: secret, now: 1_000)
-            let rotated = try await SigningKeyStore.rotate(storage, secret: secret, now: 1_000, lead: 0)
+            let rotated = try #require(try await SigningKeyStore.rotate(storage, secret: secret, now: 1_000, lead: 0, families: [.hs512]).first)
             let other = try await TokenKeys.load(storage: storage, secret: secret, now: 1_000)
             let named = try await other.sign(Self.payload("named"), now: 1_001)
             #expect(TokenKeys.keyID(of: named) == rotated.id)
@@ -128,22 +133,46 @@ struct TokenKeysTests {
         }
     }
 
-    @Test("docketd keys: list shows the first key current; rotate adds the next, and the first then verifies until a day after")
+    @Test("docketd keys: list shows one current key per family (HS512, RS256); rotate adds the next of each, and the first then verifies until a day after")
     func administration() async throws {
         let directory = TemporaryDirectory()
         let configuration = TestApp.configuration(dataDirectory: directory.path)
         try await buildApplication(configuration).test(.router) { _ in }
         let listed = try await KeyAdministration.list(in: configuration)
-        #expect(listed.count == 1)
-        #expect(listed.first?.state() == "current")
-        #expect(listed.first?.verifiesUntil == nil)
+        #expect(Set(listed.map(\.algorithm)) == ["HS512", "RS256"])
+        #expect(listed.allSatisfy { $0.state() == "current" && $0.verifiesUntil == nil })
         let rotated = try await KeyAdministration.rotate(in: configuration, lead: 60)
-        #expect(rotated.count == 2)
-        #expect(rotated.map { $0.state() } == ["current", "next"])
-        #expect(rotated[0].id == listed[0].id)
-        let until = try #require(rotated[0].verifiesUntil)
-        #expect(until == rotated[1].signsFrom.addingTimeInterval(TimeInterval(SigningKeyStore.retention)))
-        #expect(rotated.map { $0.state(at: rotated[1].signsFrom) } == ["retired", "current"])
+        #expect(rotated.count == 4)
+        for family in ["HS512", "RS256"] {
+            let keys = rotated.filter { $0.algorithm == family }
+            #expect(keys.map { $0.state() } == ["current", "next"])
+            #expect(keys[0].id == listed.first { $0.algorithm == family }?.id)
+            let until = try #require(keys[0].verifiesUntil)
+            #expect(until == keys[1].signsFrom.addingTimeInterval(TimeInterval(SigningKeyStore.retention)))
+            #expect(keys.map { $0.state(at: keys[1].signsFrom) } == ["retired", "current"])
+        }
+    }
+
+    @Test("the RS256 family: a new key is published before it signs; a token of one family is never accepted by the other")
+    func families() async throws {
+        try await TestApp.withStore { store in
+            let secret = Array(repeating: UInt8(5), count: 64)
+            let keys = try await TokenKeys.load(storage: store.storage, secret: secret, now: 1_000)
+            let first = keys.current(.rs256, now: 1_000)
+            let next = try #require(try await SigningKeyStore.rotate(store.storage, secret: secret, now: 1_000, lead: 60, families: [.rs256]).first)
+            #expect(next.algorithm == "RS256")
+            try await keys.reload(now: 1_000)
+            let published = try await keys.publishedKeys(now: 1_000)["keys"]?.arrayValue?.compactMap { $0["kid"]?.stringValue } ?? []
+            #expect(published.contains(first.id) && published.contains(next.id))
+            #expect(TokenKeys.keyID(of: try await keys.sign(Self.payload("a"), family: .rs256, now: 1_030)) == first.id)
+            #expect(TokenKeys.keyID(of: try await keys.sign(Self.payload("b"), family: .rs256, now: 1_060)) == next.id)
+            let rsa = try await keys.sign(Self.payload("c"), family: .rs256, now: 1_060)
+            #expect(try await keys.verify(rsa, as: CompassTokens.Payload.self, family: .rs256, now: 1_060)?.sub == "c")
+            #expect(try await keys.verify(rsa, as: CompassTokens.Payload.self, now: 1_060) == nil)
+            let hmac = try await keys.sign(Self.payload("d"), now: 1_060)
+            #expect(try await keys.verify(hmac, as: CompassTokens.Payload.self, family: .rs256, now: 1_060) == nil)
+            #expect(try TokenKeys.keyID(rsa: next.material) == next.id)
+        }
     }
 
     @Test("base64url: no padding, URL alphabet, refuses what is not base64url")

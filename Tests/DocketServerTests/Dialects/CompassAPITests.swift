@@ -103,7 +103,7 @@ struct CompassAPITests {
                 try Self.expectError(try await client.get(Self.base + "/records/defect", headers), .unauthorized)
             }
             // A token signed with another key is refused although well formed.
-            let other = CompassTokens(keys: await TokenKeys.make(secret: Array(repeating: 7, count: 64)), sessions: SessionStore(storage: NoStorage()))
+            let other = CompassTokens(keys: try await TokenKeys.make(secret: Array(repeating: 7, count: 64)), sessions: SessionStore(storage: NoStorage()))
             let forged = try await other.sign(.init(user: "admin", repo: "SampleRepository", database: "SAMPL", issuedAt: 0, expires: Int(Int32.max), session: "x"))
             try Self.expectError(try await client.get(Self.base + "/records/defect", [.authorization: "Bearer " + forged]), .unauthorized)
             let headers = try await Self.login(client)

@@ -81,17 +81,31 @@ struct WebAPI {
         return response
     }
 
-    /// A local path to go to after signing in (never another site).
+    /// A local path to go to after signing in (never another site): a page of the web UI, or the OpenID provider's
+    /// authorization endpoint (an app's sign-in that sent the browser here).
     static func safeNext(_ text: String?) -> String {
-        guard let text, text.hasPrefix("/app/"), !text.hasPrefix("//"), !text.contains("\\"), text.count < 2000 else { return "/app/work" }
+        guard let text, text.hasPrefix("/app/") || isAuthorization(text), !text.hasPrefix("//"), !text.contains("\\"), text.count < 4000 else {
+            return "/app/work"
+        }
         return text
+    }
+
+    /// Whether a local path is the OpenID provider's authorization endpoint (`/realms/{realm}/protocol/openid-connect/auth?…`).
+    static func isAuthorization(_ path: String) -> Bool {
+        let route = path.split(separator: "?", maxSplits: 1).first.map(String.init) ?? path
+        let parts = route.split(separator: "/", omittingEmptySubsequences: false)
+        let rest = parts.first == "" && parts.dropFirst().first == "auth" ? Array(parts.dropFirst(2)) : Array(parts.dropFirst())
+        return rest.count == 5 && rest[0] == "realms" && rest[2] == "protocol" && rest[3] == "openid-connect" && rest[4] == "auth"
     }
 
     // MARK: Signing in and out
 
     @Sendable func signInPage(_ request: Request, context: Context) async throws -> Response {
-        if context.caller != nil { return Self.redirect(Self.safeNext(request.uri.queryParameters["next"].map(String.init))) }
-        return signInForm(request, error: nil, userName: "", next: request.uri.queryParameters["next"].map(String.init), status: .ok)
+        let next = request.uri.queryParameters["next"].map(String.init)
+        // `force`: an app asked for the password again (OpenID's prompt=login), whoever is signed in here.
+        if context.caller != nil, request.uri.queryParameters["force"] != "1" { return Self.redirect(Self.safeNext(next)) }
+        let hint = request.uri.queryParameters["login_hint"].map { String($0.prefix(256)) } ?? ""
+        return signInForm(request, error: nil, userName: hint, next: next, status: .ok)
     }
 
     private func signInForm(_ request: Request, error: String?, userName: String, next: String?, status: HTTPResponse.Status, headers: HTTPFields = [:]) -> Response {
@@ -100,8 +114,30 @@ struct WebAPI {
         if let error { values["error"] = error }
         var response = pages.render("login", values, status: status)
         for field in headers { response.headers.append(field) }
+        // Signing in for an app ends in a redirect to the app, which the page's form-action must allow (browsers
+        // check it on every redirect after a form is sent); the provider checks the address before it redirects.
+        if let next, Self.isAuthorization(Self.safeNext(next)), let source = Self.formActionSource(ofAuthorization: next) {
+            WebUI.securityHeaders(&response.headers)
+            response.headers[.contentSecurityPolicy] = response.headers[.contentSecurityPolicy]?
+                .replacingOccurrences(of: "form-action 'self'", with: "form-action 'self' " + source)
+        }
         if request.cookies[WebSessions.loginCookie]?.value != token { response.setCookie(sessions.loginCookie(token)) }
         return response
+    }
+
+    /// The CSP source of an authorization request's `redirect_uri`: its origin (`https://app.example:8443`), or its
+    /// scheme for an app's own scheme (`com.example.app:`); nil when it has none that CSP can say.
+    static func formActionSource(ofAuthorization path: String) -> String? {
+        guard let query = path.split(separator: "?", maxSplits: 1).dropFirst().first,
+            let redirect = FormQuery.parse(String(query)).first(where: { $0.0 == "redirect_uri" })?.1,
+            let parsed = URLComponents(string: redirect), let scheme = parsed.scheme?.lowercased(),
+            scheme.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || $0 == "." || $0 == "-" || $0 == "+" })
+        else { return nil }
+        guard scheme == "http" || scheme == "https" else { return scheme + ":" }
+        guard let host = parsed.host, !host.isEmpty,
+            host.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || ".-[]:".unicodeScalars.contains($0) })
+        else { return nil }
+        return scheme + "://" + host + (parsed.port.map { ":\($0)" } ?? "")
     }
 
     @Sendable func signIn(_ request: Request, context: Context) async throws -> Response {

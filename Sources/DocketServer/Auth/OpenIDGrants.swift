@@ -1,0 +1,215 @@
+import DocketModel
+import Foundation
+
+/// What the OpenID provider keeps where every instance sharing the database sees it: sessions (a sign-in of one
+/// user to one client, named in tokens by `sid`), authorization codes and refresh tokens. Codes and refresh tokens
+/// are stored as SHA-256 hashes only. Every token issued for a session dies with it: ending the session (logout,
+/// revocation, a replayed refresh token or code, a new password, a lock) stops its access tokens on every instance
+/// at their next use, and its refresh tokens at once.
+enum OpenIDGrants {
+    struct Session: Sendable, Equatable {
+        var sid: String
+        var userID: String
+        var clientID: String
+        var authTime: Int
+        var expires: Int
+    }
+
+    struct Code: Sendable, Equatable {
+        var sid: String
+        var clientID: String
+        var redirectURI: String
+        var scope: String
+        var nonce: String
+        var challenge: String
+        var expires: Int
+    }
+
+    struct Refresh: Sendable, Equatable {
+        var sid: String
+        var clientID: String
+        var scope: String
+        var nonce: String
+        var expires: Int
+    }
+
+    /// The outcome of using a single-use credential (a code, a refresh token).
+    enum Redemption<Value: Sendable>: Sendable {
+        case redeemed(Value, Session)
+        /// Not known, expired, of another client, or its session ended.
+        case unknown
+        /// Used before: its session was ended (RFC 9700 §4.14, RFC 6749 §4.1.2), nothing issued from it works now.
+        case replayed
+    }
+
+    static func createTables(_ db: SQLExecutor) async throws {
+        let integer = SQLFragment(db.dialect.integerType)
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_oidc_session (sid TEXT PRIMARY KEY NOT NULL, user_id TEXT NOT NULL, client_id TEXT NOT NULL, auth_time "
+                + integer + " NOT NULL, expires_at " + integer + " NOT NULL)"
+        )
+        try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_oidc_session_user ON docket_oidc_session (user_id)")
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_oidc_code (code_hash TEXT PRIMARY KEY NOT NULL, sid TEXT NOT NULL, client_id TEXT NOT NULL,"
+                + " redirect_uri TEXT NOT NULL, scope TEXT NOT NULL, nonce TEXT NOT NULL, challenge TEXT NOT NULL, expires_at " + integer
+                + " NOT NULL, used " + integer + " NOT NULL)"
+        )
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_refresh_token (token_hash TEXT PRIMARY KEY NOT NULL, sid TEXT NOT NULL, client_id TEXT NOT NULL,"
+                + " scope TEXT NOT NULL, nonce TEXT NOT NULL, expires_at " + integer + " NOT NULL, used " + integer + " NOT NULL)"
+        )
+        try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_refresh_token_sid ON docket_refresh_token (sid)")
+    }
+
+    static func hash(_ token: String) -> String { Digest.sha256Hex(token.utf8) }
+
+    /// Starts a session and stores its first credential (a code, or a refresh token) in one transaction.
+    static func start(_ session: Session, code: (hash: String, code: Code)? = nil, refresh: (hash: String, token: Refresh)? = nil, storage: any Storage)
+        async throws
+    {
+        try await storage.write { db in
+            try await db.run(
+                "INSERT INTO docket_oidc_session (sid, user_id, client_id, auth_time, expires_at) VALUES (" + .bind(session.sid) + ", "
+                    + .bind(session.userID) + ", " + .bind(session.clientID) + ", " + .bind(session.authTime) + ", " + .bind(session.expires) + ")"
+            )
+            if let code { try await insert(code.hash, code.code, db) }
+            if let refresh { try await insert(refresh.hash, refresh.token, db) }
+        }
+    }
+
+    /// Stores a refresh token of a session that exists.
+    static func add(_ hash: String, _ refresh: Refresh, storage: any Storage) async throws {
+        try await storage.write { db in try await insert(hash, refresh, db) }
+    }
+
+    /// A session that has not ended at `now`; nil otherwise.
+    static func session(_ sid: String, now: Int, storage: any Storage) async throws -> Session? {
+        try await storage.read { db in try await session(sid, now: now, db) }
+    }
+
+    /// Ends a session and everything issued for it; unknown sessions are ignored.
+    static func end(_ sid: String, storage: any Storage) async throws {
+        try await storage.write { db in try await end(sid, db) }
+    }
+
+    /// Ends every session of a user (in the transaction that changed their credentials).
+    static func endSessions(ofUser userID: String, _ db: SQLExecutor) async throws {
+        for row in try await db.rows("SELECT sid FROM docket_oidc_session WHERE user_id = " + .bind(userID)) {
+            if let sid = try row.value(at: "sid", kind: .text).text { try await end(sid, db) }
+        }
+    }
+
+    /// Uses an authorization code once. A second use ends the session it started.
+    static func redeem(code hash: String, clientID: String, now: Int, storage: any Storage) async throws -> Redemption<Code> {
+        try await storage.write { db in
+            guard let row = try await db.rows(
+                "SELECT sid, client_id, redirect_uri, scope, nonce, challenge, expires_at, used FROM docket_oidc_code WHERE code_hash = " + .bind(hash)
+            ).first else { return .unknown }
+            let code = Code(
+                sid: try row.value(at: "sid", kind: .text).text ?? "", clientID: try row.value(at: "client_id", kind: .text).text ?? "",
+                redirectURI: try row.value(at: "redirect_uri", kind: .text).text ?? "", scope: try row.value(at: "scope", kind: .text).text ?? "",
+                nonce: try row.value(at: "nonce", kind: .text).text ?? "", challenge: try row.value(at: "challenge", kind: .text).text ?? "",
+                expires: try row.value(at: "expires_at", kind: .integer).intValue ?? 0
+            )
+            guard code.clientID == clientID else { return .unknown }
+            if try row.value(at: "used", kind: .integer).intValue != 0 {
+                try await end(code.sid, db)
+                return .replayed
+            }
+            try await db.run("UPDATE docket_oidc_code SET used = 1 WHERE code_hash = " + .bind(hash))
+            guard code.expires > now, let session = try await session(code.sid, now: now, db) else { return .unknown }
+            return .redeemed(code, session)
+        }
+    }
+
+    /// Uses a refresh token once, storing its successor in the same transaction. A second use ends its session:
+    /// a stolen token and its rightful holder cannot both go on.
+    static func rotate(refresh hash: String, to next: String, clientID: String, now: Int, storage: any Storage) async throws
+        -> Redemption<Refresh>
+    {
+        try await storage.write { db in
+            guard let row = try await db.rows(
+                "SELECT sid, client_id, scope, nonce, expires_at, used FROM docket_refresh_token WHERE token_hash = " + .bind(hash)
+            ).first else { return .unknown }
+            let refresh = Refresh(
+                sid: try row.value(at: "sid", kind: .text).text ?? "", clientID: try row.value(at: "client_id", kind: .text).text ?? "",
+                scope: try row.value(at: "scope", kind: .text).text ?? "", nonce: try row.value(at: "nonce", kind: .text).text ?? "",
+                expires: try row.value(at: "expires_at", kind: .integer).intValue ?? 0
+            )
+            // Another client's token is not this client's to use, nor to burn.
+            guard refresh.clientID == clientID else { return .unknown }
+            if try row.value(at: "used", kind: .integer).intValue != 0 {
+                try await end(refresh.sid, db)
+                return .replayed
+            }
+            guard refresh.expires > now, let session = try await session(refresh.sid, now: now, db) else { return .unknown }
+            try await db.run("UPDATE docket_refresh_token SET used = 1 WHERE token_hash = " + .bind(hash))
+            try await insert(next, refresh, db)
+            return .redeemed(refresh, session)
+        }
+    }
+
+    /// A refresh token that is live at `now` (unused, its session live); nil otherwise.
+    static func refresh(_ hash: String, now: Int, storage: any Storage) async throws -> (Refresh, Session)? {
+        try await storage.read { db in
+            guard let row = try await db.rows(
+                "SELECT sid, client_id, scope, nonce, expires_at FROM docket_refresh_token WHERE used = 0 AND token_hash = " + .bind(hash)
+            ).first else { return nil }
+            let refresh = Refresh(
+                sid: try row.value(at: "sid", kind: .text).text ?? "", clientID: try row.value(at: "client_id", kind: .text).text ?? "",
+                scope: try row.value(at: "scope", kind: .text).text ?? "", nonce: try row.value(at: "nonce", kind: .text).text ?? "",
+                expires: try row.value(at: "expires_at", kind: .integer).intValue ?? 0
+            )
+            guard refresh.expires > now, let session = try await session(refresh.sid, now: now, db) else { return nil }
+            return (refresh, session)
+        }
+    }
+
+    /// Removes what ended before `now`; returns how many sessions went.
+    @discardableResult
+    static func prune(now: Int, storage: any Storage) async throws -> Int {
+        try await storage.write { db in
+            let count = try await db.integer("SELECT COUNT(*) FROM docket_oidc_session WHERE expires_at < " + .bind(now))
+            try await db.run("DELETE FROM docket_oidc_code WHERE expires_at < " + .bind(now))
+            try await db.run("DELETE FROM docket_refresh_token WHERE expires_at < " + .bind(now))
+            if count > 0 {
+                try await db.run("DELETE FROM docket_refresh_token WHERE sid IN (SELECT sid FROM docket_oidc_session WHERE expires_at < " + .bind(now) + ")")
+                try await db.run("DELETE FROM docket_oidc_session WHERE expires_at < " + .bind(now))
+            }
+            return count
+        }
+    }
+
+    private static func session(_ sid: String, now: Int, _ db: SQLExecutor) async throws -> Session? {
+        guard let row = try await db.rows(
+            "SELECT user_id, client_id, auth_time, expires_at FROM docket_oidc_session WHERE sid = " + .bind(sid)
+        ).first else { return nil }
+        let session = Session(
+            sid: sid, userID: try row.value(at: "user_id", kind: .text).text ?? "", clientID: try row.value(at: "client_id", kind: .text).text ?? "",
+            authTime: try row.value(at: "auth_time", kind: .integer).intValue ?? 0, expires: try row.value(at: "expires_at", kind: .integer).intValue ?? 0
+        )
+        return session.expires > now ? session : nil
+    }
+
+    private static func end(_ sid: String, _ db: SQLExecutor) async throws {
+        try await db.run("DELETE FROM docket_refresh_token WHERE sid = " + .bind(sid))
+        try await db.run("DELETE FROM docket_oidc_code WHERE sid = " + .bind(sid))
+        try await db.run("DELETE FROM docket_oidc_session WHERE sid = " + .bind(sid))
+    }
+
+    private static func insert(_ hash: String, _ code: Code, _ db: SQLExecutor) async throws {
+        try await db.run(
+            "INSERT INTO docket_oidc_code (code_hash, sid, client_id, redirect_uri, scope, nonce, challenge, expires_at, used) VALUES ("
+                + .bind(hash) + ", " + .bind(code.sid) + ", " + .bind(code.clientID) + ", " + .bind(code.redirectURI) + ", " + .bind(code.scope)
+                + ", " + .bind(code.nonce) + ", " + .bind(code.challenge) + ", " + .bind(code.expires) + ", 0)"
+        )
+    }
+
+    private static func insert(_ hash: String, _ refresh: Refresh, _ db: SQLExecutor) async throws {
+        try await db.run(
+            "INSERT INTO docket_refresh_token (token_hash, sid, client_id, scope, nonce, expires_at, used) VALUES (" + .bind(hash) + ", "
+                + .bind(refresh.sid) + ", " + .bind(refresh.clientID) + ", " + .bind(refresh.scope) + ", " + .bind(refresh.nonce) + ", "
+                + .bind(refresh.expires) + ", 0)"
+        )
+    }
+}

@@ -1,0 +1,435 @@
+import Crypto
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import Testing
+
+@testable import DocketServer
+
+/// The OpenID Connect provider through the router: discovery and keys, the grants (password, authorization code
+/// with PKCE through the web UI's sign-in, refresh with rotation and reuse detection), access tokens as bearer
+/// credentials in the other dialects, userinfo, introspection, revocation and logout, and what it refuses.
+@Suite("OpenID Connect provider")
+struct OpenIDTests {
+    static let realm = "/realms/docket"
+    static let endpoints = realm + "/protocol/openid-connect"
+    static let redirect = "http://localhost:8765/callback"
+
+    static func form(_ pairs: [(String, String)]) -> ByteBuffer {
+        ByteBuffer(string: pairs.map { WebBrowser.escape($0.0) + "=" + WebBrowser.escape($0.1) }.joined(separator: "&"))
+    }
+
+    static func post(_ client: any TestClientProtocol, _ path: String, _ pairs: [(String, String)], headers: HTTPFields = [:]) async throws
+        -> TestResponse
+    {
+        var fields = headers
+        fields[.contentType] = "application/x-www-form-urlencoded"
+        return try await client.execute(uri: path, method: .post, headers: fields, body: form(pairs))
+    }
+
+    /// The password grant for the showcase's public client.
+    static func passwordGrant(_ client: any TestClientProtocol, user: String = "john.doe", password: String = "password") async throws -> JSONValue {
+        let response = try await post(client, endpoints + "/token", [
+            ("grant_type", "password"), ("client_id", "datasync-starter-client"), ("username", user), ("password", password),
+            ("scope", "openid profile email"),
+        ])
+        #expect(response.status == .ok, "\(response.text)")
+        return try response.json
+    }
+
+    /// A JWT's payload, unverified.
+    static func claims(_ token: String) throws -> JSONValue {
+        let parts = token.split(separator: ".")
+        return try JSONValue.parse(try #require(Base64URL.decode(parts[1])))
+    }
+
+    static func pkce() -> (verifier: String, challenge: String) {
+        let verifier = Base64URL.random(bytes: 40)
+        return (verifier, Base64URL.encode(Array(SHA256.hash(data: Data(verifier.utf8)))))
+    }
+
+    static func query(_ location: String) -> [String: String] {
+        var result: [String: String] = [:]
+        for item in URLComponents(string: location)?.queryItems ?? [] { result[item.name] = item.value ?? "" }
+        return result
+    }
+
+    @Test("discovery under both prefixes names every endpoint and what AppAuth requires; the JWK Set publishes the RS256 key by its thumbprint; another realm does not exist")
+    func discovery() async throws {
+        try await TestApp.withRouter(configure: { $0.publicURL = "http://docket.example:8080/" }) { client in
+            for prefix in ["", "/auth"] {
+                let response = try await client.execute(
+                    uri: prefix + Self.realm + "/.well-known/openid-configuration", method: .get, headers: [:], body: nil
+                )
+                #expect(response.status == .ok)
+                let document = try response.json
+                let issuer = "http://docket.example:8080" + prefix + "/realms/docket"
+                #expect(document["issuer"]?.stringValue == issuer)
+                #expect(document["token_endpoint"]?.stringValue == issuer + "/protocol/openid-connect/token")
+                #expect(document["jwks_uri"]?.stringValue == issuer + "/protocol/openid-connect/certs")
+                for key in ["authorization_endpoint", "userinfo_endpoint", "end_session_endpoint", "revocation_endpoint", "introspection_endpoint"] {
+                    #expect(document[key]?.stringValue?.hasPrefix(issuer + "/protocol/openid-connect/") == true, "\(key)")
+                }
+                #expect(document["response_types_supported"] == .array([.string("code")]))
+                #expect(document["subject_types_supported"] == .array([.string("public")]))
+                #expect(document["id_token_signing_alg_values_supported"] == .array([.string("RS256")]))
+                #expect(document["code_challenge_methods_supported"] == .array([.string("S256")]))
+            }
+            let keys = try await client.execute(uri: Self.endpoints + "/certs", method: .get, headers: [:], body: nil).json
+            let key = try #require(keys["keys"]?.arrayValue?.first)
+            #expect(key["kty"]?.stringValue == "RSA" && key["alg"]?.stringValue == "RS256" && key["use"]?.stringValue == "sig")
+            #expect(key["d"] == nil && key["p"] == nil)
+            let canonical = #"{"e":""# + (key["e"]?.stringValue ?? "") + #"","kty":"RSA","n":""# + (key["n"]?.stringValue ?? "") + #""}"#
+            #expect(key["kid"]?.stringValue == Base64URL.encode(Array(SHA256.hash(data: Data(canonical.utf8)))))
+            let other = try await client.execute(uri: "/realms/master/.well-known/openid-configuration", method: .get, headers: [:], body: nil)
+            #expect(other.status == .notFound)
+            #expect(try other.json["error"]?.stringValue == "Realm does not exist")
+        }
+    }
+
+    @Test("the password grant gives RS256 access and ID tokens with Keycloak's claims; the access token is a bearer credential for the Table API, DataSync and userinfo")
+    func passwordGrant() async throws {
+        try await TestApp.withRouter { client in
+            let grant = try await Self.passwordGrant(client)
+            #expect(grant["token_type"]?.stringValue == "Bearer")
+            #expect((grant["expires_in"]?.intValue ?? 0) > 0 && (grant["refresh_expires_in"]?.intValue ?? 0) > 0)
+            let access = try #require(grant["access_token"]?.stringValue)
+            let id = try #require(grant["id_token"]?.stringValue)
+            let claims = try Self.claims(access)
+            #expect(claims["preferred_username"]?.stringValue == "john.doe")
+            #expect(claims["sub"]?.stringValue == DemoData.userID("john.doe"))
+            #expect(claims["azp"]?.stringValue == "datasync-starter-client")
+            #expect(claims["typ"]?.stringValue == "Bearer")
+            #expect(claims["realm_access"]?["roles"]?.arrayValue?.contains(.string("itil")) == true)
+            #expect(claims["sid"]?.stringValue == grant["session_state"]?.stringValue)
+            let idClaims = try Self.claims(id)
+            #expect(idClaims["aud"]?.stringValue == "datasync-starter-client" && idClaims["typ"]?.stringValue == "ID")
+            #expect(idClaims["at_hash"]?.stringValue == OpenIDProvider.atHash(access))
+            let header = try JSONValue.parse(try #require(Base64URL.decode(access.split(separator: ".")[0])))
+            #expect(header["alg"]?.stringValue == "RS256" && header["kid"] != nil)
+
+            let table = try await client.execute(
+                uri: "/api/now/table/sys_user?sysparm_query=user_name=john.doe&sysparm_fields=user_name", method: .get, headers: .bearer(access), body: nil
+            )
+            #expect(table.status == .ok)
+            #expect(try table.results.first?["user_name"]?.stringValue == "john.doe")
+            let graphQL = try await client.execute(
+                uri: "/graphql", method: .post, headers: .json(.bearer(access)), body: ByteBuffer(string: #"{"query":"{ allTasks { id title } }"}"#)
+            )
+            #expect(graphQL.status == .ok)
+            #expect(try graphQL.json["errors"] == nil)
+            let info = try await client.execute(uri: Self.endpoints + "/userinfo", method: .get, headers: .bearer(access), body: nil)
+            #expect(info.status == .ok)
+            #expect(try info.json["preferred_username"]?.stringValue == "john.doe")
+            #expect(try info.json["sub"]?.stringValue == DemoData.userID("john.doe"))
+            // A wrong password is invalid_grant; the client must be allowed the grant.
+            let wrong = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "password"), ("client_id", "datasync-starter-client"), ("username", "john.doe"), ("password", "nope"),
+            ])
+            #expect(wrong.status == .badRequest)
+            #expect(try wrong.json["error"]?.stringValue == "invalid_grant")
+            let mobile = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "password"), ("client_id", "docket-mobile"), ("username", "john.doe"), ("password", "password"),
+            ])
+            #expect(try mobile.json["error"]?.stringValue == "unauthorized_client")
+        }
+    }
+
+    @Test("a refresh token rotates on use; using a used one ends its session, so the newest refresh and access tokens stop too")
+    func refreshRotation() async throws {
+        try await TestApp.withRouter { client in
+            let grant = try await Self.passwordGrant(client)
+            let first = try #require(grant["refresh_token"]?.stringValue)
+            let refreshed = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", first),
+            ])
+            #expect(refreshed.status == .ok)
+            let second = try #require(try refreshed.json["refresh_token"]?.stringValue)
+            let access = try #require(try refreshed.json["access_token"]?.stringValue)
+            #expect(second != first)
+            #expect(try await client.execute(uri: Self.endpoints + "/userinfo", method: .get, headers: .bearer(access), body: nil).status == .ok)
+            // Another client cannot use (or burn) it.
+            let foreign = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "docket-demo"), ("client_secret", DemoData.oauthClientSecret), ("refresh_token", second),
+            ])
+            #expect(try foreign.json["error"]?.stringValue == "invalid_grant")
+            // The first one again: reuse detected, the whole session ends.
+            let replay = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", first),
+            ])
+            #expect(replay.status == .badRequest)
+            #expect(try replay.json["error"]?.stringValue == "invalid_grant")
+            let after = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", second),
+            ])
+            #expect(try after.json["error"]?.stringValue == "invalid_grant")
+            let api = try await client.execute(uri: "/api/now/table/incident?sysparm_limit=1", method: .get, headers: .bearer(access), body: nil)
+            #expect(api.status == .unauthorized)
+        }
+    }
+
+    @Test("authorization code with PKCE: the auth endpoint sends an unsigned-in browser to the web UI's sign-in and back, then to the app with a code and state; the code works once, with the right verifier and redirect URI")
+    func authorizationCode() async throws {
+        try await TestApp.withRouter { client in
+            let (verifier, challenge) = Self.pkce()
+            let authorize = Self.endpoints + "/auth?response_type=code&client_id=datasync-starter-client&redirect_uri="
+                + WebBrowser.escape(Self.redirect) + "&scope=openid%20profile&state=xyz&nonce=n-0S6&code_challenge=" + challenge
+                + "&code_challenge_method=S256&login_hint=john.doe"
+            var browser = WebBrowser(client)
+            let first = try await browser.get(authorize)
+            #expect(first.status == .seeOther)
+            #expect(first.location.hasPrefix("/?next=" + WebBrowser.escape(Self.endpoints + "/auth?")))
+            #expect(first.location.contains("login_hint=john.doe"))
+            let page = try await browser.get(first.location)
+            #expect(page.status == .ok)
+            #expect(page.text.contains(#"value="john.doe""#))
+            // The page's form may end in a redirect to the app.
+            #expect(page.headers[.contentSecurityPolicy]?.contains("form-action 'self' http://localhost:8765") == true)
+            let next = try #require(Self.query("http://x" + first.location)["next"])
+            let signedIn = try await browser.post("/app/login", [("user_name", "john.doe"), ("password", "password"), ("next", next)], csrf: browser.cookies[WebSessions.loginCookie] ?? "")
+            #expect(signedIn.status == .seeOther)
+            #expect(signedIn.location == next)
+            let back = try await browser.get(signedIn.location)
+            #expect(back.status == .found)
+            #expect(back.location.hasPrefix(Self.redirect + "?"))
+            let answer = Self.query(back.location)
+            #expect(answer["state"] == "xyz")
+            #expect(answer["iss"]?.hasSuffix("/realms/docket") == true)
+            let code = try #require(answer["code"])
+
+            let wrongVerifier = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "authorization_code"), ("client_id", "datasync-starter-client"), ("code", code),
+                ("redirect_uri", Self.redirect), ("code_verifier", Self.pkce().verifier),
+            ])
+            #expect(try wrongVerifier.json["error"]?.stringValue == "invalid_grant")
+            // The code was used by that attempt: it is spent, and its session ended.
+            let late = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "authorization_code"), ("client_id", "datasync-starter-client"), ("code", code),
+                ("redirect_uri", Self.redirect), ("code_verifier", verifier),
+            ])
+            #expect(try late.json["error"]?.stringValue == "invalid_grant")
+
+            // Signed in now: a new request goes straight back with a code.
+            let again = try await browser.get(authorize.replacingOccurrences(of: "state=xyz", with: "state=abc"))
+            #expect(again.status == .found)
+            let code2 = try #require(Self.query(again.location)["code"])
+            let wrongRedirect = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "authorization_code"), ("client_id", "datasync-starter-client"), ("code", code2),
+                ("redirect_uri", "http://localhost:9999/other"), ("code_verifier", verifier),
+            ])
+            #expect(try wrongRedirect.json["error"]?.stringValue == "invalid_grant")
+            let again3 = try await browser.get(authorize)
+            let code3 = try #require(Self.query(again3.location)["code"])
+            let exchanged = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "authorization_code"), ("client_id", "datasync-starter-client"), ("code", code3),
+                ("redirect_uri", Self.redirect), ("code_verifier", verifier),
+            ])
+            #expect(exchanged.status == .ok, "\(exchanged.text)")
+            let idToken = try #require(try exchanged.json["id_token"]?.stringValue)
+            #expect(try Self.claims(idToken)["nonce"]?.stringValue == "n-0S6")
+            let replay = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "authorization_code"), ("client_id", "datasync-starter-client"), ("code", code3),
+                ("redirect_uri", Self.redirect), ("code_verifier", verifier),
+            ])
+            #expect(try replay.json["error"]?.stringValue == "invalid_grant")
+            // The replay ended the session the code started: its tokens stop.
+            let access = try #require(try exchanged.json["access_token"]?.stringValue)
+            #expect(try await client.execute(uri: Self.endpoints + "/userinfo", method: .get, headers: .bearer(access), body: nil).status == .unauthorized)
+
+            // prompt=login asks for the password again even when signed in.
+            let forced = try await browser.get(authorize + "&prompt=login")
+            #expect(forced.status == .seeOther && forced.location.contains("force=1"))
+            #expect(try await browser.get(forced.location).text.contains("user_name"))
+            // prompt=none without a session: login_required, at the app.
+            var stranger = WebBrowser(client)
+            let none = try await stranger.get(authorize + "&prompt=none")
+            #expect(none.status == .found && Self.query(none.location)["error"] == "login_required")
+        }
+    }
+
+    @Test("the auth endpoint never redirects to an address the client did not register, and refuses a public client without PKCE")
+    func authorizationRefusals() async throws {
+        try await TestApp.withRouter { client in
+            let (_, challenge) = Self.pkce()
+            func get(_ query: String) async throws -> TestResponse {
+                try await client.execute(uri: Self.endpoints + "/auth?" + query, method: .get, headers: [:], body: nil)
+            }
+            for redirect in ["http://localhost.evil.example/cb", "https://evil.example/cb", "http://localhost:8765/cb#frag", "http://user@localhost/cb", ""] {
+                let response = try await get(
+                    "response_type=code&client_id=datasync-starter-client&redirect_uri=" + WebBrowser.escape(redirect) + "&code_challenge=" + challenge
+                        + "&code_challenge_method=S256"
+                )
+                #expect(response.status == .badRequest, "\(redirect)")
+                #expect(response.headers[.location] == nil)
+            }
+            let unknown = try await get("response_type=code&client_id=nobody&redirect_uri=" + WebBrowser.escape(Self.redirect))
+            #expect(unknown.status == .badRequest && unknown.headers[.location] == nil)
+            let noPKCE = try await get("response_type=code&client_id=datasync-starter-client&state=s&redirect_uri=" + WebBrowser.escape(Self.redirect))
+            #expect(noPKCE.status == .found)
+            #expect(Self.query(noPKCE.location)["error"] == "invalid_request")
+            #expect(Self.query(noPKCE.location)["state"] == "s")
+            let plain = try await get(
+                "response_type=code&client_id=datasync-starter-client&redirect_uri=" + WebBrowser.escape(Self.redirect) + "&code_challenge=" + challenge
+                    + "&code_challenge_method=plain"
+            )
+            #expect(Self.query(plain.location)["error"] == "invalid_request")
+            let token = try await get(
+                "response_type=token&client_id=datasync-starter-client&redirect_uri=" + WebBrowser.escape(Self.redirect) + "&code_challenge=" + challenge
+                    + "&code_challenge_method=S256"
+            )
+            #expect(Self.query(token.location)["error"] == "unsupported_response_type")
+            // Loopback redirects on any port (RFC 8252), a custom scheme exactly as registered.
+            let loopback = try await get(
+                "response_type=code&client_id=datasync-starter-client&redirect_uri=" + WebBrowser.escape("http://127.0.0.1:51234/done")
+                    + "&code_challenge=" + challenge + "&code_challenge_method=S256"
+            )
+            #expect(loopback.status == .seeOther)
+            let app = try await get(
+                "response_type=code&client_id=docket-mobile&redirect_uri=" + WebBrowser.escape("com.docket.app:/oauth2redirect")
+                    + "&code_challenge=" + challenge + "&code_challenge_method=S256"
+            )
+            #expect(app.status == .seeOther)
+        }
+    }
+
+    @Test("revocation, introspection (confidential clients only), logout with an ID token hint and with a refresh token, and a new password end what was issued")
+    func endings() async throws {
+        try await TestApp.withRouter { client in
+            let demo = HTTPFields.basic(DemoData.oauthClientID, DemoData.oauthClientSecret)
+            func introspect(_ token: String) async throws -> JSONValue {
+                try await Self.post(client, Self.endpoints + "/token/introspect", [("token", token)], headers: demo).json
+            }
+            func works(_ access: String) async throws -> Bool {
+                try await client.execute(uri: "/api/now/table/incident?sysparm_limit=1", method: .get, headers: .bearer(access), body: nil).status == .ok
+            }
+            // Revoking the access token ends its session.
+            let grant = try await Self.passwordGrant(client)
+            let access = try #require(grant["access_token"]?.stringValue)
+            let refresh = try #require(grant["refresh_token"]?.stringValue)
+            #expect(try await introspect(access)["active"] == .bool(true))
+            #expect(try await introspect(access)["username"]?.stringValue == "john.doe")
+            #expect(try await introspect(refresh)["active"] == .bool(true))
+            let publicAsks = try await Self.post(client, Self.endpoints + "/token/introspect", [("token", access), ("client_id", "datasync-starter-client")])
+            #expect(publicAsks.status == .unauthorized)
+            #expect(try await works(access))
+            let revoked = try await Self.post(client, Self.endpoints + "/revoke", [("token", access), ("client_id", "datasync-starter-client")])
+            #expect(revoked.status == .ok)
+            #expect(try await !works(access))
+            #expect(try await introspect(access)["active"] == .bool(false))
+            #expect(try await introspect(refresh)["active"] == .bool(false))
+            #expect(try await introspect("garbage")["active"] == .bool(false))
+
+            // RP-initiated logout: back to a registered address with the state; elsewhere refused.
+            let second = try await Self.passwordGrant(client)
+            let idToken = try #require(second["id_token"]?.stringValue)
+            let evil = try await client.execute(
+                uri: Self.endpoints + "/logout?id_token_hint=" + idToken + "&post_logout_redirect_uri=" + WebBrowser.escape("https://evil.example/"),
+                method: .get, headers: [:], body: nil
+            )
+            #expect(evil.status == .badRequest && evil.headers[.location] == nil)
+            #expect(try await works(try #require(second["access_token"]?.stringValue)))
+            let out = try await client.execute(
+                uri: Self.endpoints + "/logout?id_token_hint=" + idToken + "&post_logout_redirect_uri=" + WebBrowser.escape("http://localhost:8765/bye")
+                    + "&state=st",
+                method: .get, headers: [:], body: nil
+            )
+            #expect(out.status == .found)
+            #expect(out.location == "http://localhost:8765/bye?state=st")
+            #expect(try await !works(try #require(second["access_token"]?.stringValue)))
+
+            // The form POST with a refresh token: 204.
+            let third = try await Self.passwordGrant(client)
+            let ended = try await Self.post(client, Self.endpoints + "/logout", [
+                ("client_id", "datasync-starter-client"), ("refresh_token", try #require(third["refresh_token"]?.stringValue)),
+            ])
+            #expect(ended.status == .noContent)
+            #expect(try await !works(try #require(third["access_token"]?.stringValue)))
+
+            // A new password ends every session of the user.
+            let fourth = try await Self.passwordGrant(client, user: "beth.anglin")
+            let beth = try #require(fourth["access_token"]?.stringValue)
+            #expect(try await works(beth))
+            let changed = try await client.execute(
+                uri: "/api/now/table/sys_user/" + DemoData.userID("beth.anglin"), method: .patch, headers: .json(.admin),
+                body: ByteBuffer(string: #"{"user_password":"another-secret-1"}"#)
+            )
+            #expect(changed.status == .ok)
+            #expect(try await !works(beth))
+        }
+    }
+
+    @Test("bad requests are OAuth errors, never 5xx: wrong content type, repeated parameters, unknown grants and clients, a wrong client secret, tokens of other kinds")
+    func badInput() async throws {
+        try await TestApp.withRouter { client in
+            let json = try await client.execute(
+                uri: Self.endpoints + "/token", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}")
+            )
+            #expect(try json.status == .badRequest && json.json["error"]?.stringValue == "invalid_request")
+            let twice = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "password"), ("grant_type", "password")])
+            #expect(try twice.json["error"]?.stringValue == "invalid_request")
+            let unknownGrant = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "implicit"), ("client_id", "datasync-starter-client")])
+            #expect(try unknownGrant.json["error"]?.stringValue == "unsupported_grant_type")
+            let nobody = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "password"), ("client_id", "nobody")])
+            #expect(try nobody.status == .unauthorized && nobody.json["error"]?.stringValue == "invalid_client")
+            let badSecret = try await Self.post(
+                client, Self.endpoints + "/token", [("grant_type", "password"), ("username", "john.doe"), ("password", "password")],
+                headers: .basic(DemoData.oauthClientID, "wrong")
+            )
+            #expect(badSecret.status == .unauthorized && badSecret.headers[.wwwAuthenticate] != nil)
+            let noSecret = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "password"), ("client_id", DemoData.oauthClientID)])
+            #expect(noSecret.status == .unauthorized)
+            let big = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "password"), ("x", String(repeating: "a", count: 70_000))])
+            #expect(big.status.code == 413 || big.status == .badRequest)
+            #expect(big.status.code < 500)
+            let badCode = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", "authorization_code"), ("client_id", "datasync-starter-client"), ("code", "nope"), ("redirect_uri", Self.redirect),
+            ])
+            #expect(try badCode.json["error"]?.stringValue == "invalid_grant")
+            // userinfo: RFC 6750's challenge; a ServiceNow OAuth token or a forged JWT is no OpenID access token.
+            let none = try await client.execute(uri: Self.endpoints + "/userinfo", method: .get, headers: [:], body: nil)
+            #expect(none.status == .unauthorized && none.headers[.wwwAuthenticate]?.hasPrefix("Bearer") == true)
+            let grant = try await Self.passwordGrant(client)
+            let access = try #require(grant["access_token"]?.stringValue)
+            let parts = access.split(separator: ".").map(String.init)
+            guard case .object(var fields) = try Self.claims(access) else { Issue.record("no claims"); return }
+            fields["preferred_username"] = .string("admin")
+            fields["sub"] = .string(DemoData.userID("admin"))
+            let payload = JSONValue.object(fields)
+            let forged = parts[0] + "." + Base64URL.encode(payload.serialized()) + "." + parts[2]
+            let refused = try await client.execute(uri: Self.endpoints + "/userinfo", method: .get, headers: .bearer(forged), body: nil)
+            #expect(refused.status == .unauthorized)
+            #expect(refused.headers[.wwwAuthenticate]?.contains(#"error="invalid_token""#) == true)
+            let table = try await client.execute(uri: "/api/now/table/incident", method: .get, headers: .bearer(forged), body: nil)
+            #expect(table.status == .unauthorized)
+            let unsigned = Base64URL.encode(Array(#"{"alg":"none"}"#.utf8)) + "." + Base64URL.encode(payload.serialized()) + "."
+            #expect(try await client.execute(uri: "/api/now/table/incident", method: .get, headers: .bearer(unsigned), body: nil).status == .unauthorized)
+            let missingRealm = try await client.execute(uri: "/realms/docket/protocol/openid-connect/nothing", method: .get, headers: [:], body: nil)
+            #expect(missingRealm.status == .notFound)
+        }
+    }
+
+    @Test("many refreshes of one token at once: exactly one succeeds, and the session then ends (reuse)")
+    func concurrentRefresh() async throws {
+        try await TestApp.withRouter { client in
+            let grant = try await Self.passwordGrant(client)
+            let refresh = try #require(grant["refresh_token"]?.stringValue)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<8 {
+                    group.addTask {
+                        try await Self.post(client, Self.endpoints + "/token", [
+                            ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", refresh),
+                        ]).status.code
+                    }
+                }
+                var all: [Int] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            #expect(statuses.filter { $0 == 200 }.count == 1)
+            #expect(statuses.filter { $0 == 400 }.count == 7)
+        }
+    }
+}
