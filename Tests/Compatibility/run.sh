@@ -16,7 +16,7 @@ cleanup() {
 trap cleanup EXIT
 
 python3 -m pip install --quiet --disable-pip-version-check pysnc==1.2.1 pysnow==0.7.17 requests-oauthlib \
-    "gql[requests,websockets]==3.5.3" 2>&1 \
+    "gql[requests,websockets]==3.5.3" authlib==1.9.6 2>&1 \
     | grep -v "Running pip as the 'root' user" || true
 
 # A CA and a server certificate for 127.0.0.1 and localhost, valid for one day.
@@ -58,7 +58,7 @@ if curl --version | grep -q HTTP2; then
     echo "compatibility: HTTP/2 negotiated by ALPN"
 fi
 status=0
-for suite in ${COMPAT_SUITES:-test_pysnc test_pysnow test_gql}; do
+for suite in ${COMPAT_SUITES:-test_pysnc test_pysnow test_gql test_oidc}; do
     (cd "$ROOT/Tests/Compatibility" && python3 -W ignore::ResourceWarning -m unittest -v "$suite") || status=1
 done
 # ServiceNow's own pysnc test suite (the test/ folder of its repository, sync and asyncio), run unmodified as admin

@@ -6,7 +6,7 @@ a time over raw sockets, and fails on any 5xx, any exit of the server, any answe
 and any database change made by a request that was rejected (4xx or no answer). The generator is seeded, so a
 run is repeatable: `fuzz.py --seed 7 --requests 20000`.
 """
-import argparse, base64, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, time, urllib.request
+import argparse, base64, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 
 FIELDS = ["number", "short_description", "state", "priority", "caller_id", "caller_id.name", "caller_id.manager.name",
           "assigned_to.department", "sys_id", "sys_created_on", "active", "impact", "AAAA", "user_password",
@@ -176,6 +176,8 @@ def build(r, creds):
         method, path, body, ctype, headers = compass_request(r)
     elif kind < 0.80:
         method, path, body, ctype, headers = eto_request(r)
+    elif kind < 0.85:
+        method, path, body, ctype, headers = oidc_request(r)
     else:
         return raw_malformed(r, creds), True
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
@@ -200,6 +202,72 @@ COMPASS = "/ccmweb/rest/repos/SampleRepository/databases/SAMPL"
 compass_tokens = []
 ETO_ENTERPRISES = ["7c9e6679-7425-40de-944b-e07fc1f90ae7", "c56a4180-65aa-42ec-a945-5fd21dec0538"]
 eto_tokens = {"sso": [], "site": []}
+
+oidc_tokens = {"access": [], "refresh": [], "id": []}
+
+def oidc_request(r):
+    """The OpenID provider: every endpoint under both prefixes and other realms, grants with good, replayed and
+    forged codes and tokens, cross-client use, redirect URIs that must not be followed, oversized values."""
+    realm = r.choice(["/realms/docket", "/realms/docket", "/auth/realms/docket", "/realms/master", "/realms/%00", "/realms/" + "d" * 300])
+    endpoints = realm + "/protocol/openid-connect"
+    def token(kind):
+        pool = oidc_tokens[kind]
+        return r.choice(pool + [rnd_text(r), "a.b.c", "e30.e30.", "x" * 9000, ""]) if pool and r.random() < 0.6 else r.choice([rnd_text(r), "a.b.c", "e30.e30.", ""])
+    def form(pairs):
+        return "&".join(f"{quote(k)}={quote(v)}" for k, v in pairs).encode()
+    clients = ["datasync-starter-client", "docket-mobile", "docket-demo", "docket-cli", "nobody", "", rnd_text(r, 20)]
+    redirects = ["http://localhost:8765/cb", "http://127.0.0.1:1/x", "http://localhost.evil.example/", "https://evil.example/",
+                 "com.docket.app:/oauth2redirect", "javascript:alert(1)", "http://localhost/#frag", "//evil.example", rnd_text(r)]
+    headers, method, body, ctype = {}, "GET", b"", None
+    which = r.random()
+    if which < 0.08:
+        path = r.choice([realm + "/.well-known/openid-configuration", endpoints + "/certs", "/mobile-services.json?client_id=" + quote(r.choice(clients))])
+    elif which < 0.35:
+        pairs = [("response_type", r.choice(["code", "token", "", "code id_token"])), ("client_id", r.choice(clients)),
+                 ("redirect_uri", r.choice(redirects)), ("scope", r.choice(["openid", "openid profile email", "", rnd_text(r)])),
+                 ("state", r.choice(["s", "", "x" * 3000])), ("nonce", rnd_text(r)),
+                 ("code_challenge", r.choice(["E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM", "", "short", "x" * 200])),
+                 ("code_challenge_method", r.choice(["S256", "plain", ""])), ("prompt", r.choice(["", "none", "login", "consent"])),
+                 ("login_hint", rnd_text(r))]
+        pairs = r.sample(pairs, r.randint(0, len(pairs)))
+        if r.random() < 0.1: pairs += pairs[:1]
+        path = endpoints + "/auth?" + form(pairs).decode()
+        if r.random() < 0.3: headers["Cookie"] = "docket_session=" + r.choice(["forged", "", "A" * 200])
+    elif which < 0.7:
+        method, ctype = "POST", r.choice(["application/x-www-form-urlencoded"] * 4 + ["application/json", ""])
+        grant = r.choice(["password", "refresh_token", "authorization_code", "client_credentials",
+                          "urn:ietf:params:oauth:grant-type:device_code", "implicit", "", rnd_text(r)])
+        pairs = [("grant_type", grant), ("client_id", r.choice(clients)), ("username", r.choice(["john.doe", "admin", rnd_text(r)])),
+                 ("password", r.choice(["password", "wrong", ""])), ("refresh_token", token("refresh")), ("code", rnd_text(r)),
+                 ("redirect_uri", r.choice(redirects)), ("code_verifier", r.choice(["x" * 43, "", "x" * 200, rnd_text(r)])),
+                 ("client_secret", r.choice(["docket-demo-secret", "wrong", ""])), ("scope", r.choice(["openid", "", rnd_text(r)]))]
+        pairs = [pairs[0]] + r.sample(pairs[1:], r.randint(0, len(pairs) - 1))
+        if r.random() < 0.05: pairs += [pairs[0]]
+        body = form(pairs)
+        if r.random() < 0.02: body += b"&x=" + b"a" * 70000
+        if r.random() < 0.3: headers["Authorization"] = "Basic " + base64.b64encode(r.choice([b"docket-demo:docket-demo-secret", b"docket-demo:x", b"nocolon", b":"])).decode()
+        path = endpoints + "/token"
+    elif which < 0.8:
+        method = r.choice(["GET", "POST"])
+        path = endpoints + "/userinfo"
+        headers["Authorization"] = "Bearer " + token("access")
+        if method == "POST": ctype, body = "application/x-www-form-urlencoded", form([("access_token", token("access"))])
+    elif which < 0.9:
+        method, ctype = "POST", r.choice(["application/x-www-form-urlencoded", "text/plain"])
+        path = endpoints + r.choice(["/revoke", "/token/introspect"])
+        body = form([("token", token(r.choice(["access", "refresh"]))), ("client_id", r.choice(clients)),
+                     ("token_type_hint", r.choice(["access_token", "refresh_token", "x"]))])
+        if r.random() < 0.5: headers["Authorization"] = "Basic " + base64.b64encode(b"docket-demo:docket-demo-secret").decode()
+    else:
+        method = r.choice(["GET", "POST"])
+        pairs = [("id_token_hint", token("id")), ("post_logout_redirect_uri", r.choice(redirects)), ("state", rnd_text(r)),
+                 ("client_id", r.choice(clients)), ("refresh_token", token("refresh"))]
+        pairs = r.sample(pairs, r.randint(0, len(pairs)))
+        if method == "GET":
+            path = endpoints + "/logout?" + form(pairs).decode()
+        else:
+            path, ctype, body = endpoints + "/logout", "application/x-www-form-urlencoded", form(pairs)
+    return method, path, body, ctype, headers
 
 def eto_request(r):
     """ETO's sign-in chain and programs: good and forged tokens, paths in any case, odd ids and bodies."""
@@ -434,6 +502,15 @@ def main():
             token = json.load(urllib.request.urlopen(request))["SSOAuthenticateResult"]["SSOAuthToken"]
             eto_tokens["sso"].append(token)
             eto_tokens["site"].append(json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/API/Security.svc/SSOSiteLogin/{site}/{enterprise}/{token}/0")))
+        for _ in range(2):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/realms/docket/protocol/openid-connect/token", method="POST",
+                                             data=urllib.parse.urlencode({"grant_type": "password", "client_id": "datasync-starter-client",
+                                                                          "username": "john.doe", "password": "password", "scope": "openid"}).encode(),
+                                             headers={"Content-Type": "application/x-www-form-urlencoded"})
+            grant = json.load(urllib.request.urlopen(request))
+            oidc_tokens["access"].append(grant["access_token"])
+            oidc_tokens["refresh"].append(grant["refresh_token"])
+            oidc_tokens["id"].append(grant["id_token"])
         creds = ["john.doe:password"] * 4 + ["abel.tuter:password"] * 3 + ["beth.anglin:password", "abel.tuter:wrong", "nobody:x", ":", "john.doe:"]
         for i in range(args.requests):
             data, truncated = build(r, creds)

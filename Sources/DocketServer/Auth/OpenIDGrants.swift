@@ -191,7 +191,7 @@ enum OpenIDGrants {
         return session.expires > now ? session : nil
     }
 
-    private static func end(_ sid: String, _ db: SQLExecutor) async throws {
+    static func end(_ sid: String, _ db: SQLExecutor) async throws {
         try await db.run("DELETE FROM docket_refresh_token WHERE sid = " + .bind(sid))
         try await db.run("DELETE FROM docket_oidc_code WHERE sid = " + .bind(sid))
         try await db.run("DELETE FROM docket_oidc_session WHERE sid = " + .bind(sid))

@@ -96,7 +96,11 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     }
 
     /// The grants this provider runs.
-    static let grantTypes = ["authorization_code", "refresh_token", "password"]
+    static let grantTypes = ["authorization_code", "refresh_token", "password", "client_credentials"]
+
+    /// The user a confidential client acts as with the client_credentials grant (Keycloak's service account):
+    /// made with the client, without a password, with the roles an administrator gives it.
+    static func serviceAccount(of clientID: String) -> String { "service-account-" + clientID }
     static let scopes = ["openid", "profile", "email", "roles", "offline_access"]
     /// The longest an access or ID token lives, whatever the client's lifespan says: the signing keys' retention
     /// must cover it.
@@ -293,6 +297,25 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                     client: client, session: session, scope: refresh.scope, nonce: refresh.nonce, issuer: issuer, now: now, refresh: next
                 )
             }
+        case "client_credentials":
+            guard !client.isPublic else { throw .unauthorizedClient("A public client cannot use client_credentials.") }
+            let account: UserDirectory.Account?
+            do { account = try await UserDirectory(store: directory.store).account(userName: Self.serviceAccount(of: client.clientID)) } catch {
+                throw .unavailable
+            }
+            guard let account, account.active, !account.lockedOut else {
+                throw .unauthorizedClient("This client has no active service account (\(Self.serviceAccount(of: client.clientID))).")
+            }
+            let session = OpenIDGrants.Session(
+                sid: Base64URL.random(bytes: 16), userID: account.userID, clientID: client.clientID, authTime: now,
+                expires: now + max(1, min(client.accessLifespan, Self.maximumAccessLifetime))
+            )
+            do { try await OpenIDGrants.start(session, storage: storage) } catch { throw .unavailable }
+            // No refresh token (RFC 6749 §4.4.3): the client asks again with its secret.
+            return try await issue(
+                client: client, session: session, scope: Self.grantedScope(form["scope"]), nonce: "", issuer: issuer, now: now, refresh: nil,
+                withRefresh: false
+            )
         default:  // password (Direct Access Grants, as the DataSync showcase's getToken.js uses it)
             guard let userName = form["username"], !userName.isEmpty, let password = form["password"], !password.isEmpty else {
                 throw .invalidRequest("username and password are required.")
@@ -333,7 +356,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     /// Signs the tokens of a grant, with `refresh` (stored already) or a new refresh token stored for the session.
     private func issue(
         client: OAuthDirectory.Client, session: OpenIDGrants.Session, scope: String, nonce: String, issuer: String, now: Int,
-        refresh: String?
+        refresh: String?, withRefresh: Bool = true
     ) async throws(Failure) -> JSONValue {
         let caller: Caller?
         do { caller = try await authenticator.caller(userID: session.userID) } catch { throw .unavailable }
@@ -350,7 +373,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
         )
         var refreshToken = refresh
         do {
-            if refreshToken == nil {
+            if refreshToken == nil, withRefresh {
                 let made = Base64URL.random(bytes: 32)
                 try await OpenIDGrants.add(
                     OpenIDGrants.hash(made), .init(sid: session.sid, clientID: client.clientID, scope: scope, nonce: nonce, expires: session.expires),
@@ -361,9 +384,12 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             let accessToken = try await keys.sign(access, family: .rs256, now: now)
             var response: OrderedDictionary<String, JSONValue> = [
                 "access_token": .string(accessToken), "token_type": .string("Bearer"), "expires_in": .integer(expires - now),
-                "refresh_token": .string(refreshToken ?? ""), "refresh_expires_in": .integer(max(0, session.expires - now)),
                 "scope": .string(scope), "session_state": .string(session.sid), "not-before-policy": .integer(0),
             ]
+            if let refreshToken {
+                response["refresh_token"] = .string(refreshToken)
+                response["refresh_expires_in"] = .integer(max(0, session.expires - now))
+            }
             if scope.split(separator: " ").contains("openid") {
                 let id = IDClaims(
                     iss: issuer, sub: caller.userID, aud: client.clientID, azp: client.clientID, typ: "ID", exp: expires, iat: now,

@@ -167,6 +167,35 @@ struct OutageTests {
         }
     }
 
+    @Test("the OpenID provider: its token endpoint, userinfo, revocation and an OpenID access token on the Table API answer 503 with Retry-After, never invalid_grant or 401; the token works again after")
+    func openID() async throws {
+        try await Self.withFaultyRouter { client, faulty in
+            let grant = try await OpenIDTests.passwordGrant(client)
+            let access = try #require(grant["access_token"]?.stringValue)
+            let refresh = try #require(grant["refresh_token"]?.stringValue)
+            faulty.setDown(true)
+            let password = try await OpenIDTests.post(client, OpenIDTests.endpoints + "/token", [
+                ("grant_type", "password"), ("client_id", "datasync-starter-client"), ("username", "john.doe"), ("password", "password"),
+            ])
+            Self.expectUnavailable(password, "password grant")
+            #expect(try password.json["error"]?.stringValue == "temporarily_unavailable")
+            let refreshed = try await OpenIDTests.post(client, OpenIDTests.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", refresh),
+            ])
+            Self.expectUnavailable(refreshed, "refresh grant")
+            Self.expectUnavailable(try await client.get(OpenIDTests.endpoints + "/userinfo", .bearer(access)), "userinfo")
+            Self.expectUnavailable(try await client.get("/api/now/table/incident?sysparm_limit=1", .bearer(access)), "Table API with an OpenID token")
+            let revoked = try await OpenIDTests.post(client, OpenIDTests.endpoints + "/revoke", [("token", refresh), ("client_id", "datasync-starter-client")])
+            Self.expectUnavailable(revoked, "revocation")
+            faulty.setDown(false)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", .bearer(access)).status == .ok)
+            let after = try await OpenIDTests.post(client, OpenIDTests.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", refresh),
+            ])
+            #expect(after.status == .ok)
+        }
+    }
+
     @Test("a write refused during the outage left nothing behind")
     func refusedWrite() async throws {
         try await Self.withFaultyRouter { client, faulty in

@@ -80,8 +80,16 @@ struct OpenIDRoutes {
                 return Self.json(try await provider.introspect(token, client: client))
             }
         }
+        // The AeroGear apps' configuration of this server, for a public client (`?client_id=`, by default the
+        // DataSync showcase's).
+        router.get("/mobile-services.json") { request, _ in
+            let id = request.uri.queryParameters["client_id"].map(String.init) ?? "datasync-starter-client"
+            let client = try await provider.client(id: id)
+            guard client.isPublic else { throw OpenIDProvider.Failure.invalidClient("Only a public client's configuration is published.") }
+            return Self.json(MobileServices.document(base: try base(request), realm: provider.realm, clientID: client.clientID))
+        }
         return DialectMount(prefix: "/realms", responder: router.buildResponder()) { path in
-            path.hasPrefix("/realms/") || path.hasPrefix("/auth/realms/")
+            path.hasPrefix("/realms/") || path.hasPrefix("/auth/realms/") || path == "/mobile-services.json"
         }
     }
 
@@ -92,9 +100,16 @@ struct OpenIDRoutes {
         }
     }
 
-    /// The issuer this request addresses: the configured public URL (behind a proxy), else the scheme and host
-    /// the request came to; `/auth` kept when the request used the legacy prefix.
+    /// The issuer this request addresses: under the configured public URL (behind a proxy), else the scheme and
+    /// host the request came to; `/auth` kept when the request used the legacy prefix.
     func issuer(_ request: Request) throws -> String {
+        var base = try base(request)
+        if request.uri.path.hasPrefix("/auth/") { base += "/auth" }
+        return provider.issuer(base: base)
+    }
+
+    /// The server's base URL for this request: the configured public URL, else the scheme and host it came to.
+    func base(_ request: Request) throws -> String {
         var base: String
         if let publicURL = configuration.publicURL, !publicURL.isEmpty {
             base = publicURL
@@ -110,8 +125,7 @@ struct OpenIDRoutes {
             else { throw OpenIDProvider.Failure.invalidRequest("The request's Host is not a host name.") }
             base = (configuration.usesTLS ? "https://" : "http://") + host
         }
-        if request.uri.path.hasPrefix("/auth/") { base += "/auth" }
-        return provider.issuer(base: base)
+        return base
     }
 
     // MARK: Authorization endpoint

@@ -411,6 +411,58 @@ struct OpenIDTests {
         }
     }
 
+    @Test("client_credentials: a confidential client registered through the Table API acts as its service account, without a refresh token; public clients and clients without one are refused")
+    func clientCredentials() async throws {
+        try await TestApp.withRouter { client in
+            let created = try await client.execute(
+                uri: "/api/now/table/oauth_entity", method: .post, headers: .json(.admin),
+                body: ByteBuffer(string: #"{"name":"Reports","client_id":"reports","client_secret":"reports-secret-123456","grant_types":"client_credentials"}"#)
+            )
+            #expect(created.status == .created)
+            let secretHeaders = HTTPFields.basic("reports", "reports-secret-123456")
+            let before = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "client_credentials")], headers: secretHeaders)
+            #expect(try before.json["error"]?.stringValue == "unauthorized_client")
+            let account = try await client.execute(
+                uri: "/api/now/table/sys_user", method: .post, headers: .json(.admin),
+                body: ByteBuffer(string: #"{"user_name":"service-account-reports","name":"Reports robot"}"#)
+            )
+            #expect(account.status == .created)
+            let grant = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "client_credentials")], headers: secretHeaders)
+            #expect(grant.status == .ok, "\(grant.text)")
+            #expect(try grant.json["refresh_token"] == nil)
+            let access = try #require(try grant.json["access_token"]?.stringValue)
+            #expect(try Self.claims(access)["preferred_username"]?.stringValue == "service-account-reports")
+            let table = try await client.execute(uri: "/api/now/table/sys_user?sysparm_limit=1", method: .get, headers: .bearer(access), body: nil)
+            #expect(table.status == .ok)
+            let wrong = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "client_credentials")], headers: .basic("reports", "nope-nope-nope-nope"))
+            #expect(wrong.status == .unauthorized)
+            let publicClient = try await Self.post(client, Self.endpoints + "/token", [("grant_type", "client_credentials"), ("client_id", "datasync-starter-client")])
+            #expect(try publicClient.json["error"]?.stringValue == "unauthorized_client")
+        }
+    }
+
+    @Test("mobile-services.json describes this server for a public client: sync-app with its WebSocket URL, keycloak with realm and resource")
+    func mobileServices() async throws {
+        try await TestApp.withRouter(configure: { $0.publicURL = "https://tasks.example.com" }) { client in
+            let document = try await client.execute(uri: "/mobile-services.json", method: .get, headers: [:], body: nil).json
+            let services = try #require(document["services"]?.arrayValue)
+            let sync = try #require(services.first { $0["type"]?.stringValue == "sync-app" })
+            #expect(sync["url"]?.stringValue == "https://tasks.example.com/graphql")
+            #expect(sync["config"]?["websocketUrl"]?.stringValue == "wss://tasks.example.com/graphql")
+            let keycloak = try #require(services.first { $0["type"]?.stringValue == "keycloak" })
+            #expect(keycloak["config"]?["auth-server-url"]?.stringValue == "https://tasks.example.com")
+            #expect(keycloak["config"]?["realm"]?.stringValue == "docket")
+            #expect(keycloak["config"]?["resource"]?.stringValue == "datasync-starter-client")
+            #expect(services.allSatisfy { $0["id"]?.stringValue?.isEmpty == false })
+            let mobile = try await client.execute(uri: "/mobile-services.json?client_id=docket-mobile", method: .get, headers: [:], body: nil).json
+            #expect(mobile["clientId"]?.stringValue == "docket-mobile")
+            let confidential = try await client.execute(uri: "/mobile-services.json?client_id=docket-demo", method: .get, headers: [:], body: nil)
+            #expect(confidential.status == .unauthorized)
+            let unknown = try await client.execute(uri: "/mobile-services.json?client_id=nobody", method: .get, headers: [:], body: nil)
+            #expect(unknown.status == .unauthorized)
+        }
+    }
+
     @Test("many refreshes of one token at once: exactly one succeeds, and the session then ends (reuse)")
     func concurrentRefresh() async throws {
         try await TestApp.withRouter { client in
