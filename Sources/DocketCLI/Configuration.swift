@@ -56,7 +56,19 @@ struct ConnectionOptions: ParsableArguments {
         guard let credentials = try environment.credentialStore.credentials(for: target) else {
             throw CLIFailure("no saved credentials for \(target): run 'docket login \(name) --user NAME'")
         }
-        return DocketClient(session: DocketSession(instance: target, credentials: credentials, transport: try transport()))
+        let store = environment.credentialStore
+        let report = environment.err
+        // An OpenID provider rotates refresh tokens: the new one is saved at once, or the next command's is spent.
+        return DocketClient(session: DocketSession(
+            instance: target, credentials: credentials, transport: try transport(),
+            credentialsDidChange: { updated in
+                do {
+                    try store.save(updated, for: target)
+                } catch {
+                    report("docket: warning: the renewed sign-in could not be saved (\(error)); the next command will ask you to sign in again\n")
+                }
+            }
+        ))
     }
 
     /// A client for a command that speaks the ServiceNow APIs only: a Compass login is told what to use instead.

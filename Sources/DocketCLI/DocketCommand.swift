@@ -91,6 +91,11 @@ public struct DocketCommand: AsyncParsableCommand {
         guard let saved = CLIConfiguration.load(from: environment.configDirectory), let target = try? Instance(saved.instance),
             let old = try environment.credentialStore.credentials(for: target)
         else { return false }
+        if case .openID = old {
+            // A browser sign-in is renewed in the browser: no password is asked for here.
+            environment.err("docket: your sign-in to \(target) has ended; sign in again with 'docket login \(saved.instance) --sso'\n")
+            return false
+        }
         guard let password = environment.readPassword("Your login to \(target) has expired. Password for \(saved.userName): "),
             !password.isEmpty
         else { return false }

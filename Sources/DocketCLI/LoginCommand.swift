@@ -22,6 +22,11 @@ struct LoginCommand: AsyncParsableCommand {
             instead (docketd serves SampleRepository/SAMPL): it keeps the Compass token (24 hours), and the work \
             commands (defects, show, create, edit, transition, delete, choices, watch --mine) speak Compass.
 
+            With --sso, docket signs in through docketd's OpenID provider instead (the device grant): it prints an \
+            address and a code, you allow the sign-in in a browser on any device (signed in to Docket there), and \
+            docket keeps the refresh token it is given, renewing it as the provider rotates it. 'docket logout' \
+            revokes it.
+
             One login is kept at a time: logging in again, to another instance or to Compass or ETO on the same \
             docketd, replaces the earlier login.
             """
@@ -33,8 +38,14 @@ struct LoginCommand: AsyncParsableCommand {
     @Argument(help: "Instance name (acme) or URL (http://127.0.0.1:8080).")
     var instance: String
 
-    @Option(help: "User name.")
-    var user: String
+    @Option(help: "User name (not with --sso).")
+    var user: String?
+
+    @Flag(help: "Sign in through docketd's OpenID provider on any device with a browser (the device grant): docket prints an address and a code to enter there, then keeps only the tokens.")
+    var sso = false
+
+    @Option(help: "The OpenID realm to sign in to with --sso (default docket).")
+    var realm: String = "docket"
 
     @Flag(help: "Read the password from standard input (for scripts).")
     var passwordStdin = false
@@ -64,6 +75,13 @@ struct LoginCommand: AsyncParsableCommand {
     var caFile: String?
 
     func validate() throws {
+        if sso {
+            if user != nil || repo != nil || db != nil || eto || savePassword || passwordStdin {
+                throw ValidationError("--sso signs in through the browser: leave out --user, --repo, --db, --eto, --save-password and --password-stdin")
+            }
+            return
+        }
+        if user == nil { throw ValidationError("give --user NAME (or sign in through the browser with --sso)") }
         if (repo == nil) != (db == nil) { throw ValidationError("--repo and --db go together") }
         if repo != nil, clientID != nil { throw ValidationError("--client-id is for ServiceNow logins, not with --repo") }
         if eto, repo != nil || clientID != nil || savePassword {
@@ -77,6 +95,14 @@ struct LoginCommand: AsyncParsableCommand {
         if clientID != nil, clientSecret == nil { throw ValidationError("--client-id needs --client-secret") }
         let transport = try environment.transport(caFile: caFile)
         let trusted = environment.caFile(option: caFile).map { URL(fileURLWithPath: $0).standardizedFileURL.path }
+        if sso {
+            do {
+                return try await signInThroughBrowser(target, transport: transport, trusted: trusted, environment: environment)
+            } catch let error as DocketError {
+                throw Self.explain(error, target: target, typed: instance)
+            }
+        }
+        let user = self.user ?? ""
         let password = passwordStdin ? environment.readLine() : environment.readPassword("Password for \(user): ")
         guard let password, !password.isEmpty else { throw CLIFailure("no password given") }
         do {
@@ -86,9 +112,39 @@ struct LoginCommand: AsyncParsableCommand {
         }
     }
 
+    /// The device grant (RFC 8628) against the instance's OpenID realm: shows where to go and which code to
+    /// enter, waits for the person to allow it there, and keeps the refresh token (no password ever typed here).
+    private func signInThroughBrowser(_ target: Instance, transport: any Transport, trusted: String?, environment: CLIEnvironment) async throws {
+        let oidc = OpenIDClient(transport: transport)
+        let issuer = target.baseURL.appendingPathComponent("realms").appendingPathComponent(realm)
+        let provider: OpenIDConfiguration
+        do {
+            provider = try await oidc.discover(issuer: issuer)
+        } catch let error as DocketError where error.kind == .http && error.status == 404 {
+            throw CLIFailure("\(target) has no OpenID realm '\(realm)' (\(issuer.absoluteString)): is it a docketd? Give the realm with --realm")
+        }
+        let client = clientID ?? Self.defaultClientID
+        let secret = clientID == nil ? Self.defaultClientSecret : clientSecret
+        let authorization = try await oidc.startDeviceAuthorization(provider, clientID: client, clientSecret: secret)
+        environment.print("To sign in, open \(authorization.verificationURI) in a browser and enter the code \(authorization.userCode)")
+        if let complete = authorization.verificationURIComplete { environment.print("(or open \(complete))") }
+        environment.print("Waiting for you to allow it there…")
+        let tokens = try await oidc.pollDeviceToken(provider, authorization: authorization, clientID: client, clientSecret: secret)
+        guard let refresh = tokens.refreshToken else { throw CLIFailure("the provider signed you in but gave no refresh token to keep") }
+        let userName = tokens.claim("preferred_username") ?? tokens.claim("sub") ?? "?"
+        let login = OpenIDLogin(
+            issuer: provider.issuer, tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint, clientID: client,
+            clientSecret: secret, userName: userName, refreshToken: refresh
+        )
+        try environment.credentialStore.save(.openID(login), for: target)
+        try CLIConfiguration(instance: target.description, userName: userName, caFile: trusted).save(to: environment.configDirectory)
+        environment.print("Signed in to \(target) as \(userName).")
+    }
+
     private func logIn(
         _ target: Instance, password: String, transport: any Transport, trusted: String?, environment: CLIEnvironment
     ) async throws {
+        let user = self.user ?? ""
         if eto {
             let client = DocketClient(session: DocketSession(
                 instance: target, credentials: .eto(ETOLogin(email: user)), transport: transport

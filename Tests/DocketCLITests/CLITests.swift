@@ -98,6 +98,41 @@ struct CLITests {
         }
     }
 
+    @Test("login --sso: the device grant through a browser elsewhere; the CLI keeps the rotating refresh token (never a password), commands work, logout revokes", .timeLimit(.minutes(2)))
+    func singleSignOn() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            let login = Task { await cli.run("login", base, "--sso") }
+            var code = ""
+            for _ in 0..<100 where code.isEmpty {
+                if let range = cli.outputSoFar().range(of: "enter the code ") {
+                    code = String(cli.outputSoFar()[range.upperBound...].prefix(9))
+                } else {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            #expect(cli.outputSoFar().contains(base + "/realms/docket/device"))
+            try await Browser(base: base).approveDevice(code: code)
+            let result = await login.value
+            #expect(result.code == 0, "\(result.err)")
+            #expect(result.out.contains("Signed in to \(base) as john.doe."))
+            let target = try Instance(base)
+            guard case .openID(let first) = try FileCredentialStore(directory: cli.directory).credentials(for: target) else {
+                Issue.record("no OpenID sign-in saved")
+                return
+            }
+            #expect(!(try String(contentsOf: cli.directory.appendingPathComponent("credentials.json"), encoding: .utf8)).contains("password"))
+            #expect(await cli.run("tasks").code == 0)
+            // The refresh token rotated on use, and the new one was saved at once.
+            guard case .openID(let second) = try FileCredentialStore(directory: cli.directory).credentials(for: target) else { return }
+            #expect(second.refreshToken != first.refreshToken)
+            #expect(await cli.run("whoami").out.contains("john.doe"))
+            #expect(await cli.run("logout").code == 0)
+            let revoked = DocketSession(instance: target, credentials: .openID(second))
+            await #expect(throws: DocketError.self) { _ = try await DocketClient(session: revoked).myWork.myTasks() }
+        }
+    }
+
     @Test("an expired login asks for the password again and carries on; without one to ask, says to log in")
     func expiredLogin() async throws {
         try await withLiveServer { base throws in
@@ -442,5 +477,50 @@ struct TasksWatchWordingTests {
         #expect(TasksCommand.describe(try Self.change("left", operation: "update", record: ["number": "INC1", "active": "true"]))
             == "INC1 left your list by beth.anglin")
         #expect(TasksCommand.describe(try Self.change("deleted", operation: "delete", record: [:])) == "abc was deleted by beth.anglin")
+    }
+}
+
+/// A browser for the CLI's tests: keeps its own cookies, follows nothing, reads the CSRF token from pages.
+struct Browser {
+    let base: String
+    let transport: NIOHTTPTransport
+
+    init(base: String) throws {
+        self.base = base
+        transport = try NIOHTTPTransport(trusting: nil, followingRedirects: false)
+    }
+
+    /// Signs in to the web UI as john.doe and allows the device sign-in with `code`.
+    func approveDevice(code: String, user: String = "john.doe", password: String = "password") async throws {
+        var cookies: [String: String] = [:]
+        func send(_ method: String, _ path: String, form: [(String, String)]? = nil) async throws -> HTTPResponseData {
+            var headers: [String: String] = [:]
+            if !cookies.isEmpty { headers["Cookie"] = cookies.map { "\($0.key)=\($0.value)" }.joined(separator: "; ") }
+            var body: Data? = nil
+            if let form {
+                headers["Content-Type"] = "application/x-www-form-urlencoded"
+                body = Data(form.map { Instance.encode($0.0) + "=" + Instance.encode($0.1) }.joined(separator: "&").utf8)
+            }
+            let response = try await transport.send(HTTPRequestData(method: method, url: URL(string: base + path)!, headers: headers, body: body))
+            for header in response.headers["set-cookie"] ?? [] {
+                let pair = header.prefix { $0 != ";" }.split(separator: "=", maxSplits: 1)
+                if pair.count == 2 { cookies[String(pair[0])] = String(pair[1]) }
+            }
+            return response
+        }
+        func csrf(_ page: HTTPResponseData) -> String {
+            let text = String(decoding: page.body, as: UTF8.self)
+            guard let range = text.range(of: #"name="csrf" value=""#) else { return "" }
+            return String(text[range.upperBound...].prefix { $0 != "\"" })
+        }
+        let signInPage = try await send("GET", "/")
+        let signedIn = try await send("POST", "/app/login", form: [
+            ("csrf", csrf(signInPage)), ("user_name", user), ("password", password), ("next", "/app/work"),
+        ])
+        #expect(signedIn.status == 303)
+        let page = try await send("GET", "/app/device?user_code=" + code)
+        #expect(page.status == 200)
+        let allowed = try await send("POST", "/app/device", form: [("csrf", csrf(page)), ("user_code", code), ("decision", "allow")])
+        #expect(allowed.status == 200)
     }
 }

@@ -99,6 +99,52 @@ struct SessionTests {
         #expect(sent[4].headers["Authorization"] == "Bearer A2")
     }
 
+    @Test("OpenID: however many requests need a token at once, one refresh serves them; the rotated refresh token is reported once, to be saved; a refused refresh is loginExpired")
+    func openIDSingleFlight() async throws {
+        final class Provider: Transport {
+            let refreshes = Mutex<[String]>([])
+            func send(_ request: HTTPRequestData) async throws -> HTTPResponseData {
+                if request.url.path.hasSuffix("/token") {
+                    let body = String(decoding: request.body ?? Data(), as: UTF8.self)
+                    let used = body.components(separatedBy: "refresh_token=").last ?? ""
+                    let count = refreshes.withLock { $0.append(used); return $0.count }
+                    try await Task.sleep(for: .milliseconds(50))
+                    guard used == "R\(count)" else { return json(400, #"{"error":"invalid_grant","error_description":"reused"}"#) }
+                    return json(200, #"{"access_token":"A\#(count)","refresh_token":"R\#(count + 1)","token_type":"Bearer","expires_in":300}"#)
+                }
+                return json(200, #"{"result":[]}"#)
+            }
+        }
+        let provider = Provider()
+        let saved = Mutex<[Credentials]>([])
+        let login = OpenIDLogin(
+            issuer: "http://x.test/realms/docket", tokenEndpoint: "http://x.test/realms/docket/protocol/openid-connect/token",
+            clientID: "docket-cli", clientSecret: "docket-cli", userName: "john.doe", refreshToken: "R1"
+        )
+        let session = DocketSession(
+            instance: try Instance("http://x.test"), credentials: .openID(login), transport: provider,
+            credentialsDidChange: { credentials in saved.withLock { $0.append(credentials) } }
+        )
+        let client = DocketClient(session: session)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<10 { group.addTask { _ = try await client.table.records(in: "incident") } }
+            try await group.waitForAll()
+        }
+        #expect(provider.refreshes.withLock { $0 } == ["R1"])
+        #expect(saved.withLock { $0 }.count == 1)
+        guard case .openID(let rotated) = saved.withLock({ $0.first }) else { Issue.record("nothing saved"); return }
+        #expect(rotated.refreshToken == "R2")
+        #expect(await session.openIDLogin?.refreshToken == "R2")
+        // A spent refresh token: the sign-in has ended.
+        let stale = DocketClient(session: DocketSession(instance: try Instance("http://x.test"), credentials: .openID(login), transport: provider))
+        do {
+            _ = try await stale.table.records(in: "incident")
+            Issue.record("a spent refresh token worked")
+        } catch let error as DocketError {
+            #expect(error.kind == .loginExpired)
+        }
+    }
+
     @Test("credentials are never sent to another host")
     func foreignLinks() async throws {
         let transport = ScriptedTransport([])

@@ -19,6 +19,11 @@ public enum Credentials: Sendable, Equatable, Codable {
     /// An ETO sign-in and the context chosen since (enterprise, site, program), with its tokens and no password:
     /// ``ETOService/signIn(email:password:)`` fills it in; it works until the tokens expire (24 hours).
     case eto(ETOLogin)
+    /// A sign-in through an OpenID Connect provider (docketd's own realm, or a company's): a refresh token and no
+    /// password. The provider may rotate the refresh token on every use: ``DocketSession`` keeps the newest and
+    /// reports it (``DocketSession/init(instance:credentials:transport:retryPolicy:credentialsDidChange:)``) so
+    /// that it is saved at once.
+    case openID(OpenIDLogin)
 
     /// The user name these credentials log in as.
     public var userName: String {
@@ -28,6 +33,8 @@ public enum Credentials: Sendable, Equatable, Codable {
             return userName
         case .eto(let login):
             return login.email
+        case .openID(let login):
+            return login.userName
         }
     }
 
@@ -35,7 +42,7 @@ public enum Credentials: Sendable, Equatable, Codable {
     public var containsPassword: Bool {
         switch self {
         case .basic, .oauth, .compass: return true
-        case .refreshToken, .sessionCookies, .compassToken, .eto: return false
+        case .refreshToken, .sessionCookies, .compassToken, .eto, .openID: return false
         }
     }
 
@@ -84,5 +91,30 @@ public struct ETOLogin: Sendable, Equatable, Codable {
         self.site = site
         self.siteToken = siteToken
         self.program = program
+    }
+}
+
+/// What an OpenID sign-in keeps: where to refresh and revoke, the client, the user, the newest refresh token.
+public struct OpenIDLogin: Sendable, Equatable, Codable {
+    public var issuer: String
+    public var tokenEndpoint: String
+    public var revocationEndpoint: String?
+    public var clientID: String
+    /// The client's secret, for a confidential client (docketd's `docket-cli` publishes its own: it is no secret).
+    public var clientSecret: String?
+    public var userName: String
+    public var refreshToken: String
+
+    public init(
+        issuer: String, tokenEndpoint: String, revocationEndpoint: String? = nil, clientID: String, clientSecret: String? = nil,
+        userName: String, refreshToken: String
+    ) {
+        self.issuer = issuer
+        self.tokenEndpoint = tokenEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.userName = userName
+        self.refreshToken = refreshToken
     }
 }

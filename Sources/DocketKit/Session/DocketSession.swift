@@ -52,16 +52,25 @@ public actor DocketSession {
     private var token: OAuthToken?
     private var compassToken: String?
     private var eto: ETOLogin?
+    /// The OpenID sign-in as it stands (its refresh token rotates).
+    private var openID: OpenIDLogin?
+    /// The refresh in flight: however many requests need a fresh token, one refresh serves them (a rotated refresh
+    /// token used twice would end the sign-in).
+    private var refreshing: Task<String, any Error>?
+    /// Told the credentials to save whenever they change (a rotated refresh token).
+    private let credentialsDidChange: (@Sendable (Credentials) -> Void)?
 
     /// Creates a session; nothing is sent until the first request.
     public init(
         instance: Instance, credentials: Credentials, transport: any Transport = URLSessionTransport(),
-        retryPolicy: RetryPolicy = RetryPolicy()
+        retryPolicy: RetryPolicy = RetryPolicy(), credentialsDidChange: (@Sendable (Credentials) -> Void)? = nil
     ) {
         self.instance = instance
         self.credentials = credentials
         self.transport = transport
         self.retryPolicy = retryPolicy
+        self.credentialsDidChange = credentialsDidChange
+        if case .openID(let saved) = credentials { openID = saved }
         if case .sessionCookies(_, let saved) = credentials { jar = saved.mapValues { ($0, nil) } }
         if case .compassToken(_, _, _, let saved) = credentials { compassToken = saved }
         if case .eto(let saved) = credentials { eto = saved }
@@ -72,6 +81,9 @@ public actor DocketSession {
 
     /// Replaces the ETO context (``ETOService`` does, as the user signs in and chooses).
     func setETO(_ login: ETOLogin) { eto = login }
+
+    /// The OpenID sign-in as it stands, with the newest refresh token, to save (``Credentials/openID(_:)``).
+    public var openIDLogin: OpenIDLogin? { openID }
 
     /// The token of the last Compass login, to save instead of a password
     /// (``Credentials/compassToken(repository:database:userName:token:)``).
@@ -88,7 +100,7 @@ public actor DocketSession {
     public var refreshToken: String? {
         if let refresh = token?.refreshToken { return refresh }
         if case .refreshToken(_, _, _, let refresh) = credentials { return refresh }
-        return nil
+        return openID?.refreshToken
     }
 
     /// Ends the login on the instance: revokes the OAuth refresh token (and with it the access tokens), or
@@ -106,7 +118,14 @@ public actor DocketSession {
                 headers: ["Authorization": "Bearer " + compassToken], body: nil
             ))
         }
-        if let refresh = refreshToken {
+        if let openID {
+            // Revoking the refresh token ends the sign-in, its access tokens with it.
+            if let endpoint = openID.revocationEndpoint.flatMap(URL.init(string:)) {
+                try? await OpenIDClient(transport: transport).revoke(
+                    endpoint: endpoint, token: openID.refreshToken, clientID: openID.clientID, clientSecret: openID.clientSecret
+                )
+            }
+        } else if let refresh = refreshToken {
             let request = HTTPRequestData(
                 method: "POST", url: instance.url("/oauth_revoke_token.do"),
                 headers: ["Content-Type": "application/x-www-form-urlencoded"],
@@ -251,6 +270,9 @@ public actor DocketSession {
         case .oauth, .refreshToken:
             request.headers["Authorization"] = "Bearer " + (try await accessToken())
             return false
+        case .openID:
+            request.headers["Authorization"] = "Bearer " + (try await openIDAccessToken())
+            return false
         case .sessionCookies:
             request.headers["Cookie"] = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
                 .joined(separator: "; ")
@@ -338,6 +360,44 @@ public actor DocketSession {
         let name = pair[..<equals].trimmingCharacters(in: .whitespaces)
         guard !name.isEmpty else { return nil }
         return (name, pair[pair.index(after: equals)...].trimmingCharacters(in: .whitespaces), fromMaxAge)
+    }
+
+    // MARK: OpenID
+
+    /// A valid access token of the OpenID sign-in: the current one, or one refresh's (one at a time).
+    func openIDAccessToken() async throws -> String {
+        if let token, token.expires > Date().addingTimeInterval(30), !token.accessToken.isEmpty { return token.accessToken }
+        if let refreshing { return try await refreshing.value }
+        let task = Task { try await self.refreshOpenID() }
+        refreshing = task
+        defer { refreshing = nil }
+        return try await task.value
+    }
+
+    private func refreshOpenID() async throws -> String {
+        guard let login = openID, let endpoint = URL(string: login.tokenEndpoint) else {
+            throw DocketError(kind: .invalidRequest, message: "this session does not use OpenID")
+        }
+        let tokens: OpenIDTokens
+        do {
+            tokens = try await OpenIDClient(transport: transport).refresh(
+                tokenEndpoint: endpoint, refreshToken: login.refreshToken, clientID: login.clientID, clientSecret: login.clientSecret
+            )
+        } catch let error as DocketError where error.kind == .http && [400, 401].contains(error.status ?? 0) {
+            throw DocketError(
+                kind: .loginExpired, status: error.status, message: "the sign-in has expired or was ended: sign in again", detail: error.detail,
+                request: error.request
+            )
+        }
+        token = OAuthToken(accessToken: tokens.accessToken, refreshToken: nil, expires: Date().addingTimeInterval(TimeInterval(tokens.expiresIn)))
+        if let rotated = tokens.refreshToken, rotated != login.refreshToken {
+            var updated = login
+            updated.refreshToken = rotated
+            openID = updated
+            // Saved at once: the old refresh token is spent.
+            credentialsDidChange?(.openID(updated))
+        }
+        return tokens.accessToken
     }
 
     // MARK: OAuth

@@ -14,13 +14,14 @@ public final class NIOHTTPTransport: StreamingTransport {
     /// The longest response body read into memory.
     static let maximumBody = 256 * 1024 * 1024
 
-    /// Creates a transport whose TLS connections also trust `certificates`.
-    public init(trusting certificates: TrustedCertificates?, timeout: TimeInterval = 60) throws {
+    /// Creates a transport whose TLS connections also trust `certificates`. With `followingRedirects` false, a
+    /// redirect is answered as it came (a client that keeps cookies of its own follows it itself).
+    public init(trusting certificates: TrustedCertificates?, timeout: TimeInterval = 60, followingRedirects: Bool = true) throws {
         var tls = TLSConfiguration.makeClientConfiguration()
         if let certificates { tls.additionalTrustRoots = [.file(certificates.pemFile)] }
         let seconds = Int64(max(1, timeout))
         let configuration = HTTPClient.Configuration(
-            tlsConfiguration: tls, redirectConfiguration: .follow(max: 5, allowCycles: false),
+            tlsConfiguration: tls, redirectConfiguration: followingRedirects ? .follow(max: 5, allowCycles: false) : .disallow,
             timeout: .init(connect: .seconds(min(seconds, 30)), read: .seconds(seconds))
         )
         self.client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)

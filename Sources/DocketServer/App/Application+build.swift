@@ -116,7 +116,8 @@ public func buildApplication(
         WebAPI(
             store: store, configuration: configuration, identity: identity,
             sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
-            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
+            openID: openID
         ).mount(),
         // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
         OpenIDRoutes(provider: openID, identity: identity, configuration: configuration).mount(),

@@ -61,6 +61,102 @@ enum OpenIDGrants {
         try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_refresh_token_sid ON docket_refresh_token (sid)")
     }
 
+    /// Device authorizations (RFC 8628): the device code (hashed), the code a person types, and what they decided.
+    static func createDeviceTable(_ db: SQLExecutor) async throws {
+        let integer = SQLFragment(db.dialect.integerType)
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_device_code (device_hash TEXT PRIMARY KEY NOT NULL, user_code TEXT NOT NULL UNIQUE,"
+                + " client_id TEXT NOT NULL, scope TEXT NOT NULL, expires_at " + integer + " NOT NULL, poll_interval " + integer
+                + " NOT NULL, last_poll " + integer + " NOT NULL, state TEXT NOT NULL, user_id TEXT NOT NULL)"
+        )
+    }
+
+    struct Device: Sendable, Equatable {
+        var userCode: String
+        var clientID: String
+        var scope: String
+        var expires: Int
+        var interval: Int
+    }
+
+    /// What polling a device code found.
+    enum Poll: Sendable, Equatable {
+        /// Nobody has decided yet (`authorization_pending`).
+        case pending
+        /// Polled sooner than the interval allows (`slow_down`): the interval is now longer.
+        case slowDown
+        case denied
+        case expired
+        /// Unknown, another client's, or already exchanged.
+        case unknown
+        /// Approved by this user: the code is now spent.
+        case approved(userID: String, scope: String)
+    }
+
+    static func addDevice(_ hash: String, _ device: Device, storage: any Storage) async throws {
+        try await storage.write { db in
+            try await db.run("DELETE FROM docket_device_code WHERE expires_at < " + .bind(device.expires - 3600))
+            try await db.run(
+                "INSERT INTO docket_device_code (device_hash, user_code, client_id, scope, expires_at, poll_interval, last_poll, state, user_id) VALUES ("
+                    + .bind(hash) + ", " + .bind(device.userCode) + ", " + .bind(device.clientID) + ", " + .bind(device.scope) + ", "
+                    + .bind(device.expires) + ", " + .bind(device.interval) + ", 0, 'pending', '')"
+            )
+        }
+    }
+
+    /// Polls a device code for its client (RFC 8628 §3.4–3.5).
+    static func poll(device hash: String, clientID: String, now: Int, storage: any Storage) async throws -> Poll {
+        try await storage.write { db in
+            guard let row = try await db.rows(
+                "SELECT client_id, scope, expires_at, poll_interval, last_poll, state, user_id FROM docket_device_code WHERE device_hash = " + .bind(hash)
+            ).first, try row.value(at: "client_id", kind: .text).text == clientID else { return .unknown }
+            let state = try row.value(at: "state", kind: .text).text ?? ""
+            if (try row.value(at: "expires_at", kind: .integer).intValue ?? 0) <= now { return state == "used" ? .unknown : .expired }
+            switch state {
+            case "approved":
+                try await db.run("UPDATE docket_device_code SET state = 'used' WHERE device_hash = " + .bind(hash))
+                return .approved(userID: try row.value(at: "user_id", kind: .text).text ?? "", scope: try row.value(at: "scope", kind: .text).text ?? "")
+            case "denied": return .denied
+            case "pending":
+                let interval = try row.value(at: "poll_interval", kind: .integer).intValue ?? 5
+                let last = try row.value(at: "last_poll", kind: .integer).intValue ?? 0
+                if now.subtractingReportingOverflow(last).partialValue < interval {
+                    try await db.run(
+                        "UPDATE docket_device_code SET poll_interval = " + .bind(min(interval + 5, 60)) + ", last_poll = " + .bind(now)
+                            + " WHERE device_hash = " + .bind(hash)
+                    )
+                    return .slowDown
+                }
+                try await db.run("UPDATE docket_device_code SET last_poll = " + .bind(now) + " WHERE device_hash = " + .bind(hash))
+                return .pending
+            default: return .unknown
+            }
+        }
+    }
+
+    /// The client of a pending, unexpired user code; nil when there is none.
+    static func pendingDevice(userCode: String, now: Int, storage: any Storage) async throws -> String? {
+        try await storage.read { db in
+            try await db.rows(
+                "SELECT client_id FROM docket_device_code WHERE state = 'pending' AND user_code = " + .bind(userCode) + " AND expires_at > " + .bind(now)
+            ).first.flatMap { try $0.value(at: "client_id", kind: .text).text }
+        }
+    }
+
+    /// Records a person's decision on a pending user code; false when there is no such code (any more).
+    static func decide(userCode: String, userID: String, approve: Bool, now: Int, storage: any Storage) async throws -> Bool {
+        try await storage.write { db in
+            guard try await !db.rows(
+                "SELECT device_hash FROM docket_device_code WHERE state = 'pending' AND user_code = " + .bind(userCode) + " AND expires_at > " + .bind(now)
+            ).isEmpty else { return false }
+            try await db.run(
+                "UPDATE docket_device_code SET state = " + .bind(approve ? "approved" : "denied") + ", user_id = " + .bind(userID)
+                    + " WHERE user_code = " + .bind(userCode)
+            )
+            return true
+        }
+    }
+
     static func hash(_ token: String) -> String { Digest.sha256Hex(token.utf8) }
 
     /// Starts a session and stores its first credential (a code, or a refresh token) in one transaction.

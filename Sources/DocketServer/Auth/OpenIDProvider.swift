@@ -96,7 +96,11 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     }
 
     /// The grants this provider runs.
-    static let grantTypes = ["authorization_code", "refresh_token", "password", "client_credentials"]
+    static let deviceGrant = "urn:ietf:params:oauth:grant-type:device_code"
+    static let grantTypes = ["authorization_code", "refresh_token", "password", "client_credentials", deviceGrant]
+    /// How long a device code waits for its person (RFC 8628 §3.2's `expires_in`), and how often it may be polled.
+    static let deviceLifetime = 600
+    static let deviceInterval = 5
 
     /// The user a confidential client acts as with the client_credentials grant (Keycloak's service account):
     /// made with the client, without a password, with the roles an administrator gives it.
@@ -297,6 +301,28 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                     client: client, session: session, scope: refresh.scope, nonce: refresh.nonce, issuer: issuer, now: now, refresh: next
                 )
             }
+        case Self.deviceGrant:
+            guard let code = form["device_code"], !code.isEmpty, code.utf8.count <= 256 else { throw .invalidRequest("device_code is missing.") }
+            let poll: OpenIDGrants.Poll
+            do {
+                poll = try await OpenIDGrants.poll(device: OpenIDGrants.hash(code), clientID: client.clientID, now: now, storage: storage)
+            } catch {
+                throw .unavailable
+            }
+            switch poll {
+            case .pending: throw Failure(error: "authorization_pending", description: "The user has not decided yet.")
+            case .slowDown: throw Failure(error: "slow_down", description: "Poll less often: wait 5 seconds more between requests.")
+            case .denied: throw Failure(error: "access_denied", description: "The user refused the sign-in.")
+            case .expired: throw Failure(error: "expired_token", description: "The device code expired; start again.")
+            case .unknown: throw .invalidGrant("The device code is not known or was used.")
+            case .approved(let userID, let scope):
+                let session = OpenIDGrants.Session(
+                    sid: Base64URL.random(bytes: 16), userID: userID, clientID: client.clientID, authTime: now,
+                    expires: Self.sessionExpiry(client, now: now)
+                )
+                do { try await OpenIDGrants.start(session, storage: storage) } catch { throw .unavailable }
+                return try await issue(client: client, session: session, scope: scope, nonce: "", issuer: issuer, now: now, refresh: nil)
+            }
         case "client_credentials":
             guard !client.isPublic else { throw .unauthorizedClient("A public client cannot use client_credentials.") }
             let account: UserDirectory.Account?
@@ -343,6 +369,67 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             }
             return try await issue(client: client, session: session, scope: scope, nonce: "", issuer: issuer, now: now, refresh: refresh)
         }
+    }
+
+    // MARK: The device grant (RFC 8628)
+
+    /// Starts a device authorization for a client that may use the device grant: the device code (for the client
+    /// to poll with) and the user code a person enters at `{issuer}/device`.
+    func deviceAuthorization(form: [String: String], basic: (id: String, secret: String)?, issuer: String) async throws(Failure) -> JSONValue {
+        let client = try await authenticateClient(form: form, basic: basic)
+        guard client.grantTypes.contains(Self.deviceGrant) else { throw .unauthorizedClient("This client may not use the device grant.") }
+        let now = SessionStore.now()
+        let deviceCode = Base64URL.random(bytes: 32)
+        let userCode = Self.newUserCode()
+        do {
+            try await OpenIDGrants.addDevice(
+                OpenIDGrants.hash(deviceCode),
+                .init(userCode: userCode, clientID: client.clientID, scope: Self.grantedScope(form["scope"]), expires: now + Self.deviceLifetime,
+                      interval: Self.deviceInterval),
+                storage: storage
+            )
+        } catch {
+            throw .unavailable
+        }
+        let shown = Self.display(userCode)
+        return .object([
+            "device_code": .string(deviceCode), "user_code": .string(shown), "verification_uri": .string(issuer + "/device"),
+            "verification_uri_complete": .string(issuer + "/device?user_code=" + shown), "expires_in": .integer(Self.deviceLifetime),
+            "interval": .integer(Self.deviceInterval),
+        ])
+    }
+
+    /// Letters people do not confuse and that spell no words (RFC 8628 §6.1): 20^8 codes.
+    private static let userCodeLetters = Array("BCDFGHJKLMNPQRSTVWXZ")
+
+    private static func newUserCode() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String((0..<8).map { _ in userCodeLetters[Int.random(in: 0..<userCodeLetters.count, using: &generator)] })
+    }
+
+    /// A user code as people read it: `WDJB-MJHT`.
+    static func display(_ code: String) -> String { String(code.prefix(4)) + "-" + String(code.dropFirst(4)) }
+
+    /// A user code as typed (any case, with or without the dash or spaces) as stored; nil when it cannot be one.
+    static func normalized(userCode text: String) -> String? {
+        let letters = text.uppercased().filter { $0.isLetter }
+        guard letters.count == 8, letters.allSatisfy(userCodeLetters.contains) else { return nil }
+        return letters
+    }
+
+    /// The name of the client waiting on a user code; nil when no such code is pending.
+    func pendingDevice(userCode: String) async throws -> String? {
+        guard let code = Self.normalized(userCode: userCode),
+            let clientID = try await OpenIDGrants.pendingDevice(userCode: code, now: SessionStore.now(), storage: storage)
+        else { return nil }
+        let client = try await directory.client(clientID: clientID)
+        return client.map { $0.name.isEmpty ? $0.clientID : $0.name } ?? clientID
+    }
+
+    /// A signed-in person's decision on a user code; false when no such code is pending.
+    func decideDevice(userCode: String, caller: Caller, approve: Bool) async throws -> Bool {
+        guard let code = Self.normalized(userCode: userCode) else { return false }
+        return try await OpenIDGrants.decide(userCode: code, userID: caller.userID, approve: approve, now: SessionStore.now(), storage: storage)
     }
 
     /// The scopes granted for a requested list: the known ones asked for (`openid` included when asked).
@@ -559,6 +646,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             "end_session_endpoint": .string(endpoints + "/logout"),
             "revocation_endpoint": .string(endpoints + "/revoke"),
             "introspection_endpoint": .string(endpoints + "/token/introspect"),
+            "device_authorization_endpoint": .string(endpoints + "/auth/device"),
             "response_types_supported": strings(["code"]),
             "response_modes_supported": strings(["query"]),
             "subject_types_supported": strings(["public"]),

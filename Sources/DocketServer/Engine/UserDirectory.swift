@@ -105,6 +105,18 @@ struct OAuthDirectory: Sendable {
     static let commandLineClientID = "docket-cli"
     static let commandLineClientSecret = "docket-cli"
 
+    /// What the command-line client may do: log in with a password (`docket login`), or sign in through the
+    /// browser of any device (`docket login --sso`, the device grant), and refresh.
+    static let commandLineGrants = "password,refresh_token,urn:ietf:params:oauth:grant-type:device_code"
+
+    /// Lets a command-line client offered before the device grant existed use it (unless an admin changed its grants).
+    static func allowDeviceGrant(_ db: SQLExecutor) async throws {
+        try await db.run(
+            "UPDATE oauth_entity SET grant_types = " + .bind(commandLineGrants) + " WHERE client_id = " + .bind(commandLineClientID)
+                + " AND (grant_types IS NULL OR grant_types = '')"
+        )
+    }
+
     static func offerCommandLineClient(in store: RecordStore) async throws {
         func offered() async throws -> Bool {
             try await store.storage.read { db in
@@ -120,6 +132,7 @@ struct OAuthDirectory: Sendable {
                 values: [
                     "sys_id": SysID.stable("oauth_entity.docket-cli"), "name": "Docket command-line app",
                     "client_id": commandLineClientID, "client_secret": commandLineClientSecret,
+                    "grant_types": commandLineGrants,
                 ],
                 caller: .system,
                 within: { db, _ in try await db.run("INSERT INTO docket_meta (key, value) VALUES ('cli_client', 'created')") }

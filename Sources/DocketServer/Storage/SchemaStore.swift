@@ -31,6 +31,8 @@ enum SchemaStore {
         .once("2026-11-26-attachment-chunks") { db, _ in try await moveAttachmentContentToChunks(db) },
         .once("2026-11-26-signing-keys") { db, _ in try await SigningKeyStore.createTable(db) },
         .once("2026-11-26-openid-grants") { db, _ in try await OpenIDGrants.createTables(db) },
+        .once("2026-11-26-device-codes") { db, _ in try await OpenIDGrants.createDeviceTable(db) },
+        .once("2026-11-26-command-line-device-grant") { db, _ in try await OAuthDirectory.allowDeviceGrant(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -61,6 +63,7 @@ enum SchemaStore {
             try await addSystemProperties(db, now: GlideDateTime.format(now))
             try await SigningKeyStore.createTable(db)
             try await OpenIDGrants.createTables(db)
+            try await OpenIDGrants.createDeviceTable(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }

@@ -63,6 +63,19 @@ struct OpenIDRoutes {
                     return try await logout(request)
                 }
             }
+            router.post(RouterPath(endpoints + "/auth/device")) { request, context in
+                try realm(context)
+                let form = try await Self.form(request)
+                return Self.json(try await provider.deviceAuthorization(
+                    form: form, basic: request.headers.basic.map { (id: $0.username, secret: $0.password) }, issuer: try issuer(request)
+                ))
+            }
+            // The device grant's verification page is the web UI's (signed in, with its CSRF protection).
+            router.get(RouterPath(prefix + "/device")) { request, context in
+                try realm(context)
+                let code = request.uri.queryParameters["user_code"].map { "?user_code=" + Self.escape(String($0.prefix(32))) } ?? ""
+                return Response(status: .seeOther, headers: [.location: "/app/device" + code, .cacheControl: "no-store"])
+            }
             router.post(RouterPath(endpoints + "/revoke")) { request, context in
                 try realm(context)
                 let form = try await Self.form(request)

@@ -20,6 +20,8 @@ struct WebAPI {
     let ui: WebUI?
     let events: EventStreamController
     let uploads: UploadGate
+    /// The OpenID provider, whose device grant this UI confirms (`/app/device`).
+    var openID: OpenIDProvider? = nil
 
     /// The tables "New …" offers, in this order, where they exist and the caller may create them.
     static let creatableTables = ["incident", "defect", "problem", "change_request"]
@@ -39,6 +41,8 @@ struct WebAPI {
             return try ui.asset(request, name: context.parameters.get("name") ?? "")
         }
         router.get("/app/events") { request, context in try await events.events(request, context: context) }
+        router.get("/app/device") { request, context in try await devicePage(request, context: context) }
+        router.post("/app/device") { request, context in try await decideDevice(request, context: context) }
         // ServiceNow's form and list pages (the My Work API's `snowui` links, pysnc's get_link): the web UI's.
         let store = self.store
         router.get("/:page") { request, context in try Self.classicPage(request, context: context, catalog: store.catalog) }
@@ -178,6 +182,47 @@ struct WebAPI {
                 )
             }
         }
+    }
+
+    // MARK: Confirming a device's sign-in (OpenID's device grant)
+
+    @Sendable func devicePage(_ request: Request, context: Context) async throws -> Response {
+        let typed = request.uri.queryParameters["user_code"].map { String($0.prefix(32)) } ?? ""
+        var values: [String: Any] = ["title": "Sign in a device", "heading": "Sign in a device", "ask": true, "userCode": typed]
+        if !typed.isEmpty, let openID {
+            if let client = try await openID.pendingDevice(userCode: typed) {
+                values["clientName"] = client
+            } else {
+                values["error"] = "This code is not valid, or it expired. Check it, or start the sign-in on the device again."
+            }
+        }
+        return pages.page("device", values, context: context)
+    }
+
+    @Sendable func decideDevice(_ request: Request, context: Context) async throws -> Response {
+        let form = try await WebForm.read(request, context: context, sessions: sessions)
+        let caller = try context.requireCaller()
+        guard let openID else { throw WebError(.notFound, "Device sign-in is not offered here.") }
+        let typed = String((form["user_code"] ?? "").prefix(32))
+        let approve = form["decision"] == "allow"
+        let decided = try await openID.decideDevice(userCode: typed, caller: caller, approve: approve)
+        guard decided else {
+            return pages.page(
+                "device",
+                [
+                    "title": "Sign in a device", "heading": "Sign in a device", "ask": true, "userCode": typed,
+                    "error": "This code is not valid, or it expired. Check it, or start the sign-in on the device again.",
+                ],
+                context: context, status: .badRequest
+            )
+        }
+        return pages.page(
+            "device",
+            approve
+                ? ["title": "Device signed in", "heading": "Device signed in", "message": "You may go back to your device: it is signed in as \(caller.userName)."]
+                : ["title": "Sign-in refused", "heading": "Sign-in refused", "message": "The device was not signed in."],
+            context: context
+        )
     }
 
     @Sendable func signOut(_ request: Request, context: Context) async throws -> Response {

@@ -463,6 +463,68 @@ struct OpenIDTests {
         }
     }
 
+    @Test("the device grant: docket-cli gets a device code and a user code; polling says pending, then slow down; a person signed in to the web UI allows it and the next poll gets tokens once; a denied code is access_denied; a wrong code is refused on the page")
+    func deviceGrant() async throws {
+        try await TestApp.withRouter { client in
+            let cli: [(String, String)] = [("client_id", "docket-cli"), ("client_secret", "docket-cli")]
+            func start() async throws -> JSONValue {
+                let response = try await Self.post(client, Self.endpoints + "/auth/device", cli + [("scope", "openid")])
+                #expect(response.status == .ok, "\(response.text)")
+                return try response.json
+            }
+            func poll(_ device: String) async throws -> TestResponse {
+                try await Self.post(client, Self.endpoints + "/token", cli + [("grant_type", OpenIDProvider.deviceGrant), ("device_code", device)])
+            }
+            let started = try await start()
+            let device = try #require(started["device_code"]?.stringValue)
+            let userCode = try #require(started["user_code"]?.stringValue)
+            #expect(userCode.count == 9 && userCode.contains("-"))
+            #expect(started["verification_uri"]?.stringValue == "http://localhost/realms/docket/device")
+            #expect(started["interval"]?.intValue == 5 && started["expires_in"]?.intValue == 600)
+            #expect(try await poll(device).json["error"]?.stringValue == "authorization_pending")
+            #expect(try await poll(device).json["error"]?.stringValue == "slow_down")
+
+            var browser = WebBrowser(client)
+            let verification = try await browser.get("/realms/docket/device?user_code=" + userCode)
+            #expect(verification.status == .seeOther && verification.location == "/app/device?user_code=" + userCode)
+            let signIn = try await browser.get(verification.location)
+            #expect(signIn.status == .seeOther)
+            try await browser.signIn()
+            let page = try await browser.get("/app/device?user_code=" + userCode.lowercased())
+            #expect(page.status == .ok)
+            #expect(page.text.contains("Docket command-line app"))
+            let wrong = try await browser.post("/app/device", [("user_code", "BBBB-BBBB"), ("decision", "allow")])
+            #expect(wrong.status == .badRequest)
+            let forged = try await browser.post("/app/device", [("user_code", userCode), ("decision", "allow")], csrf: "forged")
+            #expect(forged.status == .forbidden)
+            let allowed = try await browser.post("/app/device", [("user_code", userCode), ("decision", "allow")])
+            #expect(allowed.status == .ok)
+            #expect(allowed.text.contains("Device signed in"))
+            let granted = try await poll(device)
+            #expect(granted.status == .ok, "\(granted.text)")
+            let access = try #require(try granted.json["access_token"]?.stringValue)
+            #expect(try Self.claims(access)["preferred_username"]?.stringValue == "john.doe")
+            #expect(try granted.json["refresh_token"]?.stringValue?.isEmpty == false)
+            #expect(try await poll(device).json["error"]?.stringValue == "invalid_grant")
+            // The code cannot be decided again.
+            #expect(try await browser.post("/app/device", [("user_code", userCode), ("decision", "allow")]).status == .badRequest)
+
+            let second = try await start()
+            let secondCode = try #require(second["user_code"]?.stringValue)
+            #expect(try await browser.post("/app/device", [("user_code", secondCode), ("decision", "deny")]).status == .ok)
+            #expect(try await poll(try #require(second["device_code"]?.stringValue)).json["error"]?.stringValue == "access_denied")
+            // Another client cannot poll it, and a client without the grant cannot start one.
+            let third = try await start()
+            let foreign = try await Self.post(client, Self.endpoints + "/token", [
+                ("grant_type", OpenIDProvider.deviceGrant), ("device_code", try #require(third["device_code"]?.stringValue)),
+                ("client_id", DemoData.oauthClientID), ("client_secret", DemoData.oauthClientSecret),
+            ])
+            #expect(try foreign.json["error"]?.stringValue == "unauthorized_client")
+            let notAllowed = try await Self.post(client, Self.endpoints + "/auth/device", [("client_id", "datasync-starter-client")])
+            #expect(try notAllowed.json["error"]?.stringValue == "unauthorized_client")
+        }
+    }
+
     @Test("many refreshes of one token at once: exactly one succeeds, and the session then ends (reuse)")
     func concurrentRefresh() async throws {
         try await TestApp.withRouter { client in
