@@ -73,6 +73,8 @@ let package = Package(
                 .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
+                // Outgoing HTTP: the discovery documents and key sets of trusted OpenID providers.
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ],
             // The web UI's templates, styles and script (``WebResources``): a bundle next to the built binary.
             resources: [.copy("WebResources")]

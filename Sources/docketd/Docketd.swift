@@ -106,6 +106,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Live event streams and GraphQL subscriptions one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
     var liveStreamsPerUser: Int?
 
+    @Option(name: .customLong("oidc-trust"), help: "Accept bearer tokens of an outside OpenID provider: 'ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM]' (repeatable; env DOCKET_OIDC_TRUST, issuers separated by ';'). A token maps to the user whose user name is its username claim (default preferred_username, else email).")
+    var oidcTrust: [String] = []
+
+    @Flag(name: .customLong("oidc-provision"), help: "Make a trusted provider's user who does not exist here on first sight, with the roles of its roles claim that exist (env DOCKET_OIDC_PROVISION=1).")
+    var oidcProvision = false
+
     @Option(help: "The realm of docketd's OpenID Connect provider: its issuer is <public URL>/realms/<realm>, as a Keycloak realm's (env DOCKET_OIDC_REALM; default docket).")
     var oidcRealm: String?
 
@@ -234,6 +240,15 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--oidc-realm must be 1 to 64 letters, digits, '-', '_' or '.', not '\(realm)'.")
         }
         configuration.oidcRealm = realm
+        let trusted = oidcTrust.isEmpty
+            ? (environment["DOCKET_OIDC_TRUST"] ?? "").split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            : oidcTrust
+        do {
+            configuration.oidcTrust = try trusted.map { text throws(TrustedIssuerError) in try TrustedIssuer.parse(text) }
+        } catch {
+            throw ValidationError("--oidc-trust: \(error.description)")
+        }
+        configuration.oidcProvision = oidcProvision || ["1", "true", "yes"].contains(environment["DOCKET_OIDC_PROVISION"]?.lowercased() ?? "")
         if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
             guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {
                 throw ValidationError("DOCKET_ADMIN_USER needs DOCKET_ADMIN_PASSWORD too.")

@@ -90,7 +90,9 @@ public func buildApplication(
     )
     store.broadcaster.add(observer: openID)
     // The one way in: every dialect turns credentials into a caller through it.
-    let identity = Identity(authenticator: authenticator, oauth: oauth, compass: compassTokens, openID: openID)
+    let federation = configuration.oidcTrust.isEmpty
+        ? nil : Federation(issuers: TrustedIssuers(configuration.oidcTrust), store: store, provision: configuration.oidcProvision)
+    let identity = Identity(authenticator: authenticator, oauth: oauth, compass: compassTokens, openID: openID, federation: federation)
     let credentials = CredentialCheck(identity: identity)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
     // Attachment uploads (the Attachment API's and the web UI's) share one bound.

@@ -74,6 +74,10 @@ public struct Configuration: Sendable {
     public var liveStreamsPerUser: Int = 16
     /// The OpenID Connect provider's realm (`--oidc-realm`): its issuer is `{base}/realms/{realm}`.
     public var oidcRealm: String = "docket"
+    /// Outside OpenID providers whose tokens are accepted (`--oidc-trust`).
+    public var oidcTrust: [TrustedIssuer] = []
+    /// Whether a trusted provider's user unknown here is made on first sight (`--oidc-provision`).
+    public var oidcProvision = false
     /// How long a GraphQL WebSocket may stay open without `connection_init` (then it is closed with 4408).
     public var liveSocketInitTimeout: Duration = .seconds(10)
 

@@ -53,6 +53,8 @@ struct Identity: Sendable {
     var compass: CompassTokens? = nil
     /// The OpenID provider, whose access tokens (RS256 JWTs) are bearer tokens everywhere.
     var openID: OpenIDProvider? = nil
+    /// Trusted outside OpenID providers (`--oidc-trust`), whose tokens are bearer tokens everywhere too.
+    var federation: Federation? = nil
 
     /// Logs in with a user name and password: the caller and their session for `client` (the user's other
     /// clients keep theirs). A throttled attempt's answer is held back here.
@@ -148,6 +150,9 @@ struct Identity: Sendable {
 
     /// The user of a bearer token that holds: an OpenID access token (a JWT) or an OAuth access token (opaque).
     private func bearerUser(_ token: String) async throws(LoginFailure) -> String? {
+        if let federation, Self.isJWT(token), case .some(let userID) = try await federation.userID(token) {
+            return userID
+        }
         if let openID, Self.isJWT(token) {
             do {
                 return try await openID.access(token)?.userID

@@ -547,3 +547,27 @@ struct OpenIDTests {
         }
     }
 }
+
+@Suite("Trusted OpenID providers: configuration")
+struct TrustedIssuerTests {
+    @Test("--oidc-trust reads ISSUER[,audience=…][,username=…][,roles=…] and refuses what is not that")
+    func parse() throws {
+        let full = try TrustedIssuer.parse("https://sso.example.com/realms/acme,audience=docket,username=email,roles=realm_access.roles")
+        #expect(full == TrustedIssuer(issuer: "https://sso.example.com/realms/acme", audience: "docket", usernameClaim: "email", rolesClaim: "realm_access.roles"))
+        #expect(try TrustedIssuer.parse("https://login.example.com") == TrustedIssuer(issuer: "https://login.example.com"))
+        for bad in ["", "sso.example.com", "ftp://sso.example.com", "https://sso.example.com?x=1", "https://sso.example.com,audience", "https://sso.example.com,colour=red", "https://"] {
+            #expect(throws: TrustedIssuerError.self, "\(bad)") { try TrustedIssuer.parse(bad) }
+        }
+    }
+
+    @Test("a token that names no trusted issuer is left to docketd's own kinds; the allow-list has no shared-secret or none algorithm")
+    func issuerOf() throws {
+        let issuers = TrustedIssuers([TrustedIssuer(issuer: "https://sso.example.com")])
+        func token(_ payload: String) -> String { Base64URL.encode(Array(#"{"alg":"RS256"}"#.utf8)) + "." + Base64URL.encode(Array(payload.utf8)) + ".sig" }
+        #expect(issuers.issuer(of: token(#"{"iss":"https://sso.example.com"}"#))?.issuer == "https://sso.example.com")
+        #expect(issuers.issuer(of: token(#"{"iss":"https://sso.example.com/"}"#)) == nil)
+        #expect(issuers.issuer(of: token(#"{"sub":"x"}"#)) == nil)
+        #expect(issuers.issuer(of: "not-a-jwt") == nil)
+        #expect(!TrustedIssuers.allowedAlgorithms.contains("none") && !TrustedIssuers.allowedAlgorithms.contains { $0.hasPrefix("HS") })
+    }
+}
