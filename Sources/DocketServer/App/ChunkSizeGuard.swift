@@ -164,33 +164,61 @@ final class ChunkSizeGuard: ChannelInboundHandler, RemovableChannelHandler {
         return (index, false, false)
     }
 
-    /// What follows a request head: its body's framing, or standing aside.
+    /// What follows a request head: its body's framing, or standing aside. Read as bytes: only the names of the
+    /// header fields are looked at, and the values of the three that matter (a long `Authorization` or `Cookie`
+    /// value costs nothing more than its bytes' scan).
     private func afterHead(_ head: [UInt8]) -> State {
-        let text = String(decoding: head, as: UTF8.self)
-        var lines = text.split(separator: "\r\n", omittingEmptySubsequences: true)
+        var lines: [ArraySlice<UInt8>] = []
+        var start = 0
+        var index = 0
+        while index + 1 < head.count {
+            if head[index] == 13, head[index + 1] == 10 {
+                if index > start { lines.append(head[start..<index]) }
+                index += 2
+                start = index
+            } else {
+                index += 1
+            }
+        }
+        if start < head.count { lines.append(head[start..<head.count]) }
         guard let requestLine = lines.first else { return .off }
-        lines.removeFirst()
-        if requestLine.hasPrefix("CONNECT ") { return .off }
+        if requestLine.starts(with: Self.connect) { return .off }
         var chunked = false
         var length: UInt64? = nil
-        for line in lines {
-            guard let colon = line.firstIndex(of: ":") else { return .off }
-            let name = line[..<colon].lowercased()
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces).lowercased()
-            switch name {
-            case "upgrade": return .off
-            case "transfer-encoding":
-                chunked = value.split(separator: ",").last?.trimmingCharacters(in: .whitespaces) == "chunked"
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return .off }
+            let name = line[line.startIndex..<colon]
+            func value() -> [UInt8] {
+                var bytes = line[line.index(after: colon)...].map { $0 >= 0x41 && $0 <= 0x5A ? $0 + 32 : $0 }[...]
+                while let first = bytes.first, first == 0x20 || first == 0x09 { bytes = bytes.dropFirst() }
+                while let last = bytes.last, last == 0x20 || last == 0x09 { bytes = bytes.dropLast() }
+                return Array(bytes)
+            }
+            if Self.named(name, Self.upgrade) { return .off }
+            if Self.named(name, Self.transferEncoding) {
+                let last = value().split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).last ?? []
+                chunked = Array(last.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()) == Self.chunkedToken
                 if !chunked { return .off }
-            case "content-length":
-                guard let number = UInt64(value), length == nil || length == number else { return .off }
+            } else if Self.named(name, Self.contentLength) {
+                guard let number = UInt64(String(decoding: value(), as: UTF8.self)), length == nil || length == number else { return .off }
                 length = number
-            default: continue
             }
         }
         if chunked { return length == nil ? .chunkSize(line: []) : .off }
         if let length, length > 0 { return .body(remaining: length) }
         return .head(seen: 0, tail: 0, lines: [])
+    }
+
+    private static let connect = Array("CONNECT ".utf8)
+    private static let upgrade = Array("upgrade".utf8)
+    private static let transferEncoding = Array("transfer-encoding".utf8)
+    private static let contentLength = Array("content-length".utf8)
+    private static let chunkedToken = Array("chunked".utf8)
+
+    /// Whether a field name is `lowercased` (ASCII, any case).
+    private static func named(_ name: ArraySlice<UInt8>, _ lowercased: [UInt8]) -> Bool {
+        guard name.count == lowercased.count else { return false }
+        return zip(name, lowercased).allSatisfy { ($0 >= 0x41 && $0 <= 0x5A ? $0 + 32 : $0) == $1 }
     }
 
     /// A chunk size line's size (hex digits before any extension): nil when it is not one; `.some(nil)` when the

@@ -150,10 +150,11 @@ struct Identity: Sendable {
 
     /// The user of a bearer token that holds: an OpenID access token (a JWT) or an OAuth access token (opaque).
     private func bearerUser(_ token: String) async throws(LoginFailure) -> String? {
-        if let federation, Self.isJWT(token), case .some(let userID) = try await federation.userID(token) {
+        let isJWT = Self.isJWT(token)
+        if let federation, isJWT, case .some(let userID) = try await federation.userID(token) {
             return userID
         }
-        if let openID, Self.isJWT(token) {
+        if let openID, isJWT {
             do {
                 return try await openID.access(token)?.userID
             } catch {
@@ -165,9 +166,12 @@ struct Identity: Sendable {
 
     /// Whether a token is shaped like a JWS (three base64url parts): docketd's opaque tokens never are.
     static func isJWT(_ token: String) -> Bool {
-        var dots = 0
-        for byte in token.utf8 where byte == UInt8(ascii: ".") { dots += 1 }
-        return dots == 2
+        var token = token
+        return token.withUTF8 { bytes in
+            var dots = 0
+            for byte in bytes where byte == UInt8(ascii: ".") { dots += 1 }
+            return dots == 2
+        }
     }
 
     /// The claims and caller of a Compass login token; nil for a token that does not hold (or no Compass here).

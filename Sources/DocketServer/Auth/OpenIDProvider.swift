@@ -124,6 +124,10 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     /// (they may end a session this process would not hear of); dropped at once on a logout here and on a change
     /// to a user's credentials.
     private let sessions = Mutex<[String: (userID: String, expires: Int)]>([:])
+    /// Access tokens whose signature was checked, until they expire: a signature does not stop holding, so a
+    /// bearer request pays for RSA and JSON once per token (its session is still checked every time).
+    private let verifiedTokens = Mutex<[String: AccessClaims]>([:])
+    static let verifiedTokenMemory = 20_000
 
     init(realm: String, storage: any Storage, keys: TokenKeys, directory: OAuthDirectory, oauth: OAuthService, authenticator: Authenticator) {
         self.realm = realm
@@ -506,9 +510,20 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     /// The claims and session of an access token that holds now; nil for one that does not (forged, expired, of
     /// another issuer, its session ended). Throws when storage could not tell.
     func access(_ token: String, now: Int = SessionStore.now()) async throws -> (claims: AccessClaims, userID: String)? {
-        guard token.utf8.count <= 8192, let claims = try await keys.verify(token, as: AccessClaims.self, family: .rs256, now: now),
-            claims.typ == "Bearer", claims.exp > now, claims.iss.hasSuffix("/realms/" + realm)
-        else { return nil }
+        guard token.utf8.count <= 8192 else { return nil }
+        var claims = verifiedTokens.withLock { $0[token] }
+        if claims == nil {
+            guard let checked = try await keys.verify(token, as: AccessClaims.self, family: .rs256, now: now),
+                checked.typ == "Bearer", checked.iss.hasSuffix("/realms/" + realm)
+            else { return nil }
+            claims = checked
+            verifiedTokens.withLock { cache in
+                if cache.count >= Self.verifiedTokenMemory { cache = cache.filter { $0.value.exp > now } }
+                if cache.count >= Self.verifiedTokenMemory { cache.removeAll(keepingCapacity: true) }
+                cache[token] = checked
+            }
+        }
+        guard let claims, claims.exp > now else { return nil }
         guard let userID = try await liveSession(claims.sid, now: now), userID == claims.sub else { return nil }
         return (claims, userID)
     }
