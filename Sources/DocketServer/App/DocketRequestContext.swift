@@ -30,9 +30,10 @@ struct DocketRequestContext: RequestContext {
 
     var maxUploadSize: Int { maxBodySize }
 
-    /// The caller; routes behind the authentication middleware always have one.
-    func requireCaller() throws -> Caller {
-        guard let caller else { throw ServiceNowError.unauthenticated }
+    /// The caller; routes behind a dialect's authentication always have one. Without one the refusal is
+    /// ``Identity/Refusal/missing``, which each dialect's error middleware words in its own shape.
+    func requireCaller() throws(Identity.Refusal) -> Caller {
+        guard let caller else { throw .missing }
         return caller
     }
 }

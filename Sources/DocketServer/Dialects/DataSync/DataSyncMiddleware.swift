@@ -61,6 +61,8 @@ struct DataSyncMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch let error as DataSyncHTTPError {
             throw error
+        } catch let refusal as Identity.Refusal {
+            throw Self.error(for: refusal)
         } catch let error as HTTPError where error.status == .notFound {
             // No route took it: a method other than GET and POST on the endpoint, or a path below it.
             guard request.uri.path == "/graphql" else {
@@ -96,34 +98,35 @@ struct DataSyncMiddleware: RouterMiddleware {
     }
 
     private func authenticate(_ request: Request, context: Context) async throws -> (Caller, PresentedCredential) {
-        do {
-            if let bearer = request.headers.bearer {
-                let (caller, credential, _) = try await identity.bearer(bearer.token)
-                return (caller, credential)
-            }
-            if let basic = request.headers.basic {
-                let (caller, token) = try await identity.login(
-                    userName: basic.username, password: basic.password, address: context.clientAddress,
-                    client: AuthMiddleware.client(request, context: context)
-                )
-                return (caller, .session(token))
-            }
-            throw Identity.Refusal.missing
-        } catch let refusal as Identity.Refusal {
-            var error: DataSyncHTTPError
-            switch refusal {
-            case .invalidToken: error = .invalidToken
-            case .missing, .rejected, .sessionEnded: error = .unauthenticated
-            case .throttled:
-                error = DataSyncHTTPError(status: .tooManyRequests, message: "Too many failed login attempts", code: "TOO_MANY_REQUESTS")
-            case .busy, .unavailable:
-                error = DataSyncHTTPError(
-                    status: .serviceUnavailable, message: "Logins cannot be checked right now; try again", code: "UNAVAILABLE"
-                )
-            }
-            error.headers[.retryAfter] = refusal.retryAfter
-            throw error
+        if let bearer = request.headers.bearer {
+            let (caller, credential, _) = try await identity.bearer(bearer.token)
+            return (caller, credential)
         }
+        if let basic = request.headers.basic {
+            let (caller, token) = try await identity.login(
+                userName: basic.username, password: basic.password, address: context.clientAddress,
+                client: AuthMiddleware.client(request, context: context)
+            )
+            return (caller, .session(token))
+        }
+        throw Identity.Refusal.missing
+    }
+
+    /// A refusal to establish the caller, in DataSync's words.
+    static func error(for refusal: Identity.Refusal) -> DataSyncHTTPError {
+        var error: DataSyncHTTPError
+        switch refusal {
+        case .invalidToken: error = .invalidToken
+        case .missing, .rejected, .sessionEnded: error = .unauthenticated
+        case .throttled:
+            error = DataSyncHTTPError(status: .tooManyRequests, message: "Too many failed login attempts", code: "TOO_MANY_REQUESTS")
+        case .busy, .unavailable:
+            error = DataSyncHTTPError(
+                status: .serviceUnavailable, message: "Logins cannot be checked right now; try again", code: "UNAVAILABLE"
+            )
+        }
+        error.headers[.retryAfter] = refusal.retryAfter
+        return error
     }
 }
 

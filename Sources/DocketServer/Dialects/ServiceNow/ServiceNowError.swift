@@ -40,6 +40,14 @@ struct ServiceNowError: HTTPResponseError {
         headers[.retryAfter] = failure.retryAfter
     }
 
+    /// The answer to credentials that did not establish a caller.
+    init(_ refusal: Identity.Refusal) {
+        switch refusal {
+        case .missing, .rejected, .invalidToken, .sessionEnded: self = .unauthenticated
+        default: self.init(refusal.loginFailure)
+        }
+    }
+
     static let noResource = ServiceNowError(.badRequest, "Requested URI does not represent any resource")
 
     static func badRequest(_ message: String, detail: String? = nil) -> ServiceNowError {

@@ -21,6 +21,8 @@ struct ServiceNowMiddleware: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as ServiceNowError {
             response = try error.response(from: request, context: context)
+        } catch let refusal as Identity.Refusal {
+            response = try ServiceNowError(refusal).response(from: request, context: context)
         } catch let error as EngineError {
             response = try ServiceNowError(error).response(from: request, context: context)
         } catch let error as HTTPError {

@@ -323,7 +323,16 @@ struct WebMiddleware: RouterMiddleware {
         case let error as ServiceNowError: return WebError(error.status, [error.message, error.detail].compactMap { $0 }.joined(separator: ": "))
         case let error as HTTPError where error.status == .notFound: return WebError(.notFound, "There is no such page.")
         case let error as HTTPError: return WebError(error.status, error.body ?? error.status.reasonPhrase)
-        case is LoginFailure, is Identity.Refusal: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
+        case let refusal as Identity.Refusal:
+            switch refusal {
+            case .missing, .rejected, .invalidToken, .sessionEnded: return WebError(.unauthorized, "You are signed out. Sign in again to continue.")
+            case .throttled:
+                var error = WebError(.tooManyRequests, "Too many failed sign-in attempts. Wait a moment and try again.")
+                error.retryAfter = refusal.retryAfter
+                return error
+            case .busy, .unavailable: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
+            }
+        case is LoginFailure: return WebError(.serviceUnavailable, "Sign-in cannot be checked right now. Try again in a moment.")
         case is StorageUnavailable:
             context.logger.warning("Web request refused: the database is unavailable", metadata: ["error": "\(error)"])
             return WebError(.serviceUnavailable, "The server cannot reach its database right now. Try again in a moment.")

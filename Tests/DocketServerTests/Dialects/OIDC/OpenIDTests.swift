@@ -1,4 +1,5 @@
 import Crypto
+import DocketKit
 import DocketModel
 import Foundation
 import HTTPTypes
@@ -454,6 +455,11 @@ struct OpenIDTests {
             #expect(keycloak["config"]?["realm"]?.stringValue == "docket")
             #expect(keycloak["config"]?["resource"]?.stringValue == "datasync-starter-client")
             #expect(services.allSatisfy { $0["id"]?.stringValue?.isEmpty == false })
+            // DocketKit reads it as an app would.
+            let raw = try await client.execute(uri: "/mobile-services.json", method: .get, headers: [:], body: nil)
+            let decoded = try MobileServicesConfiguration.decode(Data(raw.body.readableBytesView))
+            #expect(decoded.openID?.issuer.absoluteString == "https://tasks.example.com/realms/docket")
+            #expect(decoded.sync?.webSocket.absoluteString == "wss://tasks.example.com/graphql")
             let mobile = try await client.execute(uri: "/mobile-services.json?client_id=docket-mobile", method: .get, headers: [:], body: nil).json
             #expect(mobile["clientId"]?.stringValue == "docket-mobile")
             let confidential = try await client.execute(uri: "/mobile-services.json?client_id=docket-demo", method: .get, headers: [:], body: nil)
