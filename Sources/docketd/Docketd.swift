@@ -106,7 +106,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Live event streams and GraphQL subscriptions one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
     var liveStreamsPerUser: Int?
 
-    @Option(name: .customLong("oidc-trust"), help: "Accept bearer tokens of an outside OpenID provider: 'ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM]' (repeatable; env DOCKET_OIDC_TRUST, issuers separated by ';'). A token maps to the user whose user name is its username claim (default preferred_username, else email).")
+    @Option(name: .customLong("oidc-trust"), help: "Accept bearer tokens of an outside OpenID provider: 'ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM][,client=ID][,secret-env=VAR][,name=LABEL]' (repeatable; env DOCKET_OIDC_TRUST, issuers separated by ';'). A token maps to the user whose user name is its username claim (default preferred_username, else email). With client=ID the web UI offers \"Sign in with LABEL\" through that provider.")
     var oidcTrust: [String] = []
 
     @Flag(name: .customLong("oidc-provision"), help: "Make a trusted provider's user who does not exist here on first sight, with the roles of its roles claim that exist (env DOCKET_OIDC_PROVISION=1).")

@@ -23,6 +23,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import requests
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "MultiInstance"))
 from kill_instance import start  # noqa: E402
 
@@ -75,7 +77,8 @@ def main():
     if not issuer.startswith("http://"):
         sys.exit("federation: the provider did not start: " + idp.stderr.read())
     folder = tempfile.mkdtemp(prefix="docket-federation-")
-    os.environ["DOCKET_OIDC_TRUST"] = issuer + ",audience=docket-api,roles=realm_access.roles"
+    os.environ["DOCKET_TEST_IDP_SECRET"] = "web-secret"
+    os.environ["DOCKET_OIDC_TRUST"] = issuer + ",audience=docket-api,roles=realm_access.roles,client=docket-web,secret-env=DOCKET_TEST_IDP_SECRET,name=Acme SSO"
     os.environ["DOCKET_OIDC_PROVISION"] = "1"
     process, port = start(args.binary, "sqlite:" + os.path.join(folder, "docket.sqlite"), folder, demo=True)
     base = f"http://127.0.0.1:{port}"
@@ -101,6 +104,22 @@ def main():
         status, body = call(base + "/api/now/table/sys_user?sysparm_query=user_name%3Dnewperson&sysparm_fields=user_name",
                             headers={"Authorization": "Basic " + base64.b64encode(b"admin:admin").decode(), "Accept": "application/json"})
         check(json.loads(body)["result"] == [{"user_name": "newperson"}], "the new user exists once")
+
+        # The web UI's "Sign in with …": the authorization code flow with docketd as the provider's client.
+        browser = requests.Session()
+        page = browser.get(base + "/")
+        check("Sign in with Acme SSO" in page.text, "the sign-in page offers the trusted provider")
+        landed = browser.get(base + "/app/sso/0?next=/app/work")
+        check(landed.status_code == 200 and "Signed in" in landed.text and "docket_session" in browser.cookies,
+              f"through the provider and back, signed in with a Docket session ({landed.status_code})")
+        work = browser.get(base + "/app/work")
+        check(work.status_code == 200 and "John Doe" in work.text, f"My work as John Doe after the provider's sign-in ({work.status_code})")
+        forged = requests.Session().get(base + "/app/sso/callback?code=x&state=forged")
+        check(forged.status_code == 400 and "docket_session" not in forged.cookies, f"a callback that did not start here is refused ({forged.status_code})")
+        call(issuer + "/admin/sign-in", "POST", json.dumps({"refuse": True}).encode(), {"Content-Type": "application/json"})
+        refused = requests.Session().get(base + "/app/sso/0")
+        check(refused.status_code == 401 and "did not sign you in" in refused.text, f"the provider's refusal is said on the sign-in page ({refused.status_code})")
+        call(issuer + "/admin/sign-in", "POST", json.dumps({"refuse": False}).encode(), {"Content-Type": "application/json"})
 
         refusals = {
             "another audience": idp_token(issuer, client=("other-app", "other-secret")),

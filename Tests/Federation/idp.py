@@ -8,10 +8,14 @@ JWTBearerTokenGenerator, RS256, Keycloak-style claims), with discovery and a JWK
 Test hooks (this is a test double for a company's provider): POST /admin/rotate makes a new signing key (the old
 one stays published), POST /admin/mint signs a token with given claims (an expired one, another audience).
 """
+import base64
+import hashlib
 import json
+import secrets
 import sys
 import threading
 import time
+from urllib.parse import urlencode
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer
 from authlib.oauth2.rfc6749 import ClientMixin, grants
@@ -26,7 +30,12 @@ USERS = {
     "newperson": {"password": "idp-secret", "email": "newperson@example.com", "roles": ["itil", "no-such-role"]},
 }
 CLIENTS = {"docket-federation": {"secret": "federation-secret", "audience": ["docket-api", "docket-federation"]},
-           "other-app": {"secret": "other-secret", "audience": ["other-api"]}}
+           "other-app": {"secret": "other-secret", "audience": ["other-api"]},
+           # docketd's own client, for its web UI's "Sign in with …" (authorization code + PKCE).
+           "docket-web": {"secret": "web-secret", "audience": ["docket-api"], "redirect": "http://127.0.0.1:"}}
+# Who is signed in at the provider (its own login page is not the point of this test double).
+signed_in = {"user": "john.doe", "refuse": False}
+codes = {}
 
 keys = [RSAKey.generate_key(2048, parameters={"kid": "key-1", "use": "sig", "alg": "RS256"}, private=True)]
 issuer = ""
@@ -84,6 +93,7 @@ server.register_grant(grants.ClientCredentialsGrant)
 @app.get("/.well-known/openid-configuration")
 def discovery():
     return jsonify({"issuer": issuer, "jwks_uri": issuer + "/jwks", "token_endpoint": issuer + "/token",
+                    "authorization_endpoint": issuer + "/authorize",
                     "grant_types_supported": ["password", "client_credentials"],
                     "id_token_signing_alg_values_supported": ["RS256"], "subject_types_supported": ["public"],
                     "response_types_supported": ["code"]})
@@ -94,9 +104,58 @@ def jwks():
     return jsonify(KeySet(keys).as_dict(private=False))
 
 
+@app.get("/authorize")
+def authorize():
+    """The authorization code flow for docketd's client: the signed-in user agrees at once."""
+    args = request.args
+    client = CLIENTS.get(args.get("client_id", ""), {})
+    redirect = args.get("redirect_uri", "")
+    if "redirect" not in client or not redirect.startswith(client["redirect"]):
+        return "unknown client or redirect_uri", 400
+    def back(**fields):
+        fields["state"] = args.get("state", "")
+        return "", 302, {"Location": redirect + "?" + urlencode(fields)}
+    if signed_in["refuse"]:
+        return back(error="access_denied")
+    if args.get("response_type") != "code" or args.get("code_challenge_method") != "S256" or not args.get("code_challenge"):
+        return back(error="invalid_request")
+    code = secrets.token_urlsafe(24)
+    codes[code] = {"client": args["client_id"], "redirect": redirect, "nonce": args.get("nonce"), "challenge": args["code_challenge"],
+                   "user": signed_in["user"]}
+    return back(code=code)
+
+
+def code_exchange():
+    form = request.form
+    auth = request.authorization
+    client_id = auth.username if auth else form.get("client_id", "")
+    secret = auth.password if auth else form.get("client_secret", "")
+    if client_id not in CLIENTS or CLIENTS[client_id]["secret"] != secret:
+        return jsonify({"error": "invalid_client"}), 401
+    grant = codes.pop(form.get("code", ""), None)
+    verifier = form.get("code_verifier", "")
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    if not grant or grant["client"] != client_id or grant["redirect"] != form.get("redirect_uri") or grant["challenge"] != challenge:
+        return jsonify({"error": "invalid_grant"}), 400
+    now = int(time.time())
+    user = grant["user"]
+    claims = {"iss": issuer, "sub": user, "aud": client_id, "iat": now, "exp": now + 300, "nonce": grant["nonce"],
+              "preferred_username": user, "email": USERS[user]["email"], "realm_access": {"roles": USERS[user]["roles"]}}
+    id_token = jwt.encode({"alg": "RS256", "kid": keys[-1].kid}, claims, keys[-1])
+    return jsonify({"access_token": secrets.token_urlsafe(24), "token_type": "Bearer", "expires_in": 300, "id_token": id_token})
+
+
 @app.post("/token")
 def token():
+    if request.form.get("grant_type") == "authorization_code":
+        return code_exchange()
     return server.create_token_response()
+
+
+@app.post("/admin/sign-in")
+def sign_in():
+    signed_in.update(request.get_json())
+    return jsonify(signed_in)
 
 
 @app.post("/admin/rotate")

@@ -220,8 +220,16 @@ def oidc_request(r):
                  "com.docket.app:/oauth2redirect", "javascript:alert(1)", "http://localhost/#frag", "//evil.example", rnd_text(r)]
     headers, method, body, ctype = {}, "GET", b"", None
     which = r.random()
-    if which < 0.08:
+    if which < 0.04:
         path = r.choice([realm + "/.well-known/openid-configuration", endpoints + "/certs", "/mobile-services.json?client_id=" + quote(r.choice(clients))])
+    elif which < 0.08:
+        # The web UI's device confirmation and single sign-on pages, without a session or with forged state.
+        method = r.choice(["GET", "POST"])
+        path = r.choice(["/app/device?user_code=" + quote(rnd_text(r)), "/app/sso/" + r.choice(["0", "99", "-1", "x"]) + "?next=" + quote(rnd_text(r)),
+                         "/app/sso/callback?code=" + quote(rnd_text(r)) + "&state=" + quote(rnd_text(r)), realm + "/device?user_code=" + quote(rnd_text(r))])
+        headers["Cookie"] = r.choice(["", "docket_sso=" + rnd_text(r), "docket_sso=e30.AAAA", "docket_session=forged"])
+        if method == "POST":
+            ctype, body = "application/x-www-form-urlencoded", form([("user_code", rnd_text(r)), ("decision", r.choice(["allow", "deny"])), ("csrf", "x")])
     elif which < 0.35:
         pairs = [("response_type", r.choice(["code", "token", "", "code id_token"])), ("client_id", r.choice(clients)),
                  ("redirect_uri", r.choice(redirects)), ("scope", r.choice(["openid", "openid profile email", "", rnd_text(r)])),

@@ -119,7 +119,7 @@ public func buildApplication(
             store: store, configuration: configuration, identity: identity,
             sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
-            openID: openID
+            openID: openID, federation: federation
         ).mount(),
         // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
         OpenIDRoutes(provider: openID, identity: identity, configuration: configuration).mount(),

@@ -216,6 +216,9 @@ actor Authenticator: ChangeObserver {
         return token
     }
 
+    /// A web UI session of its own for a caller a trusted provider signed in (no password here).
+    func signIn(_ caller: Caller) async throws(LoginFailure) -> String { try await newSession(for: caller) }
+
     /// Signs in with a session of its own (the web UI: each browser signs out alone), not the user's shared one.
     func signIn(userName: String, password: String, address: String) async throws(LoginFailure) -> String {
         let caller = try await authenticate(userName: userName, password: password, address: address)

@@ -31,8 +31,26 @@ final class Federation: Sendable {
             throw .unavailable
         }
         guard let verified else { return .some(nil) }
-        let key = issuer.issuer + "\u{0}" + verified.userName
-        if let cached = known.withLock({ $0[key] }), cached.expires > now { return .some(cached.userID) }
+        return .some(try await user(verified, now: now))
+    }
+
+    /// The user an ID token of a trusted provider names, for a web sign-in that docketd's client started with
+    /// `nonce`; nil when the token does not hold or names nobody here.
+    func user(idToken: String, issuer: TrustedIssuer, nonce: String, now: Int = SessionStore.now()) async throws(LoginFailure) -> String? {
+        let verified: TrustedIssuers.Verified?
+        do {
+            verified = try await issuers.verify(idToken, issuer: issuer, audience: .some(issuer.clientID), nonce: nonce, now: now)
+        } catch {
+            throw .unavailable
+        }
+        guard let verified else { return nil }
+        return try await user(verified, now: now)
+    }
+
+    /// The user a verified token names (made here when provisioning says so).
+    private func user(_ verified: TrustedIssuers.Verified, now: Int) async throws(LoginFailure) -> String? {
+        let key = verified.issuer.issuer + "\u{0}" + verified.userName
+        if let cached = known.withLock({ $0[key] }), cached.expires > now { return cached.userID }
         do {
             var userID = try await UserDirectory(store: store).account(userName: verified.userName)?.userID
             if userID == nil, provision { userID = try await create(verified) }
@@ -42,7 +60,7 @@ final class Federation: Sendable {
                     cache[key] = (userID, now + Self.memory)
                 }
             }
-            return .some(userID)
+            return userID
         } catch {
             throw .unavailable
         }
@@ -50,9 +68,23 @@ final class Federation: Sendable {
 
     /// Makes the user a token names, with the roles it lists that exist here.
     private func create(_ verified: TrustedIssuers.Verified) async throws -> String {
-        let userID = try await store.insert(
-            into: "sys_user", values: ["user_name": verified.userName, "name": verified.userName], caller: .system
-        )
+        struct MadeElsewhere: Error {}
+        let userID: String
+        do {
+            // Two first requests at once (on any instance) make one user: the second insert sees the first's row
+            // in its transaction and rolls back.
+            userID = try await store.insert(
+                into: "sys_user", values: ["user_name": verified.userName, "name": verified.userName], caller: .system,
+                within: { db, _ in
+                    if try await db.integer("SELECT COUNT(*) FROM sys_user WHERE user_name = " + .bind(verified.userName)) > 1 {
+                        throw MadeElsewhere()
+                    }
+                }
+            )
+        } catch is MadeElsewhere {
+            guard let existing = try await UserDirectory(store: store).account(userName: verified.userName)?.userID else { throw MadeElsewhere() }
+            return existing
+        }
         for role in Set(verified.roles) {
             let found = try await store.list(
                 RecordQuery(

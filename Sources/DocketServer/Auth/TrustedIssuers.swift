@@ -17,6 +17,15 @@ public struct TrustedIssuer: Sendable, Equatable {
     public var usernameClaim: String?
     /// The claim that lists the user's roles, for users made on first sight (`--oidc-provision`).
     public var rolesClaim: String?
+    /// docketd's own client at the provider, for "Sign in with …" in the web UI (authorization code + PKCE).
+    public var clientID: String?
+    /// That client's secret (read from the environment variable `secret-env` names), for a confidential client.
+    public var clientSecret: String?
+    /// What the sign-in page calls the provider (default: its host).
+    public var name: String?
+
+    /// The provider's name for people.
+    public var label: String { name ?? URLComponents(string: issuer)?.host ?? issuer }
 
     public init(issuer: String, audience: String? = nil, usernameClaim: String? = nil, rolesClaim: String? = nil) {
         self.issuer = issuer
@@ -25,7 +34,7 @@ public struct TrustedIssuer: Sendable, Equatable {
         self.rolesClaim = rolesClaim
     }
 
-    /// Reads `ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM]`.
+    /// Reads `ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM][,client=ID][,secret-env=VAR][,name=LABEL]`.
     public static func parse(_ text: String) throws(TrustedIssuerError) -> TrustedIssuer {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         guard let issuer = parts.first, let url = URLComponents(string: issuer), let scheme = url.scheme?.lowercased(),
@@ -39,7 +48,14 @@ public struct TrustedIssuer: Sendable, Equatable {
             case "audience": trusted.audience = pair[1]
             case "username": trusted.usernameClaim = pair[1]
             case "roles": trusted.rolesClaim = pair[1]
-            default: throw TrustedIssuerError("unknown option '\(pair[0])': audience, username or roles")
+            case "client": trusted.clientID = pair[1]
+            case "name": trusted.name = pair[1]
+            case "secret-env":
+                guard let secret = ProcessInfo.processInfo.environment[pair[1]], !secret.isEmpty else {
+                    throw TrustedIssuerError("the environment variable \(pair[1]) (secret-env) is not set")
+                }
+                trusted.clientSecret = secret
+            default: throw TrustedIssuerError("unknown option '\(pair[0])': audience, username, roles, client, secret-env or name")
             }
         }
         return trusted
@@ -99,6 +115,8 @@ final class TrustedIssuers: Sendable {
         var collection: JWTKeyCollection
         var kids: Set<String>
         var fetchedAt: Int
+        var authorizationEndpoint: String?
+        var tokenEndpoint: String?
     }
 
     let issuers: [TrustedIssuer]
@@ -122,7 +140,9 @@ final class TrustedIssuers: Sendable {
 
     /// Verifies a token of a trusted issuer; nil when it does not hold. Throws ``StorageUnavailable``-like
     /// ``Unreachable`` when the issuer's keys could not be fetched: no answer about the token.
-    func verify(_ token: String, issuer: TrustedIssuer, now: Int = SessionStore.now()) async throws -> Verified? {
+    func verify(
+        _ token: String, issuer: TrustedIssuer, audience: String?? = .none, nonce: String? = nil, now: Int = SessionStore.now()
+    ) async throws -> Verified? {
         guard token.utf8.count <= 16_384, let header = Self.header(token), let alg = header["alg"]?.stringValue,
             Self.allowedAlgorithms.contains(alg)
         else { return nil }
@@ -141,8 +161,12 @@ final class TrustedIssuers: Sendable {
             return nil
         }
         guard claims.iss == issuer.issuer, claims.exp + Self.leeway > now, (claims.nbf ?? 0) <= now + Self.leeway else { return nil }
-        if let audience = issuer.audience {
+        // An ID token is for docketd's client; an access token for the audience configured, if any.
+        if let audience = audience ?? issuer.audience {
             guard claims.aud?.value.contains(audience) == true else { return nil }
+        }
+        if let nonce {
+            guard claims.other["nonce"]?.stringValue == nonce else { return nil }
         }
         let userName: String?
         if let claim = issuer.usernameClaim {
@@ -195,9 +219,60 @@ final class TrustedIssuers: Sendable {
                 continue
             }
         }
-        let fetched = Keys(collection: collection, kids: kids, fetchedAt: now)
+        let fetched = Keys(
+            collection: collection, kids: kids, fetchedAt: now, authorizationEndpoint: discovery["authorization_endpoint"]?.stringValue,
+            tokenEndpoint: discovery["token_endpoint"]?.stringValue
+        )
         keys.withLock { $0[issuer.issuer] = fetched }
         return fetched
+    }
+
+    /// The provider's authorization and token endpoints (its discovery document, fetched when not held).
+    func endpoints(of issuer: TrustedIssuer, now: Int = SessionStore.now()) async throws -> (authorization: String, token: String) {
+        var held = keys.withLock { $0[issuer.issuer] }
+        if held?.authorizationEndpoint == nil || held?.tokenEndpoint == nil { held = try await fetch(issuer, now: now) }
+        guard let authorization = held?.authorizationEndpoint, let token = held?.tokenEndpoint else {
+            throw Unreachable(issuer: issuer.issuer, reason: "its discovery document names no authorization or token endpoint")
+        }
+        return (authorization, token)
+    }
+
+    /// Exchanges an authorization code at the provider's token endpoint (docketd's client, PKCE); the ID token.
+    func exchange(code: String, verifier: String, redirectURI: String, issuer: TrustedIssuer) async throws -> String? {
+        guard let clientID = issuer.clientID else { return nil }
+        let (_, endpoint) = try await endpoints(of: issuer)
+        guard let url = URL(string: endpoint), ["https", "http"].contains(url.scheme?.lowercased() ?? "") else {
+            throw Unreachable(issuer: issuer.issuer, reason: "its token endpoint is not an HTTP address")
+        }
+        var fields = [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI), ("code_verifier", verifier)]
+        var request = HTTPClientRequest(url: endpoint)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Accept", value: "application/json")
+        if let secret = issuer.clientSecret {
+            let credentials = Data((Self.formEscape(clientID) + ":" + Self.formEscape(secret)).utf8).base64EncodedString()
+            request.headers.add(name: "Authorization", value: "Basic " + credentials)
+        } else {
+            fields.append(("client_id", clientID))
+        }
+        request.body = .bytes(ByteBuffer(string: fields.map { Self.formEscape($0.0) + "=" + Self.formEscape($0.1) }.joined(separator: "&")))
+        let body: ByteBuffer
+        let status: UInt
+        do {
+            let response = try await client.execute(request, timeout: .seconds(10))
+            status = response.status.code
+            body = try await response.body.collect(upTo: Self.maximumDocument)
+        } catch {
+            throw Unreachable(issuer: issuer.issuer, reason: "\(endpoint): \(error)")
+        }
+        if status >= 500 { throw Unreachable(issuer: issuer.issuer, reason: "\(endpoint) answered \(status)") }
+        guard status == 200, let answer = try? JSONValue.parse(Data(body.readableBytesView)) else { return nil }
+        return answer["id_token"]?.stringValue
+    }
+
+    /// `application/x-www-form-urlencoded` escaping (RFC 6749 §2.3.1 asks it of Basic credentials too).
+    static func formEscape(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? ""
     }
 
     private func get(_ url: String, issuer: String) async throws -> JSONValue {

@@ -122,7 +122,9 @@ struct OpenIDRoutes {
     }
 
     /// The server's base URL for this request: the configured public URL, else the scheme and host it came to.
-    func base(_ request: Request) throws -> String {
+    func base(_ request: Request) throws -> String { try Self.base(request, configuration: configuration) }
+
+    static func base(_ request: Request, configuration: Configuration) throws -> String {
         var base: String
         if let publicURL = configuration.publicURL, !publicURL.isEmpty {
             base = publicURL

@@ -1,3 +1,4 @@
+import Crypto
 import DocketModel
 import Foundation
 import HTTPTypes
@@ -22,6 +23,8 @@ struct WebAPI {
     let uploads: UploadGate
     /// The OpenID provider, whose device grant this UI confirms (`/app/device`).
     var openID: OpenIDProvider? = nil
+    /// Trusted outside providers; those with a client for docketd are offered on the sign-in page.
+    var federation: Federation? = nil
 
     /// The tables "New …" offers, in this order, where they exist and the caller may create them.
     static let creatableTables = ["incident", "defect", "problem", "change_request"]
@@ -41,6 +44,8 @@ struct WebAPI {
             return try ui.asset(request, name: context.parameters.get("name") ?? "")
         }
         router.get("/app/events") { request, context in try await events.events(request, context: context) }
+        router.get("/app/sso/callback") { request, context in try await finishSingleSignOn(request, context: context) }
+        router.get("/app/sso/:index") { request, context in try await startSingleSignOn(request, context: context) }
         router.get("/app/device") { request, context in try await devicePage(request, context: context) }
         router.post("/app/device") { request, context in try await decideDevice(request, context: context) }
         // ServiceNow's form and list pages (the My Work API's `snowui` links, pysnc's get_link): the web UI's.
@@ -116,6 +121,11 @@ struct WebAPI {
         let token = request.cookies[WebSessions.loginCookie]?.value ?? SysID.generate()
         var values: [String: Any] = ["title": "Sign in", "loginToken": token, "next": Self.safeNext(next), "userNameValue": userName]
         if let error { values["error"] = error }
+        let providers = federation?.issuers.issuers.enumerated().filter { $0.element.clientID != nil } ?? []
+        if !providers.isEmpty {
+            let back = OpenIDRoutes.escape(Self.safeNext(next))
+            values["providers"] = providers.map { ["href": "/app/sso/\($0.offset)?next=" + back, "label": $0.element.label] }
+        }
         var response = pages.render("login", values, status: status)
         for field in headers { response.headers.append(field) }
         // Signing in for an app ends in a redirect to the app, which the page's form-action must allow (browsers
@@ -182,6 +192,96 @@ struct WebAPI {
                 )
             }
         }
+    }
+
+    // MARK: Signing in through a trusted provider (authorization code + PKCE, docketd as the client)
+
+    @Sendable func startSingleSignOn(_ request: Request, context: Context) async throws -> Response {
+        guard let federation, let index = context.parameters.get("index").flatMap(Int.init), federation.issuers.issuers.indices.contains(index),
+            let clientID = federation.issuers.issuers[index].clientID
+        else { throw WebError(.notFound, "There is no such way to sign in.") }
+        let issuer = federation.issuers.issuers[index]
+        let endpoints: (authorization: String, token: String)
+        do {
+            endpoints = try await federation.issuers.endpoints(of: issuer)
+        } catch {
+            var refusal = WebError(.serviceUnavailable, "\(issuer.label) cannot be reached right now. Try again in a moment, or sign in with your password.")
+            refusal.retryAfter = "5"
+            throw refusal
+        }
+        let state = Base64URL.random(bytes: 16)
+        let nonce = Base64URL.random(bytes: 16)
+        let verifier = Base64URL.random(bytes: 32)
+        let challenge = Base64URL.encode(Array(SHA256.hash(data: Data(verifier.utf8))))
+        let next = Self.safeNext(request.uri.queryParameters["next"].map(String.init))
+        let pending = JSONValue.object([
+            "i": .integer(index), "s": .string(state), "n": .string(nonce), "v": .string(verifier), "next": .string(next),
+            "exp": .integer(SessionStore.now() + 600),
+        ])
+        let query = [
+            ("response_type", "code"), ("client_id", clientID), ("redirect_uri", try callback(request)), ("scope", "openid profile email"),
+            ("state", state), ("nonce", nonce), ("code_challenge", challenge), ("code_challenge_method", "S256"),
+        ].map { OpenIDRoutes.escape($0.0) + "=" + OpenIDRoutes.escape($0.1) }.joined(separator: "&")
+        var response = Response(
+            status: .seeOther,
+            headers: [.location: endpoints.authorization + (endpoints.authorization.contains("?") ? "&" : "?") + query, .cacheControl: "no-store"]
+        )
+        response.setCookie(sessions.singleSignOnCookie(sessions.seal(pending)))
+        return response
+    }
+
+    @Sendable func finishSingleSignOn(_ request: Request, context: Context) async throws -> Response {
+        let parameters = request.uri.queryParameters
+        guard let federation, let sealed = request.cookies["docket_sso"]?.value, let pending = sessions.unseal(sealed),
+            let index = pending["i"]?.intValue, federation.issuers.issuers.indices.contains(index),
+            let state = pending["s"]?.stringValue, parameters["state"].map(String.init) == state,
+            let expires = pending["exp"]?.intValue, expires > SessionStore.now(),
+            let nonce = pending["n"]?.stringValue, let verifier = pending["v"]?.stringValue
+        else {
+            return signInForm(request, error: "That sign-in did not start here, or took too long. Try again.", userName: "", next: nil, status: .badRequest)
+        }
+        let issuer = federation.issuers.issuers[index]
+        let next = Self.safeNext(pending["next"]?.stringValue)
+        if let refused = parameters["error"] {
+            return signInForm(request, error: "\(issuer.label) did not sign you in (\(refused.prefix(60))).", userName: "", next: next, status: .unauthorized)
+        }
+        guard let code = parameters["code"], !code.isEmpty, code.count <= 2048 else {
+            return signInForm(request, error: "\(issuer.label) sent no sign-in code. Try again.", userName: "", next: next, status: .badRequest)
+        }
+        let userID: String?
+        do {
+            guard let idToken = try await federation.issuers.exchange(code: String(code), verifier: verifier, redirectURI: try callback(request), issuer: issuer)
+            else {
+                return signInForm(request, error: "\(issuer.label) did not confirm the sign-in. Try again.", userName: "", next: next, status: .unauthorized)
+            }
+            userID = try await federation.user(idToken: idToken, issuer: issuer, nonce: nonce)
+        } catch let error as TrustedIssuers.Unreachable {
+            context.logger.warning("Single sign-on failed", metadata: ["issuer": "\(issuer.issuer)", "reason": "\(error.reason)"])
+            return signInForm(request, error: "\(issuer.label) cannot be reached right now. Try again in a moment.", userName: "", next: next, status: .serviceUnavailable, headers: [.retryAfter: "5"])
+        }
+        guard let userID, let caller = try await identity.authenticator.caller(userID: userID) else {
+            return signInForm(
+                request, error: "Your \(issuer.label) account has no active Docket account. Ask an administrator.", userName: "", next: next,
+                status: .forbidden
+            )
+        }
+        let token = try await identity.authenticator.signIn(caller)
+        // The session cookie is SameSite=Strict: a navigation that began at the provider's site would not carry it,
+        // so this page moves on from here.
+        // `next` is a local path (``safeNext(_:)``); escaped for the attribute all the same.
+        let target = next.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        var response = WebUI.html(
+            "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url=\(target)\"><title>Docket</title><p>Signed in. <a href=\"\(target)\">Continue</a></p></html>"
+        )
+        response.setCookie(sessions.sessionCookie(token))
+        response.setCookie(sessions.singleSignOnCookie("", maxAge: 0))
+        return response
+    }
+
+    /// Where a trusted provider sends the browser back: `{base}/app/sso/callback`.
+    private func callback(_ request: Request) throws -> String {
+        try OpenIDRoutes.base(request, configuration: configuration) + "/app/sso/callback"
     }
 
     // MARK: Confirming a device's sign-in (OpenID's device grant)
@@ -299,7 +399,7 @@ struct WebMiddleware: RouterMiddleware {
             }
             let path = request.uri.path
             // ServiceNow's page paths only redirect (to a page that asks to sign in, and comes back to it after).
-            let open = path == "/" || path == "/app/login" || path.hasPrefix("/app/assets/") || path.hasSuffix(".do")
+            let open = path == "/" || path == "/app/login" || path.hasPrefix("/app/assets/") || path.hasSuffix(".do") || path.hasPrefix("/app/sso/")
             if !open, context.caller == nil {
                 if request.method == .get || request.method == .head, !path.hasPrefix("/app/events"), !path.hasPrefix("/app/lookup") {
                     let target = request.uri.query.map { path + "?" + $0 } ?? path

@@ -1,4 +1,5 @@
 import Crypto
+import DocketModel
 import Foundation
 import Hummingbird
 
@@ -24,6 +25,29 @@ struct WebSessions: Sendable {
         // A key of its own: CSRF tokens are not Compass tokens.
         self.keyBytes = Array(HMAC<SHA256>.authenticationCode(for: Data("docket web csrf".utf8), using: SymmetricKey(data: secret)))
         self.secure = secure
+    }
+
+    /// A JSON value sealed for the browser to carry (a sign-in in progress): readable by every instance, not
+    /// forgeable; under a key of its own.
+    func seal(_ value: JSONValue) -> String {
+        let body = Base64URL.encode(value.serialized())
+        return body + "." + Base64URL.encode(Array(HMAC<SHA256>.authenticationCode(for: Data(("seal." + body).utf8), using: key)))
+    }
+
+    /// What ``seal(_:)`` sealed; nil for anything else.
+    func unseal(_ text: String) -> JSONValue? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard text.utf8.count <= 8192, parts.count == 2, let code = Base64URL.decode(parts[1]),
+            HMAC<SHA256>.isValidAuthenticationCode(code, authenticating: Data(("seal." + parts[0]).utf8), using: key),
+            let body = Base64URL.decode(parts[0])
+        else { return nil }
+        return try? JSONValue.parse(body)
+    }
+
+    /// The cookie of a sign-in through a trusted provider, until it comes back (`SameSite=Lax`: the way back is a
+    /// navigation from the provider's site).
+    func singleSignOnCookie(_ value: String, maxAge: Int = 600) -> Cookie {
+        Cookie(name: "docket_sso", value: value, maxAge: maxAge, path: "/app/sso", secure: secure, httpOnly: true, sameSite: .lax)
     }
 
     /// The CSRF token of a session.

@@ -561,9 +561,28 @@ struct TrustedIssuerTests {
         let full = try TrustedIssuer.parse("https://sso.example.com/realms/acme,audience=docket,username=email,roles=realm_access.roles")
         #expect(full == TrustedIssuer(issuer: "https://sso.example.com/realms/acme", audience: "docket", usernameClaim: "email", rolesClaim: "realm_access.roles"))
         #expect(try TrustedIssuer.parse("https://login.example.com") == TrustedIssuer(issuer: "https://login.example.com"))
-        for bad in ["", "sso.example.com", "ftp://sso.example.com", "https://sso.example.com?x=1", "https://sso.example.com,audience", "https://sso.example.com,colour=red", "https://"] {
+        setenv("DOCKET_TEST_SSO_SECRET", "s3cret", 1)
+        let web = try TrustedIssuer.parse("https://sso.example.com,client=docket-web,secret-env=DOCKET_TEST_SSO_SECRET,name=Acme SSO")
+        #expect(web.clientID == "docket-web" && web.clientSecret == "s3cret" && web.label == "Acme SSO")
+        #expect(try TrustedIssuer.parse("https://sso.example.com/realms/acme").label == "sso.example.com")
+        for bad in [
+            "", "sso.example.com", "ftp://sso.example.com", "https://sso.example.com?x=1", "https://sso.example.com,audience",
+            "https://sso.example.com,colour=red", "https://", "https://sso.example.com,client=x,secret-env=DOCKET_TEST_UNSET_VARIABLE",
+        ] {
             #expect(throws: TrustedIssuerError.self, "\(bad)") { try TrustedIssuer.parse(bad) }
         }
+    }
+
+    @Test("a sign-in in progress is sealed for the browser: what comes back unchanged is read, anything altered is not")
+    func sealed() throws {
+        let sessions = WebSessions(secret: Array(repeating: 1, count: 64), secure: false)
+        let value = JSONValue.object(["s": .string("state"), "i": .integer(0)])
+        let sealed = sessions.seal(value)
+        #expect(sessions.unseal(sealed) == value)
+        let body = String(sealed.split(separator: ".")[0])
+        #expect(sessions.unseal(Base64URL.encode(Array(#"{"s":"state","i":1}"#.utf8)) + "." + sealed.split(separator: ".")[1]) == nil)
+        #expect(sessions.unseal(body) == nil)
+        #expect(WebSessions(secret: Array(repeating: 2, count: 64), secure: false).unseal(sealed) == nil)
     }
 
     @Test("a token that names no trusted issuer is left to docketd's own kinds; the allow-list has no shared-secret or none algorithm")
