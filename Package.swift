@@ -92,6 +92,8 @@ let package = Package(
             name: "DocketKit",
             dependencies: [
                 "DocketModel",
+                // SHA-256 for PKCE (CryptoKit's API on every platform).
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "WSClient", package: "swift-websocket", condition: .when(platforms: [.linux])),
                 // HTTP for Linux when a private CA is trusted (URLSession there trusts only the system's store).
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
@@ -99,7 +101,12 @@ let package = Package(
         ),
         .target(
             name: "DocketCLI",
-            dependencies: ["DocketKit", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: [
+                "DocketKit", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // The loopback listener `docket login --sso --browser` receives the browser's answer on.
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
         ),
         .executableTarget(name: "docket", dependencies: ["DocketCLI"]),
         // The reading side of Benchmarks/live-fanout.py for WebSockets.

@@ -17,6 +17,8 @@ public struct CLIEnvironment: Sendable {
     public var configDirectory: URL
     public var credentialStore: any CredentialStore
     public var transport: any Transport
+    /// Opens an address in the user's browser; false when there is none to open it (the address is printed anyway).
+    public var openInBrowser: @Sendable (URL) -> Bool = CLIEnvironment.systemBrowser
 
     /// The environment of a real run: the process's streams, `~/.config/docket`, the platform store.
     public static func standard() -> CLIEnvironment {
@@ -30,6 +32,31 @@ public struct CLIEnvironment: Sendable {
             credentialStore: defaultCredentialStore(),
             transport: URLSessionTransport()
         )
+    }
+
+    /// Opens an address with the desktop's opener (`open` on macOS, `xdg-open` elsewhere); false without one.
+    public static let systemBrowser: @Sendable (URL) -> Bool = { url in
+        #if os(macOS)
+            let opener = "/usr/bin/open"
+        #else
+            let candidates = ["/usr/bin/xdg-open", "/usr/local/bin/xdg-open"]
+            guard let opener = candidates.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else { return false }
+        #endif
+        #if os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)
+            return false
+        #else
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: opener)
+            process.arguments = [url.absoluteString]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do {
+                try process.run()
+                return true
+            } catch {
+                return false
+            }
+        #endif
     }
 
     /// Creates an environment.

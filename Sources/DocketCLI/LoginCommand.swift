@@ -24,8 +24,9 @@ struct LoginCommand: AsyncParsableCommand {
 
             With --sso, docket signs in through docketd's OpenID provider instead (the device grant): it prints an \
             address and a code, you allow the sign-in in a browser on any device (signed in to Docket there), and \
-            docket keeps the refresh token it is given, renewing it as the provider rotates it. 'docket logout' \
-            revokes it.
+            docket keeps the refresh token it is given, renewing it as the provider rotates it. With --sso --browser \
+            the sign-in happens in this machine's browser instead, which comes back to docket on a loopback address. \
+            'docket logout' revokes the token.
 
             One login is kept at a time: logging in again, to another instance or to Compass or ETO on the same \
             docketd, replaces the earlier login.
@@ -46,6 +47,9 @@ struct LoginCommand: AsyncParsableCommand {
 
     @Option(help: "The OpenID realm to sign in to with --sso (default docket).")
     var realm: String = "docket"
+
+    @Flag(help: "With --sso: sign in in this machine's browser (it comes back to docket on a loopback address) instead of entering a code on any device.")
+    var browser = false
 
     @Flag(help: "Read the password from standard input (for scripts).")
     var passwordStdin = false
@@ -75,6 +79,7 @@ struct LoginCommand: AsyncParsableCommand {
     var caFile: String?
 
     func validate() throws {
+        if browser, !sso { throw ValidationError("--browser goes with --sso") }
         if sso {
             if user != nil || repo != nil || db != nil || eto || savePassword || passwordStdin {
                 throw ValidationError("--sso signs in through the browser: leave out --user, --repo, --db, --eto, --save-password and --password-stdin")
@@ -125,11 +130,32 @@ struct LoginCommand: AsyncParsableCommand {
         }
         let client = clientID ?? Self.defaultClientID
         let secret = clientID == nil ? Self.defaultClientSecret : clientSecret
-        let authorization = try await oidc.startDeviceAuthorization(provider, clientID: client, clientSecret: secret)
-        environment.print("To sign in, open \(authorization.verificationURI) in a browser and enter the code \(authorization.userCode)")
-        if let complete = authorization.verificationURIComplete { environment.print("(or open \(complete))") }
-        environment.print("Waiting for you to allow it there…")
-        let tokens = try await oidc.pollDeviceToken(provider, authorization: authorization, clientID: client, clientSecret: secret)
+        let tokens: OpenIDTokens
+        if browser {
+            let loopback = try await LoopbackRedirect.start()
+            let request = try oidc.authorizationRequest(provider, clientID: client, redirectURI: loopback.redirectURI)
+            let opened = environment.openInBrowser(request.url)
+            environment.print((opened ? "Your browser opens the sign-in; if it does not, open: " : "Open this address in a browser on this machine: ") + request.url.absoluteString)
+            environment.print("Waiting for the sign-in to come back…")
+            let path: String?
+            do {
+                path = try await loopback.callback(timeout: .seconds(600))
+            } catch {
+                await loopback.close()
+                throw error
+            }
+            await loopback.close()
+            guard let path, let callback = URL(string: "http://127.0.0.1:\(loopback.port)" + path) else {
+                throw CLIFailure("the sign-in did not come back within 10 minutes: run 'docket login \(instance) --sso --browser' again")
+            }
+            tokens = try await oidc.finish(request, callback: callback, configuration: provider, clientID: client, clientSecret: secret)
+        } else {
+            let authorization = try await oidc.startDeviceAuthorization(provider, clientID: client, clientSecret: secret)
+            environment.print("To sign in, open \(authorization.verificationURI) in a browser and enter the code \(authorization.userCode)")
+            if let complete = authorization.verificationURIComplete { environment.print("(or open \(complete))") }
+            environment.print("Waiting for you to allow it there…")
+            tokens = try await oidc.pollDeviceToken(provider, authorization: authorization, clientID: client, clientSecret: secret)
+        }
         guard let refresh = tokens.refreshToken else { throw CLIFailure("the provider signed you in but gave no refresh token to keep") }
         let userName = tokens.claim("preferred_username") ?? tokens.claim("sub") ?? "?"
         let login = OpenIDLogin(

@@ -21,7 +21,7 @@ final class CLIHarness: Sendable {
     deinit { try? FileManager.default.removeItem(at: directory) }
 
     var environment: CLIEnvironment {
-        CLIEnvironment(
+        var environment = CLIEnvironment(
             out: { text in self.output.withLock { $0.0 += text } },
             err: { text in self.output.withLock { $0.1 += text } },
             readLine: { self.input.withLock { $0.isEmpty ? nil : $0.removeFirst() } },
@@ -29,6 +29,9 @@ final class CLIHarness: Sendable {
             stderrIsTerminal: terminal, configDirectory: directory,
             credentialStore: FileCredentialStore(directory: directory), transport: URLSessionTransport()
         )
+        // No desktop browser in tests: the test plays it.
+        environment.openInBrowser = { _ in false }
+        return environment
     }
 
     /// Runs one command; returns the exit code, stdout and stderr of that command alone.
@@ -130,6 +133,34 @@ struct CLITests {
             #expect(await cli.run("logout").code == 0)
             let revoked = DocketSession(instance: target, credentials: .openID(second))
             await #expect(throws: DocketError.self) { _ = try await DocketClient(session: revoked).myWork.myTasks() }
+        }
+    }
+
+    @Test("login --sso --browser: the authorization code flow with a loopback redirect; the login keeps the refresh token", .timeLimit(.minutes(2)))
+    func singleSignOnInBrowser() async throws {
+        try await withLiveServer { base throws in
+            let cli = CLIHarness()
+            let login = Task { await cli.run("login", base, "--sso", "--browser") }
+            var address = ""
+            for _ in 0..<100 where address.isEmpty {
+                if let range = cli.outputSoFar().range(of: "on this machine: ") {
+                    address = String(cli.outputSoFar()[range.upperBound...].prefix { !$0.isNewline })
+                } else {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+            }
+            let url = try #require(URL(string: address))
+            #expect(address.contains("code_challenge_method=S256") && address.contains("redirect_uri=http://127.0.0.1:"))
+            #expect(try await Browser(base: base).authorize(url) == 200)
+            let result = await login.value
+            #expect(result.code == 0, "\(result.err)")
+            #expect(result.out.contains("Signed in to \(base) as john.doe."))
+            guard case .openID = try FileCredentialStore(directory: cli.directory).credentials(for: try Instance(base)) else {
+                Issue.record("no OpenID sign-in saved")
+                return
+            }
+            #expect(await cli.run("tasks").code == 0)
+            #expect(await cli.run("login", base, "--browser").code == 2)
         }
     }
 
@@ -492,6 +523,32 @@ struct Browser {
 
     /// Signs in to the web UI as john.doe and allows the device sign-in with `code`.
     func approveDevice(code: String, user: String = "john.doe", password: String = "password") async throws {
+        try await signedIn(user: user, password: password) { send, csrf in
+            let page = try await send("GET", "/app/device?user_code=" + code, nil)
+            #expect(page.status == 200)
+            let allowed = try await send("POST", "/app/device", [("csrf", csrf(page)), ("user_code", code), ("decision", "allow")])
+            #expect(allowed.status == 200)
+        }
+    }
+
+    /// Signs in to the web UI, opens an authorization URL, and follows the provider's redirect to the app (the
+    /// loopback address a command-line login listens on); returns that answer's status.
+    func authorize(_ url: URL, user: String = "john.doe", password: String = "password") async throws -> Int {
+        try await signedIn(user: user, password: password) { send, _ in
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+            let path = components.percentEncodedPath + "?" + (components.percentEncodedQuery ?? "")
+            components.percentEncodedQuery = nil
+            let answer = try await send("GET", path, nil)
+            #expect(answer.status == 302, "\(String(decoding: answer.body, as: UTF8.self))")
+            let location = try #require(answer.header("location").flatMap(URL.init(string:)))
+            return try await transport.send(HTTPRequestData(method: "GET", url: location)).status
+        }
+    }
+
+    private func signedIn<T>(
+        user: String, password: String,
+        _ body: (_ send: (String, String, [(String, String)]?) async throws -> HTTPResponseData, _ csrf: (HTTPResponseData) -> String) async throws -> T
+    ) async throws -> T {
         var cookies: [String: String] = [:]
         func send(_ method: String, _ path: String, form: [(String, String)]? = nil) async throws -> HTTPResponseData {
             var headers: [String: String] = [:]
@@ -518,9 +575,6 @@ struct Browser {
             ("csrf", csrf(signInPage)), ("user_name", user), ("password", password), ("next", "/app/work"),
         ])
         #expect(signedIn.status == 303)
-        let page = try await send("GET", "/app/device?user_code=" + code)
-        #expect(page.status == 200)
-        let allowed = try await send("POST", "/app/device", form: [("csrf", csrf(page)), ("user_code", code), ("decision", "allow")])
-        #expect(allowed.status == 200)
+        return try await body({ method, path, form in try await send(method, path, form: form) }, csrf)
     }
 }

@@ -178,8 +178,11 @@ def mint():
 
 def main():
     global issuer
+    # `--host-name localhost` names the issuer by another host than the 127.0.0.1 it listens on: to a browser, a
+    # site other than a docketd at 127.0.0.1.
+    host = sys.argv[sys.argv.index("--host-name") + 1] if "--host-name" in sys.argv else "127.0.0.1"
     http = make_server("127.0.0.1", 0, app, threaded=True)
-    issuer = f"http://127.0.0.1:{http.server_port}"
+    issuer = f"http://{host}:{http.server_port}"
     server.register_token_generator("default", TokenGenerator(issuer=issuer))
     print(f"idp listening on {issuer}", flush=True)
     threading.Thread(target=http.serve_forever, daemon=True).start()

@@ -1,3 +1,4 @@
+import Crypto
 import DocketModel
 import Foundation
 
@@ -51,6 +52,16 @@ public struct OpenIDTokens: Sendable, Equatable {
         guard let data = Data(base64Encoded: text), let payload = try? JSONValue.parse(data) else { return nil }
         return payload[name]?.stringValue
     }
+}
+
+/// An authorization request in progress (authorization code with PKCE): the URL to open in a browser, and what
+/// the answer must match.
+public struct AuthorizationRequest: Sendable, Equatable {
+    public var url: URL
+    public var redirectURI: String
+    public var state: String
+    public var nonce: String
+    public var codeVerifier: String
 }
 
 /// The requests of a relying party: discovery, the device grant, refresh (with rotation), revocation. Errors are
@@ -127,6 +138,68 @@ public struct OpenIDClient: Sendable {
             }
         }
         throw DocketError(kind: .loginExpired, message: "the sign-in code expired before it was used: start again")
+    }
+
+    /// An authorization request with PKCE (S256), `state` and `nonce` for a client whose browser step returns to
+    /// `redirectURI` (a loopback address, an app's own scheme).
+    public func authorizationRequest(
+        _ configuration: OpenIDConfiguration, clientID: String, redirectURI: String, scope: String = "openid profile", loginHint: String? = nil
+    ) throws -> AuthorizationRequest {
+        guard let endpoint = configuration.authorizationEndpoint, var components = URLComponents(string: endpoint) else {
+            throw DocketError(kind: .invalidRequest, message: "the provider \(configuration.issuer) names no authorization endpoint")
+        }
+        let verifier = Self.random(32)
+        let state = Self.random(16)
+        let nonce = Self.random(16)
+        var items = components.queryItems ?? []
+        items += [
+            URLQueryItem(name: "response_type", value: "code"), URLQueryItem(name: "client_id", value: clientID),
+            URLQueryItem(name: "redirect_uri", value: redirectURI), URLQueryItem(name: "scope", value: scope),
+            URLQueryItem(name: "state", value: state), URLQueryItem(name: "nonce", value: nonce),
+            URLQueryItem(name: "code_challenge", value: Self.challenge(verifier)), URLQueryItem(name: "code_challenge_method", value: "S256"),
+        ]
+        if let loginHint { items.append(URLQueryItem(name: "login_hint", value: loginHint)) }
+        components.queryItems = items
+        // `+` means a space to a form decoder: spell it out.
+        components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
+        guard let url = components.url else { throw DocketError(kind: .invalidRequest, message: "the authorization URL could not be made") }
+        return AuthorizationRequest(url: url, redirectURI: redirectURI, state: state, nonce: nonce, codeVerifier: verifier)
+    }
+
+    /// Finishes an authorization request with the URL the browser was sent back to: checks its `state`, reports
+    /// the provider's refusal, and exchanges the code (with the PKCE verifier).
+    public func finish(
+        _ request: AuthorizationRequest, callback: URL, configuration: OpenIDConfiguration, clientID: String, clientSecret: String?
+    ) async throws -> OpenIDTokens {
+        let items = URLComponents(url: callback, resolvingAgainstBaseURL: false)?.queryItems ?? []
+        func value(_ name: String) -> String? { items.first { $0.name == name }?.value }
+        guard value("state") == request.state else {
+            throw DocketError(kind: .invalidRequest, message: "the sign-in came back without this request's state: it was not this sign-in")
+        }
+        if let error = value("error") {
+            throw DocketError(kind: .http, status: 400, message: value("error_description") ?? error, detail: error)
+        }
+        guard let code = value("code"), let endpoint = URL(string: configuration.tokenEndpoint) else {
+            throw DocketError(kind: .invalidRequest, message: "the sign-in came back without a code")
+        }
+        return try await tokens(endpoint, client(clientID, clientSecret) + [
+            ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", request.redirectURI), ("code_verifier", request.codeVerifier),
+        ])
+    }
+
+    /// RFC 7636's S256 challenge of a verifier.
+    static func challenge(_ verifier: String) -> String {
+        base64URL(Data(SHA256.hash(data: Data(verifier.utf8))))
+    }
+
+    private static func random(_ count: Int) -> String {
+        var generator = SystemRandomNumberGenerator()
+        return base64URL(Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }))
+    }
+
+    static func base64URL(_ data: Data) -> String {
+        data.base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
     }
 
     /// Uses a refresh token; a provider that rotates them returns the next one (keep it at once: the old one is spent).

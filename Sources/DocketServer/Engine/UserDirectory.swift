@@ -105,15 +105,21 @@ struct OAuthDirectory: Sendable {
     static let commandLineClientID = "docket-cli"
     static let commandLineClientSecret = "docket-cli"
 
-    /// What the command-line client may do: log in with a password (`docket login`), or sign in through the
-    /// browser of any device (`docket login --sso`, the device grant), and refresh.
-    static let commandLineGrants = "password,refresh_token,urn:ietf:params:oauth:grant-type:device_code"
+    /// What the command-line client may do: log in with a password (`docket login`), sign in through the browser
+    /// of any device (`docket login --sso`, the device grant) or of this machine (`--sso --browser`, a loopback
+    /// redirect on any port), and refresh.
+    static let commandLineGrants = "password,refresh_token,urn:ietf:params:oauth:grant-type:device_code,authorization_code"
+    static let commandLineRedirect = "http://127.0.0.1/callback"
 
-    /// Lets a command-line client offered before the device grant existed use it (unless an admin changed its grants).
+    /// Lets a command-line client offered before these sign-ins existed use them (unless an admin changed it).
     static func allowDeviceGrant(_ db: SQLExecutor) async throws {
         try await db.run(
             "UPDATE oauth_entity SET grant_types = " + .bind(commandLineGrants) + " WHERE client_id = " + .bind(commandLineClientID)
                 + " AND (grant_types IS NULL OR grant_types = '')"
+        )
+        try await db.run(
+            "UPDATE oauth_entity SET redirect_url = " + .bind(commandLineRedirect) + " WHERE client_id = " + .bind(commandLineClientID)
+                + " AND (redirect_url IS NULL OR redirect_url = '')"
         )
     }
 
@@ -132,7 +138,7 @@ struct OAuthDirectory: Sendable {
                 values: [
                     "sys_id": SysID.stable("oauth_entity.docket-cli"), "name": "Docket command-line app",
                     "client_id": commandLineClientID, "client_secret": commandLineClientSecret,
-                    "grant_types": commandLineGrants,
+                    "grant_types": commandLineGrants, "redirect_url": commandLineRedirect,
                 ],
                 caller: .system,
                 within: { db, _ in try await db.run("INSERT INTO docket_meta (key, value) VALUES ('cli_client', 'created')") }

@@ -327,7 +327,7 @@ struct OpenIDRoutes {
                 .replacingOccurrences(of: "\"", with: "&quot;")
         }
         var response = WebUI.html(
-            "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>Docket — \(html(heading))</title><h1>\(html(heading))</h1><p>\(html(message))</p><p><a href=\"/\">Docket</a></p></html>",
+            "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><link rel=\"icon\" href=\"/app/assets/icon.svg\" type=\"image/svg+xml\"><title>Docket — \(html(heading))</title><h1>\(html(heading))</h1><p>\(html(message))</p><p><a href=\"/\">Docket</a></p></html>",
             status: status
         )
         if status == .serviceUnavailable { response.headers[.retryAfter] = StorageUnavailable.retryAfter }

@@ -272,7 +272,7 @@ struct WebAPI {
         let target = next.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "\"", with: "&quot;")
             .replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
         var response = WebUI.html(
-            "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url=\(target)\"><title>Docket</title><p>Signed in. <a href=\"\(target)\">Continue</a></p></html>"
+            "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0;url=\(target)\"><link rel=\"icon\" href=\"/app/assets/icon.svg\" type=\"image/svg+xml\"><title>Docket</title><p>Signed in. <a href=\"\(target)\">Continue</a></p></html>"
         )
         response.setCookie(sessions.sessionCookie(token))
         response.setCookie(sessions.singleSignOnCookie("", maxAge: 0))
