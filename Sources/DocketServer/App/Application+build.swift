@@ -228,6 +228,7 @@ struct EventLogRetentionService: Service {
                     try await SessionStore(storage: store.storage).prune()
                     try await EditSessions(storage: store.storage).prune()
                     try await ContextSessions(storage: store.storage).prune()
+                    try await OpenIDGrants.prune(now: SessionStore.now(), storage: store.storage)
                     let memory = Int(loginMemory.components.seconds * 1000)
                     try await SharedLoginFailures(storage: store.storage).prune(forgetBefore: SharedLoginFailures.now() - memory)
                 } catch {

@@ -120,6 +120,44 @@ struct SharedInstancesTests {
         }
     }
 
+    @Test("OpenID: a token issued by one instance works on the other; a revocation, a logout or a new password through one stops it on the other at once; a refresh token rotated on one is spent on both")
+    func openID() async throws {
+        try await Self.withTwoApps { a, b in
+            func works(_ access: String, on client: any TestClientProtocol) async throws -> Bool {
+                try await client.get("/api/now/table/incident?sysparm_limit=1", .bearer(access)).status == .ok
+            }
+            let first = try await OpenIDTests.passwordGrant(a)
+            let access = try #require(first["access_token"]?.stringValue)
+            #expect(try await works(access, on: b))
+            // Rotated on B, the old refresh token is spent on A too; replaying it ends the sign-in everywhere.
+            let refreshed = try await OpenIDTests.post(b, OpenIDTests.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", try #require(first["refresh_token"]?.stringValue)),
+            ])
+            #expect(refreshed.status == .ok)
+            let replay = try await OpenIDTests.post(a, OpenIDTests.endpoints + "/token", [
+                ("grant_type", "refresh_token"), ("client_id", "datasync-starter-client"), ("refresh_token", try #require(first["refresh_token"]?.stringValue)),
+            ])
+            #expect(try replay.json["error"]?.stringValue == "invalid_grant")
+            #expect(try await !works(try #require(try refreshed.json["access_token"]?.stringValue), on: b))
+            // Revoked through A, refused by B.
+            let second = try await OpenIDTests.passwordGrant(b)
+            let secondAccess = try #require(second["access_token"]?.stringValue)
+            #expect(try await works(secondAccess, on: b))
+            let revoked = try await OpenIDTests.post(a, OpenIDTests.endpoints + "/revoke", [("token", secondAccess), ("client_id", "datasync-starter-client")])
+            #expect(revoked.status == .ok)
+            #expect(try await !works(secondAccess, on: b))
+            // A new password through A ends the sign-ins B knows.
+            let third = try await OpenIDTests.passwordGrant(b)
+            let thirdAccess = try #require(third["access_token"]?.stringValue)
+            #expect(try await works(thirdAccess, on: b))
+            let patched = try await a.send(
+                .patch, "/api/now/table/sys_user/\(DemoData.userID("john.doe"))", json: #"{"password":"changed-password"}"#, headers: .admin
+            )
+            #expect(patched.status == .ok)
+            #expect(try await !works(thirdAccess, on: b))
+        }
+    }
+
     @Test("a rate limit counts requests to every instance together, also when they come at once")
     func rateLimits() async throws {
         try await Self.withTwoApps { a, b in

@@ -531,6 +531,25 @@ struct OpenIDTests {
         }
     }
 
+    @Test("pruning removes ended sign-ins with their refresh tokens and spent codes, and keeps live ones")
+    func prune() async throws {
+        try await TestApp.withStore { store in
+            let storage = store.storage
+            let now = 1_000_000
+            try await OpenIDGrants.start(
+                .init(sid: "old", userID: "u", clientID: "c", authTime: 0, expires: now - 1),
+                refresh: ("h-old", .init(sid: "old", clientID: "c", scope: "", nonce: "", expires: now - 1)), storage: storage
+            )
+            try await OpenIDGrants.start(
+                .init(sid: "live", userID: "u", clientID: "c", authTime: 0, expires: now + 100),
+                refresh: ("h-live", .init(sid: "live", clientID: "c", scope: "", nonce: "", expires: now + 100)), storage: storage
+            )
+            #expect(try await OpenIDGrants.prune(now: now, storage: storage) == 1)
+            #expect(try await OpenIDGrants.refresh("h-old", now: now - 10, storage: storage) == nil)
+            #expect(try await OpenIDGrants.refresh("h-live", now: now, storage: storage)?.1.sid == "live")
+        }
+    }
+
     @Test("many refreshes of one token at once: exactly one succeeds, and the session then ends (reuse)")
     func concurrentRefresh() async throws {
         try await TestApp.withRouter { client in
