@@ -57,7 +57,7 @@ struct AuthMiddleware: RouterMiddleware {
             if refusal == .unavailable {
                 context.logger.warning("Credentials could not be checked: the database is unavailable", metadata: ["path": "\(request.uri.path)"])
             }
-            throw ServiceNowError(refusal.loginFailure)
+            throw ServiceNowError(refusal)
         }
         var response = try await next(request, context)
         if let issue {

@@ -127,6 +127,8 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     /// Access tokens whose signature was checked, until they expire: a signature does not stop holding, so a
     /// bearer request pays for RSA and JSON once per token (its session is still checked every time).
     private let verifiedTokens = Mutex<[String: AccessClaims]>([:])
+    /// Unknown user codes entered per user: (how many, since when).
+    private let deviceFailures = Mutex<[String: (count: Int, since: Int)]>([:])
     static let verifiedTokenMemory = 20_000
 
     init(realm: String, storage: any Storage, keys: TokenKeys, directory: OAuthDirectory, oauth: OAuthService, authenticator: Authenticator) {
@@ -430,10 +432,41 @@ final class OpenIDProvider: Sendable, ChangeObserver {
         return client.map { $0.name.isEmpty ? $0.clientID : $0.name } ?? clientID
     }
 
-    /// A signed-in person's decision on a user code; false when no such code is pending.
-    func decideDevice(userCode: String, caller: Caller, approve: Bool) async throws -> Bool {
-        guard let code = Self.normalized(userCode: userCode) else { return false }
-        return try await OpenIDGrants.decide(userCode: code, userID: caller.userID, approve: approve, now: SessionStore.now(), storage: storage)
+    /// What a person's decision on a user code came to.
+    enum DeviceDecision: Sendable, Equatable {
+        case decided
+        /// No such code is pending (mistyped, expired, used).
+        case unknown
+        /// Too many unknown codes from this user lately (RFC 8628 §5.1): try again after the wait.
+        case tooManyAttempts(retryAfter: Int)
+    }
+
+    /// Unknown codes a user may enter within ``deviceAttemptWindow`` seconds before being held back (per instance).
+    static let deviceAttempts = 10
+    static let deviceAttemptWindow = 600
+
+    /// A signed-in person's decision on a user code.
+    func decideDevice(userCode: String, caller: Caller, approve: Bool, now: Int = SessionStore.now()) async throws -> DeviceDecision {
+        let held = deviceFailures.withLock { failures -> Int? in
+            guard let entry = failures[caller.userID], now - entry.since < Self.deviceAttemptWindow, entry.count >= Self.deviceAttempts else {
+                return nil
+            }
+            return entry.since + Self.deviceAttemptWindow - now
+        }
+        if let held { return .tooManyAttempts(retryAfter: max(1, held)) }
+        guard let code = Self.normalized(userCode: userCode),
+            try await OpenIDGrants.decide(userCode: code, userID: caller.userID, approve: approve, now: now, storage: storage)
+        else {
+            deviceFailures.withLock { failures in
+                if failures.count > 10_000 { failures = failures.filter { now - $0.value.since < Self.deviceAttemptWindow } }
+                var entry = failures[caller.userID] ?? (0, now)
+                if now - entry.since >= Self.deviceAttemptWindow { entry = (0, now) }
+                entry.count += 1
+                failures[caller.userID] = entry
+            }
+            return .unknown
+        }
+        return .decided
     }
 
     /// The scopes granted for a requested list: the known ones asked for (`openid` included when asked).

@@ -1,3 +1,4 @@
+import HTTPTypes
 import DocketModel
 import Hummingbird
 
@@ -43,7 +44,11 @@ struct ServiceNowError: HTTPResponseError {
     /// The answer to credentials that did not establish a caller.
     init(_ refusal: Identity.Refusal) {
         switch refusal {
-        case .missing, .rejected, .invalidToken, .sessionEnded: self = .unauthenticated
+        case .missing, .rejected, .sessionEnded: self = .unauthenticated
+        case .invalidToken:
+            // ServiceNow's answer, and RFC 6750's challenge beside it: an OAuth or OpenID client knows to refresh.
+            self = .unauthenticated
+            headers.append(HTTPField(name: .wwwAuthenticate, value: #"Bearer realm="Service-now", error="invalid_token""#))
         default: self.init(refusal.loginFailure)
         }
     }

@@ -305,8 +305,13 @@ struct WebAPI {
         guard let openID else { throw WebError(.notFound, "Device sign-in is not offered here.") }
         let typed = String((form["user_code"] ?? "").prefix(32))
         let approve = form["decision"] == "allow"
-        let decided = try await openID.decideDevice(userCode: typed, caller: caller, approve: approve)
-        guard decided else {
+        let decision = try await openID.decideDevice(userCode: typed, caller: caller, approve: approve)
+        if case .tooManyAttempts(let wait) = decision {
+            var refusal = WebError(.tooManyRequests, "Too many codes that were not right. Wait \(wait) seconds and try again.")
+            refusal.retryAfter = String(wait)
+            throw refusal
+        }
+        guard decision == .decided else {
             return pages.page(
                 "device",
                 [

@@ -405,6 +405,10 @@ struct OpenIDTests {
             #expect(refused.headers[.wwwAuthenticate]?.contains(#"error="invalid_token""#) == true)
             let table = try await client.execute(uri: "/api/now/table/incident", method: .get, headers: .bearer(forged), body: nil)
             #expect(table.status == .unauthorized)
+            // ServiceNow's 401, with RFC 6750's challenge beside its own.
+            let challenges = table.headers[values: .wwwAuthenticate]
+            #expect(challenges.contains(#"Basic realm="Service-now""#))
+            #expect(challenges.contains { $0.hasPrefix("Bearer") && $0.contains(#"error="invalid_token""#) })
             let unsigned = Base64URL.encode(Array(#"{"alg":"none"}"#.utf8)) + "." + Base64URL.encode(payload.serialized()) + "."
             #expect(try await client.execute(uri: "/api/now/table/incident", method: .get, headers: .bearer(unsigned), body: nil).status == .unauthorized)
             let missingRealm = try await client.execute(uri: "/realms/docket/protocol/openid-connect/nothing", method: .get, headers: [:], body: nil)
@@ -528,6 +532,17 @@ struct OpenIDTests {
             #expect(try foreign.json["error"]?.stringValue == "unauthorized_client")
             let notAllowed = try await Self.post(client, Self.endpoints + "/auth/device", [("client_id", "datasync-starter-client")])
             #expect(try notAllowed.json["error"]?.stringValue == "unauthorized_client")
+            // Guessing codes is held back (RFC 8628 §5.1): after ten wrong ones, even a right one waits.
+            let fourth = try await start()
+            var guesser = WebBrowser(client)
+            try await guesser.signIn("beth.anglin", "password")
+            _ = try await guesser.get("/app/device")
+            for _ in 0..<OpenIDProvider.deviceAttempts {
+                #expect(try await guesser.post("/app/device", [("user_code", "BBBB-BBBB"), ("decision", "allow")]).status == .badRequest)
+            }
+            let held = try await guesser.post("/app/device", [("user_code", try #require(fourth["user_code"]?.stringValue)), ("decision", "allow")])
+            #expect(held.status == .tooManyRequests)
+            #expect(held.headers[.retryAfter] != nil)
         }
     }
 
