@@ -134,11 +134,7 @@ public enum ClientAdministration {
                 throw Failure("There is no client with the id '\(clientID)'.")
             }
             try await store.delete(client.sysID, from: "oauth_entity", caller: .system)
-            try await store.storage.write { db in
-                for row in try await db.rows("SELECT sid FROM docket_oidc_session WHERE client_id = " + .bind(clientID)) {
-                    if let sid = try row.value(at: "sid", kind: .text).text { try await OpenIDGrants.end(sid, db) }
-                }
-            }
+            try await OpenIDGrants.endSessions(ofClient: clientID, storage: store.storage)
         }
     }
 

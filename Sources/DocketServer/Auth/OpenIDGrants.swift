@@ -195,6 +195,15 @@ enum OpenIDGrants {
         }
     }
 
+    /// Ends every session of a client (it was deleted).
+    static func endSessions(ofClient clientID: String, storage: any Storage) async throws {
+        try await storage.write { db in
+            for row in try await db.rows("SELECT sid FROM docket_oidc_session WHERE client_id = " + .bind(clientID)) {
+                if let sid = try row.value(at: "sid", kind: .text).text { try await end(sid, db) }
+            }
+        }
+    }
+
     /// Uses an authorization code once. A second use ends the session it started.
     static func redeem(code hash: String, clientID: String, now: Int, storage: any Storage) async throws -> Redemption<Code> {
         try await storage.write { db in
@@ -287,7 +296,7 @@ enum OpenIDGrants {
         return session.expires > now ? session : nil
     }
 
-    static func end(_ sid: String, _ db: SQLExecutor) async throws {
+    private static func end(_ sid: String, _ db: SQLExecutor) async throws {
         try await db.run("DELETE FROM docket_refresh_token WHERE sid = " + .bind(sid))
         try await db.run("DELETE FROM docket_oidc_code WHERE sid = " + .bind(sid))
         try await db.run("DELETE FROM docket_oidc_session WHERE sid = " + .bind(sid))

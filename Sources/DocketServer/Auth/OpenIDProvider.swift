@@ -13,88 +13,6 @@ import Synchronization
 /// (``OpenIDGrants``): every access token names its session (`sid`), and a token is good while its signature, its
 /// expiry and its session hold.
 final class OpenIDProvider: Sendable, ChangeObserver {
-    /// An access token's claims (Keycloak's names).
-    struct AccessClaims: JWTPayload, Equatable {
-        struct Roles: Codable, Sendable, Equatable { var roles: [String] }
-        var iss: String
-        var sub: String
-        var aud: String
-        var azp: String
-        var typ: String
-        var exp: Int
-        var iat: Int
-        var auth_time: Int
-        var jti: String
-        var sid: String
-        var scope: String
-        var preferred_username: String
-        var email: String?
-        var name: String?
-        var given_name: String?
-        var family_name: String?
-        var realm_access: Roles
-
-        /// Checked by the provider against its clock and storage.
-        func verify(using algorithm: some JWTAlgorithm) throws {}
-    }
-
-    /// An ID token's claims (OpenID Connect Core §2).
-    struct IDClaims: JWTPayload, Equatable {
-        var iss: String
-        var sub: String
-        var aud: String
-        var azp: String
-        var typ: String
-        var exp: Int
-        var iat: Int
-        var auth_time: Int
-        var nonce: String?
-        var at_hash: String
-        var sid: String
-        var preferred_username: String
-        var email: String?
-        var name: String?
-        var given_name: String?
-        var family_name: String?
-
-        func verify(using algorithm: some JWTAlgorithm) throws {}
-    }
-
-    /// A refusal in RFC 6749 §5.2's terms (the dialect renders it as `{"error", "error_description"}`).
-    struct Failure: Error, Sendable, Equatable {
-        var error: String
-        var description: String
-        /// 400, 401 for `invalid_client`, 429 or 503 with `retryAfter`.
-        var status: Int = 400
-        var retryAfter: String? = nil
-
-        static func invalidRequest(_ text: String) -> Failure { Failure(error: "invalid_request", description: text) }
-        static func invalidClient(_ text: String) -> Failure { Failure(error: "invalid_client", description: text, status: 401) }
-        static func invalidGrant(_ text: String) -> Failure { Failure(error: "invalid_grant", description: text) }
-        static func unauthorizedClient(_ text: String) -> Failure { Failure(error: "unauthorized_client", description: text) }
-        static let unavailable = Failure(
-            error: "temporarily_unavailable", description: "The request cannot be handled right now. Try again shortly.", status: 503,
-            retryAfter: StorageUnavailable.retryAfter
-        )
-
-        /// A login failure that is no answer about the credentials (throttled, busy, storage down); nil for a rejection.
-        static func from(_ refusal: Identity.Refusal) -> Failure? {
-            switch refusal {
-            case .throttled:
-                return Failure(
-                    error: "temporarily_unavailable", description: "Too many failed logins. Try again later.", status: 429,
-                    retryAfter: refusal.retryAfter
-                )
-            case .busy, .unavailable:
-                var failure = unavailable
-                failure.retryAfter = refusal.retryAfter ?? failure.retryAfter
-                return failure
-            default:
-                return nil
-            }
-        }
-    }
-
     /// The grants this provider runs.
     static let deviceGrant = "urn:ietf:params:oauth:grant-type:device_code"
     static let grantTypes = ["authorization_code", "refresh_token", "password", "client_credentials", deviceGrant]
@@ -128,7 +46,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     /// bearer request pays for RSA and JSON once per token (its session is still checked every time).
     private let verifiedTokens = Mutex<[String: AccessClaims]>([:])
     /// Unknown user codes entered per user: (how many, since when).
-    private let deviceFailures = Mutex<[String: (count: Int, since: Int)]>([:])
+    let deviceFailures = Mutex<[String: (count: Int, since: Int)]>([:])
     static let verifiedTokenMemory = 20_000
 
     init(realm: String, storage: any Storage, keys: TokenKeys, directory: OAuthDirectory, oauth: OAuthService, authenticator: Authenticator) {
@@ -375,98 +293,6 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             }
             return try await issue(client: client, session: session, scope: scope, nonce: "", issuer: issuer, now: now, refresh: refresh)
         }
-    }
-
-    // MARK: The device grant (RFC 8628)
-
-    /// Starts a device authorization for a client that may use the device grant: the device code (for the client
-    /// to poll with) and the user code a person enters at `{issuer}/device`.
-    func deviceAuthorization(form: [String: String], basic: (id: String, secret: String)?, issuer: String) async throws(Failure) -> JSONValue {
-        let client = try await authenticateClient(form: form, basic: basic)
-        guard client.grantTypes.contains(Self.deviceGrant) else { throw .unauthorizedClient("This client may not use the device grant.") }
-        let now = SessionStore.now()
-        let deviceCode = Base64URL.random(bytes: 32)
-        let userCode = Self.newUserCode()
-        do {
-            try await OpenIDGrants.addDevice(
-                OpenIDGrants.hash(deviceCode),
-                .init(userCode: userCode, clientID: client.clientID, scope: Self.grantedScope(form["scope"]), expires: now + Self.deviceLifetime,
-                      interval: Self.deviceInterval),
-                storage: storage
-            )
-        } catch {
-            throw .unavailable
-        }
-        let shown = Self.display(userCode)
-        return .object([
-            "device_code": .string(deviceCode), "user_code": .string(shown), "verification_uri": .string(issuer + "/device"),
-            "verification_uri_complete": .string(issuer + "/device?user_code=" + shown), "expires_in": .integer(Self.deviceLifetime),
-            "interval": .integer(Self.deviceInterval),
-        ])
-    }
-
-    /// Letters people do not confuse and that spell no words (RFC 8628 §6.1): 20^8 codes.
-    private static let userCodeLetters = Array("BCDFGHJKLMNPQRSTVWXZ")
-
-    private static func newUserCode() -> String {
-        var generator = SystemRandomNumberGenerator()
-        return String((0..<8).map { _ in userCodeLetters[Int.random(in: 0..<userCodeLetters.count, using: &generator)] })
-    }
-
-    /// A user code as people read it: `WDJB-MJHT`.
-    static func display(_ code: String) -> String { String(code.prefix(4)) + "-" + String(code.dropFirst(4)) }
-
-    /// A user code as typed (any case, with or without the dash or spaces) as stored; nil when it cannot be one.
-    static func normalized(userCode text: String) -> String? {
-        let letters = text.uppercased().filter { $0.isLetter }
-        guard letters.count == 8, letters.allSatisfy(userCodeLetters.contains) else { return nil }
-        return letters
-    }
-
-    /// The name of the client waiting on a user code; nil when no such code is pending.
-    func pendingDevice(userCode: String) async throws -> String? {
-        guard let code = Self.normalized(userCode: userCode),
-            let clientID = try await OpenIDGrants.pendingDevice(userCode: code, now: SessionStore.now(), storage: storage)
-        else { return nil }
-        let client = try await directory.client(clientID: clientID)
-        return client.map { $0.name.isEmpty ? $0.clientID : $0.name } ?? clientID
-    }
-
-    /// What a person's decision on a user code came to.
-    enum DeviceDecision: Sendable, Equatable {
-        case decided
-        /// No such code is pending (mistyped, expired, used).
-        case unknown
-        /// Too many unknown codes from this user lately (RFC 8628 §5.1): try again after the wait.
-        case tooManyAttempts(retryAfter: Int)
-    }
-
-    /// Unknown codes a user may enter within ``deviceAttemptWindow`` seconds before being held back (per instance).
-    static let deviceAttempts = 10
-    static let deviceAttemptWindow = 600
-
-    /// A signed-in person's decision on a user code.
-    func decideDevice(userCode: String, caller: Caller, approve: Bool, now: Int = SessionStore.now()) async throws -> DeviceDecision {
-        let held = deviceFailures.withLock { failures -> Int? in
-            guard let entry = failures[caller.userID], now - entry.since < Self.deviceAttemptWindow, entry.count >= Self.deviceAttempts else {
-                return nil
-            }
-            return entry.since + Self.deviceAttemptWindow - now
-        }
-        if let held { return .tooManyAttempts(retryAfter: max(1, held)) }
-        guard let code = Self.normalized(userCode: userCode),
-            try await OpenIDGrants.decide(userCode: code, userID: caller.userID, approve: approve, now: now, storage: storage)
-        else {
-            deviceFailures.withLock { failures in
-                if failures.count > 10_000 { failures = failures.filter { now - $0.value.since < Self.deviceAttemptWindow } }
-                var entry = failures[caller.userID] ?? (0, now)
-                if now - entry.since >= Self.deviceAttemptWindow { entry = (0, now) }
-                entry.count += 1
-                failures[caller.userID] = entry
-            }
-            return .unknown
-        }
-        return .decided
     }
 
     /// The scopes granted for a requested list: the known ones asked for (`openid` included when asked).

@@ -90,8 +90,8 @@ final class TrustedIssuers: Sendable {
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: AnyKey.self)
             iss = try container.decode(String.self, forKey: AnyKey("iss"))
-            exp = Int(try container.decode(Double.self, forKey: AnyKey("exp")))
-            nbf = try container.decodeIfPresent(Double.self, forKey: AnyKey("nbf")).map { Int($0) }
+            exp = Self.seconds(try container.decode(Double.self, forKey: AnyKey("exp")))
+            nbf = try container.decodeIfPresent(Double.self, forKey: AnyKey("nbf")).map(Self.seconds)
             aud = try container.decodeIfPresent(AudienceClaim.self, forKey: AnyKey("aud"))
             var other: [String: JSONValue] = [:]
             for key in container.allKeys where !["iss", "exp", "nbf", "aud"].contains(key.stringValue) {
@@ -102,6 +102,12 @@ final class TrustedIssuers: Sendable {
 
         func encode(to encoder: any Encoder) throws {}
         func verify(using algorithm: some JWTAlgorithm) throws {}
+
+        /// A NumericDate as whole seconds, kept within ±2^52 (a provider's absurd value must not trap).
+        static func seconds(_ value: Double) -> Int {
+            guard value.isFinite else { return value > 0 ? 1 << 52 : -(1 << 52) }
+            return Int(min(max(value, -4.5e15), 4.5e15))
+        }
     }
 
     static let allowedAlgorithms: Set<String> = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]

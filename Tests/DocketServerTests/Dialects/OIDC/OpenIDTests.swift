@@ -628,5 +628,9 @@ struct TrustedIssuerTests {
         #expect(issuers.issuer(of: token(#"{"sub":"x"}"#)) == nil)
         #expect(issuers.issuer(of: "not-a-jwt") == nil)
         #expect(!TrustedIssuers.allowedAlgorithms.contains("none") && !TrustedIssuers.allowedAlgorithms.contains { $0.hasPrefix("HS") })
+        // A provider's absurd dates are clamped, never a trap (and never overflow when the leeway is added).
+        #expect(TrustedIssuers.Claims.seconds(1e300) == 4_500_000_000_000_000)
+        #expect(TrustedIssuers.Claims.seconds(-.infinity) < 0 && TrustedIssuers.Claims.seconds(.nan) < 0)  // NaN: long expired
+        #expect(TrustedIssuers.Claims.seconds(1_700_000_000.9) == 1_700_000_000)
     }
 }
