@@ -281,16 +281,30 @@ def main():
         have = int(count["result"]["stats"]["count"])
         for index in range(max(0, 200 - have)):
             api(port, "POST", "/api/now/table/incident", {"short_description": f"Load item {index}", "assigned_to": john}, user="admin")
-        paints = []
-        for _ in range(7):
+        # Chromium reports the paint a little after the page is usable, and now and then not at all (a load it
+        # judged hidden): wait for the entry through an observer, and load again until seven were timed.
+        paints, missed = [], 0
+        while len(paints) < 7 and missed < 7:
             driver.get(base + "/app/work")
             run.until_text("main h1", "My work")
-            paint = driver.execute_script(
-                "const p = performance.getEntriesByName('first-contentful-paint')[0]; return p ? p.startTime : null;")
-            if paint is not None:
+            paint = driver.execute_async_script("""
+                const done = arguments[arguments.length - 1];
+                const found = () => performance.getEntriesByName('first-contentful-paint')[0];
+                if (found()) { done(found().startTime); return; }
+                new PerformanceObserver(() => { if (found()) done(found().startTime); })
+                    .observe({type: 'paint', buffered: true});
+                setTimeout(() => done(found() ? found().startTime : null), 3000);
+            """)
+            if paint is None:
+                missed += 1
+                state = driver.execute_script("return document.visibilityState")
+                print(f"  (a load without a paint entry; the page was {state})", flush=True)
+            else:
                 paints.append(paint)
+        if len(paints) < 4:
+            sys.exit(f"Chromium reported the first contentful paint of only {len(paints)} of {len(paints) + missed} loads")
         summary = driver.find_element(By.CSS_SELECTOR, ".summary").text
-        median = statistics.median(paints[1:]) if len(paints) > 1 else float("inf")
+        median = statistics.median(paints[1:])
         print(f"  first contentful paint of My work ({summary}): median {median:.0f} ms over {len(paints) - 1} loads "
               f"(all: {', '.join(f'{p:.0f}' for p in paints)})", flush=True)
         run.check_console()
