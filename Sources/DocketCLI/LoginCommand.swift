@@ -156,12 +156,13 @@ struct LoginCommand: AsyncParsableCommand {
             environment.print("Waiting for you to allow it there…")
             tokens = try await oidc.pollDeviceToken(provider, authorization: authorization, clientID: client, clientSecret: secret)
         }
-        guard let refresh = tokens.refreshToken else { throw CLIFailure("the provider signed you in but gave no refresh token to keep") }
-        let userName = tokens.claim("preferred_username") ?? tokens.claim("sub") ?? "?"
-        let login = OpenIDLogin(
-            issuer: provider.issuer, tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint, clientID: client,
-            clientSecret: secret, userName: userName, refreshToken: refresh
-        )
+        let login: OpenIDLogin
+        do {
+            login = try OpenIDLogin(tokens: tokens, configuration: provider, clientID: client, clientSecret: secret)
+        } catch let error as DocketError {
+            throw CLIFailure(error.message)
+        }
+        let userName = login.userName
         try environment.credentialStore.save(.openID(login), for: target)
         try CLIConfiguration(instance: target.description, userName: userName, caFile: trusted).save(to: environment.configDirectory)
         environment.print("Signed in to \(target) as \(userName).")
@@ -330,13 +331,23 @@ struct LogoutCommand: AsyncParsableCommand {
             throw CLIFailure("not logged in")
         }
         let target = try Instance(name)
+        var outcome = DocketSession.LogoutOutcome.ended
         if let credentials = try environment.credentialStore.credentials(for: target) {
             // Revokes the refresh token or ends the session at /logout.do; a password login has nothing to end.
-            await DocketSession(instance: target, credentials: credentials, transport: try connection.transport()).logout()
+            outcome = await DocketSession(instance: target, credentials: credentials, transport: try connection.transport()).logout()
         }
         try environment.credentialStore.delete(for: target)
         try? FileManager.default.removeItem(at: CLIConfiguration.url(in: environment.configDirectory))
-        environment.print("Logged out of \(target).")
+        switch outcome {
+        case .ended:
+            environment.print("Logged out of \(target).")
+        case .notConfirmed(let reason):
+            // Forgotten here either way; the exit status and the message say that the instance may still honour it.
+            throw CLIFailure(
+                "the login to \(target) is forgotten here, but the instance did not confirm its end (\(reason)); "
+                    + "it stays valid there until it expires"
+            )
+        }
     }
 }
 

@@ -128,6 +128,24 @@ def main():
         if errors:
             fail("console errors during the sign-in: " + "; ".join(errors))
 
+        print("  - Back from the app's page, then Forward: no error page, and the spent code stays spent", flush=True)
+        first_code = query["code"][0]
+        driver.back()
+        time.sleep(1)
+        print(f"    Back shows {driver.current_url[:90]}", flush=True)
+        # Keycloak's behaviour: the authorization request again, answered at once (signed in) with a new code.
+        if not driver.current_url.startswith(redirect) or "error" in driver.current_url or f"state={state}" not in driver.current_url:
+            fail("Back from the app's page did not return to the app with a new code: " + driver.current_url)
+        if "code=" + first_code in driver.current_url:
+            fail("Back from the app's page handed the spent code again")
+        driver.forward()
+        time.sleep(1)
+        print(f"    Forward shows {driver.current_url[:90]}", flush=True)
+        status, _ = post(realm + "/token", {"grant_type": "authorization_code", "client_id": CLIENT, "code": first_code,
+                                           "redirect_uri": redirect, "code_verifier": verifier})
+        if status != 400:
+            fail(f"a spent code was accepted again after Back and Forward: {status}")
+
         print("  - signed in, the next request goes straight back; prompt=login asks again", flush=True)
         driver.get(authorize.replace(state, "second"))
         wait.until(lambda d: d.current_url.startswith(redirect))
@@ -156,6 +174,16 @@ def main():
         driver.get(base + "/")
         driver.find_element(By.PARTIAL_LINK_TEXT, "Sign in with Acme SSO").click()
         wait.until(lambda d: d.current_url.startswith(base + "/app/work") and "John Doe" in d.find_element(By.CSS_SELECTOR, "body").text)
+        print("  - Back from My work after the provider's sign-in, then Forward", flush=True)
+        driver.back()
+        time.sleep(1.5)
+        text = driver.find_element(By.CSS_SELECTOR, "body").text
+        print(f"    Back shows {driver.current_url[:90]}: {text[:80]!r}", flush=True)
+        if "did not start here" in text or "refused" in text.lower() or "John Doe" not in text:
+            fail("Back after the provider's sign-in does not show a signed-in page: " + text[:200])
+        driver.forward()
+        wait.until(lambda d: "John Doe" in d.find_element(By.CSS_SELECTOR, "body").text)
+        print(f"    Forward shows {driver.current_url[:90]}", flush=True)
         errors = console_errors(driver)
         if errors:
             fail("console errors: " + "; ".join(errors))

@@ -101,6 +101,20 @@ struct CLITests {
         }
     }
 
+    @Test("logout with the instance gone: the login is forgotten here, and the command says (exit 1) that the instance did not confirm its end")
+    func logoutUnconfirmed() async throws {
+        let cli = CLIHarness()
+        let instance = try await withLiveServer { base throws in
+            #expect(await cli.login(base) == 0)
+            return base
+        }
+        let result = await cli.run("logout", "--instance", instance)
+        #expect(result.code == 1)
+        #expect(result.err.contains("forgotten here, but the instance did not confirm its end"))
+        #expect(!result.out.contains("Logged out"))
+        #expect(try FileCredentialStore(directory: cli.directory).credentials(for: Instance(instance)) == nil)
+    }
+
     @Test("login --sso: the device grant through a browser elsewhere; the CLI keeps the rotating refresh token (never a password), commands work, logout revokes", .timeLimit(.minutes(2)))
     func singleSignOn() async throws {
         try await withLiveServer { base throws in

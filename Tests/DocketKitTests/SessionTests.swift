@@ -145,6 +145,56 @@ struct SessionTests {
         }
     }
 
+    @Test("logout says whether the instance ended the login: a revoked OpenID sign-in is ended; a refused or unreachable revocation, or none to call, is not confirmed")
+    func logoutOutcome() async throws {
+        struct Unreachable: Error {}
+        final class Revoker: Transport {
+            let status: Int?
+            let requests = Mutex<[String]>([])
+            init(status: Int?) { self.status = status }
+            func send(_ request: HTTPRequestData) async throws -> HTTPResponseData {
+                requests.withLock { $0.append(request.url.path) }
+                guard let status else { throw Unreachable() }
+                return json(status, status == 200 ? "{}" : #"{"error":"invalid_client","error_description":"no such client"}"#)
+            }
+        }
+        let login = OpenIDLogin(
+            issuer: "http://x.test/realms/docket", tokenEndpoint: "http://x.test/realms/docket/protocol/openid-connect/token",
+            revocationEndpoint: "http://x.test/realms/docket/protocol/openid-connect/revoke", clientID: "docket-cli",
+            userName: "john.doe", refreshToken: "R1"
+        )
+        for (status, ended) in [(200, true), (401, false), (nil, false)] as [(Int?, Bool)] {
+            let transport = Revoker(status: status)
+            let outcome = await DocketSession(instance: try Instance("http://x.test"), credentials: .openID(login), transport: transport).logout()
+            #expect((outcome == .ended) == ended, "\(String(describing: status)): \(outcome)")
+            #expect(transport.requests.withLock { $0 } == ["/realms/docket/protocol/openid-connect/revoke"])
+        }
+        var unrevocable = login
+        unrevocable.revocationEndpoint = nil
+        let outcome = await DocketSession(instance: try Instance("http://x.test"), credentials: .openID(unrevocable), transport: Revoker(status: 200)).logout()
+        #expect(outcome == .notConfirmed("the provider has no revocation endpoint"))
+        // A password login has nothing to end on the instance.
+        #expect(await DocketSession(instance: try Instance("http://x.test"), credentials: .basic(userName: "a", password: "b"), transport: Revoker(status: nil)).logout() == .ended)
+    }
+
+    @Test("the login kept after an OpenID sign-in: the provider's endpoints, the client, the user the access token names and the refresh token; none without a refresh token")
+    func openIDLoginFromTokens() throws {
+        let payload = Data(#"{"sub":"u1","preferred_username":"john.doe"}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let configuration = try JSONDecoder().decode(OpenIDConfiguration.self, from: Data(#"""
+            {"issuer":"http://x.test/realms/docket","token_endpoint":"http://x.test/t","revocation_endpoint":"http://x.test/r"}
+            """#.utf8))
+        let tokens = OpenIDTokens(accessToken: "h." + payload + ".s", refreshToken: "R1", idToken: nil, expiresIn: 300)
+        let login = try OpenIDLogin(tokens: tokens, configuration: configuration, clientID: "docket-mobile")
+        #expect(login == OpenIDLogin(
+            issuer: "http://x.test/realms/docket", tokenEndpoint: "http://x.test/t", revocationEndpoint: "http://x.test/r",
+            clientID: "docket-mobile", userName: "john.doe", refreshToken: "R1"
+        ))
+        var withoutRefresh = tokens
+        withoutRefresh.refreshToken = nil
+        #expect(throws: DocketError.self) { try OpenIDLogin(tokens: withoutRefresh, configuration: configuration, clientID: "docket-mobile") }
+    }
+
     @Test("credentials are never sent to another host")
     func foreignLinks() async throws {
         let transport = ScriptedTransport([])

@@ -117,4 +117,18 @@ public struct OpenIDLogin: Sendable, Equatable, Codable {
         self.userName = userName
         self.refreshToken = refreshToken
     }
+
+    /// The login to keep after a sign-in: the provider's endpoints, the client, the user named by the access
+    /// token (`preferred_username`, else `sub`) and the refresh token. Throws when the provider gave no refresh
+    /// token (there would be nothing to keep).
+    public init(tokens: OpenIDTokens, configuration: OpenIDConfiguration, clientID: String, clientSecret: String? = nil) throws {
+        guard let refresh = tokens.refreshToken else {
+            throw DocketError(kind: .invalidRequest, message: "the provider signed you in but gave no refresh token to keep")
+        }
+        self.init(
+            issuer: configuration.issuer, tokenEndpoint: configuration.tokenEndpoint, revocationEndpoint: configuration.revocationEndpoint,
+            clientID: clientID, clientSecret: clientSecret,
+            userName: tokens.claim("preferred_username") ?? tokens.claim("sub") ?? "?", refreshToken: refresh
+        )
+    }
 }

@@ -103,42 +103,75 @@ public actor DocketSession {
         return openID?.refreshToken
     }
 
-    /// Ends the login on the instance: revokes the OAuth refresh token (and with it the access tokens), or
-    /// ends the session at `/logout.do`. Local state is dropped whatever the instance answers.
-    public func logout() async {
+    /// What ``logout()`` achieved on the instance.
+    public enum LogoutOutcome: Sendable, Equatable {
+        /// The instance ended the login (or there was nothing to end: a password login).
+        case ended
+        /// The instance could not be asked or refused: the login may stay valid there until it expires.
+        case notConfirmed(String)
+    }
+
+    /// Ends the login on the instance: revokes the OpenID or OAuth refresh token (and with it the access tokens),
+    /// logs off Compass, or ends the session at `/logout.do`. Local state is dropped whatever the instance answers;
+    /// the outcome says whether the instance confirmed the end.
+    @discardableResult
+    public func logout() async -> LogoutOutcome {
         defer {
             cookies = [:]
             token = nil
             compassToken = nil
         }
+        var failures: [String] = []
+        let transport = self.transport
+        /// Why a request did not end what it should have, or nil when it did.
+        @Sendable func attempt(_ what: String, _ request: HTTPRequestData) async -> String? {
+            do {
+                let response = try await transport.send(request)
+                return (200..<300).contains(response.status) ? nil : "\(what) answered \(response.status)"
+            } catch {
+                return "\(what) could not be reached (\(error.localizedDescription))"
+            }
+        }
         if let compassToken {
             // Compass: logoff ends the token on the server.
-            _ = try? await transport.send(HTTPRequestData(
+            if let failure = await attempt("Compass's logoff", HTTPRequestData(
                 method: "POST", url: instance.url("/ccmweb/rest/authenticate/logoff"),
                 headers: ["Authorization": "Bearer " + compassToken], body: nil
-            ))
+            )) { failures.append(failure) }
         }
         if let openID {
             // Revoking the refresh token ends the sign-in, its access tokens with it.
             if let endpoint = openID.revocationEndpoint.flatMap(URL.init(string:)) {
-                try? await OpenIDClient(transport: transport).revoke(
-                    endpoint: endpoint, token: openID.refreshToken, clientID: openID.clientID, clientSecret: openID.clientSecret
-                )
+                do {
+                    try await OpenIDClient(transport: transport).revoke(
+                        endpoint: endpoint, token: openID.refreshToken, clientID: openID.clientID, clientSecret: openID.clientSecret
+                    )
+                } catch {
+                    failures.append("the revocation endpoint refused or could not be reached (\(error.localizedDescription))")
+                }
+            } else {
+                failures.append("the provider has no revocation endpoint")
             }
         } else if let refresh = refreshToken {
-            let request = HTTPRequestData(
+            if let failure = await attempt("the token revocation", HTTPRequestData(
                 method: "POST", url: instance.url("/oauth_revoke_token.do"),
                 headers: ["Content-Type": "application/x-www-form-urlencoded"],
                 body: Data(("token=" + Instance.encode(refresh)).utf8)
-            )
-            _ = try? await transport.send(request)
+            )) { failures.append(failure) }
         }
         if !cookies.isEmpty {
             let cookie = cookies.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "; ")
-            _ = try? await transport.send(
-                HTTPRequestData(method: "POST", url: instance.url("/logout.do"), headers: ["Cookie": cookie], body: nil)
-            )
+            // /logout.do answers with a redirect to the sign-in page: any answer below 400 ended the session.
+            do {
+                let response = try await transport.send(
+                    HTTPRequestData(method: "POST", url: instance.url("/logout.do"), headers: ["Cookie": cookie], body: nil)
+                )
+                if response.status >= 400 { failures.append("/logout.do answered \(response.status)") }
+            } catch {
+                failures.append("/logout.do could not be reached (\(error.localizedDescription))")
+            }
         }
+        return failures.isEmpty ? .ended : .notConfirmed(failures.joined(separator: "; "))
     }
 
     /// Sends a request to a path of the instance; returns the response when its status is 2xx and throws

@@ -218,7 +218,12 @@ struct OpenIDRoutes {
 
     @Sendable func userInfo(_ request: Request) async throws -> Response {
         var token = request.headers.bearer?.token
-        if token == nil, request.method == .post, let form = try? await Self.form(request) { token = form["access_token"] }
+        // RFC 6750 §2.2: the token may be a form field of a POST; a body of another type carries none, and a form
+        // that cannot be read (too large, a field twice) is the caller's error, said as such.
+        if token == nil, request.method == .post,
+           (request.headers[.contentType] ?? "").lowercased().hasPrefix("application/x-www-form-urlencoded") {
+            token = try await Self.form(request)["access_token"]
+        }
         guard let token, !token.isEmpty else { return Self.bearerRefusal(nil, "The request has no access token.") }
         let found: (claims: OpenIDProvider.AccessClaims, userID: String)?
         do { found = try await provider.access(token) } catch { throw OpenIDProvider.Failure.unavailable }

@@ -126,6 +126,20 @@ struct OpenIDTests {
             #expect(info.status == .ok)
             #expect(try info.json["preferred_username"]?.stringValue == "john.doe")
             #expect(try info.json["sub"]?.stringValue == DemoData.userID("john.doe"))
+            // RFC 6750 §2.2: the token as a form field of a POST; a body of another type carries none; a form that
+            // cannot be read is the caller's error (400), never a refusal of the token.
+            let posted = try await Self.post(client, Self.endpoints + "/userinfo", [("access_token", access)])
+            #expect(posted.status == .ok)
+            #expect(try posted.json["preferred_username"]?.stringValue == "john.doe")
+            let otherType = try await client.execute(
+                uri: Self.endpoints + "/userinfo", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"access_token":"\#(access)"}"#)
+            )
+            #expect(otherType.status == .unauthorized)
+            #expect(otherType.headers[.wwwAuthenticate]?.hasPrefix("Bearer") == true)
+            let twice = try await Self.post(client, Self.endpoints + "/userinfo", [("access_token", access), ("access_token", access)])
+            #expect(twice.status == .badRequest)
+            #expect(try twice.json["error"]?.stringValue == "invalid_request")
             // A wrong password is invalid_grant; the client must be allowed the grant.
             let wrong = try await Self.post(client, Self.endpoints + "/token", [
                 ("grant_type", "password"), ("client_id", "datasync-starter-client"), ("username", "john.doe"), ("password", "nope"),
