@@ -112,6 +112,12 @@ struct Serve: AsyncParsableCommand {
     @Flag(name: .customLong("oidc-provision"), help: "Make a trusted provider's user who does not exist here on first sight, with the roles of its roles claim that exist (env DOCKET_OIDC_PROVISION=1).")
     var oidcProvision = false
 
+    @Flag(name: .customLong("push-allow-insecure-endpoints"), help: "Let push subscriptions use http:// endpoints and loopback or private addresses (closed networks and tests; env DOCKET_PUSH_ALLOW_INSECURE_ENDPOINTS=1). Without it docketd sends notifications only to public HTTPS endpoints.")
+    var pushAllowInsecureEndpoints = false
+
+    @Option(name: .customLong("push-contact"), help: "Whom push services may contact about docketd's notifications (VAPID subject): a mailto: or https: URL (env DOCKET_PUSH_CONTACT; default the public URL).")
+    var pushContact: String?
+
     @Option(help: "The realm of docketd's OpenID Connect provider: its issuer is <public URL>/realms/<realm>, as a Keycloak realm's (env DOCKET_OIDC_REALM; default docket).")
     var oidcRealm: String?
 
@@ -249,6 +255,14 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError("--oidc-trust: \(error.description)")
         }
         configuration.oidcProvision = oidcProvision || ["1", "true", "yes"].contains(environment["DOCKET_OIDC_PROVISION"]?.lowercased() ?? "")
+        configuration.pushAllowInsecureEndpoints = pushAllowInsecureEndpoints
+            || ["1", "true", "yes"].contains(environment["DOCKET_PUSH_ALLOW_INSECURE_ENDPOINTS"]?.lowercased() ?? "")
+        if let contact = pushContact ?? environment["DOCKET_PUSH_CONTACT"], !contact.isEmpty {
+            guard contact.hasPrefix("mailto:") || contact.hasPrefix("https://"), contact.utf8.count <= 255 else {
+                throw ValidationError("--push-contact must be a mailto: or https: URL, not '\(contact)'.")
+            }
+            configuration.pushContact = contact
+        }
         if let user = environment["DOCKET_ADMIN_USER"], !user.isEmpty {
             guard let password = environment["DOCKET_ADMIN_PASSWORD"], !password.isEmpty else {
                 throw ValidationError("DOCKET_ADMIN_USER needs DOCKET_ADMIN_PASSWORD too.")

@@ -26,15 +26,10 @@ import urllib.request
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "MultiInstance"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Support"))
+from checks import b64, check, failures, unb64  # noqa: E402
 from kill_instance import start  # noqa: E402
 
-failures = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what, flush=True)
-    if not condition:
-        failures.append(what)
 
 
 def call(url, method="GET", data=None, headers=None):
@@ -59,10 +54,6 @@ def mint(issuer, **claims):
     status, body = call(issuer + "/admin/mint", "POST", json.dumps(claims).encode(), {"Content-Type": "application/json"})
     assert status == 200, body
     return json.loads(body)["token"]
-
-
-def b64(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def main():

@@ -29,20 +29,11 @@ import urllib.parse
 import requests
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "MultiInstance"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Support"))
+from checks import b64, check, failures, unb64  # noqa: E402
 from kill_instance import start  # noqa: E402
 
 SCHEMA = "usr/share/dbconfig-common/data/glewlwyd/install/sqlite3"
-failures = []
-
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what, flush=True)
-    if not condition:
-        failures.append(what)
-
-
-def b64(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
 def claims(token):

@@ -176,8 +176,10 @@ def build(r, creds):
         method, path, body, ctype, headers = compass_request(r)
     elif kind < 0.80:
         method, path, body, ctype, headers = eto_request(r)
-    elif kind < 0.85:
+    elif kind < 0.83:
         method, path, body, ctype, headers = oidc_request(r)
+    elif kind < 0.85:
+        method, path, body, ctype = push_request(r)
     else:
         return raw_malformed(r, creds), True
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
@@ -197,6 +199,32 @@ def build(r, creds):
             lines.append(f"Content-Length: {len(body)}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogatepass")
     return head + body, truncated
+
+def push_request(r):
+    """Notifications: device registrations with broken, oversized and hostile bodies (endpoints at private addresses,
+    keys that are not points, tokens that are not hex), removals of others' and made-up devices, inbox queries."""
+    key = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
+    choice = r.random()
+    if choice < 0.5:
+        subscription = {
+            "kind": r.choice([None, "webpush", "unifiedpush", "apns", "", "x" * 300, 5, ["webpush"]]),
+            "endpoint": r.choice(["https://push.invalid/" + rnd_text(r, 10), "http://127.0.0.1:1/x", "https://10.0.0.1/x",
+                                  "https://[::1]/x", "https://169.254.169.254/latest", "file:///etc/passwd", "https://" + "a" * 2000,
+                                  "", None, 7, rnd_text(r)]),
+            "keys": r.choice([{"p256dh": key, "auth": "BTBZMqHH6r4Tts7J_aSIgg"}, {"p256dh": "AAAA", "auth": ""}, {}, "x", None,
+                              {"p256dh": key * 300, "auth": rnd_text(r)}]),
+            "token": r.choice([None, "ab" * 32, "zz" * 32, "a" * 5000, 1e300]),
+            "name": r.choice([None, rnd_text(r), "x" * 5000, {"a": 1}]),
+        }
+        doc = {k: v for k, v in subscription.items() if v is not None}
+        body = json.dumps(doc).encode() if r.random() < 0.85 else body_variants(r)
+        return "POST", "/api/docket/push/subscriptions", body, r.choice(["application/json", "application/json", "text/plain", ""])
+    if choice < 0.7:
+        return "DELETE", "/api/docket/push/subscriptions/" + r.choice(["cdb04ffc53247d4908555def767adca7", "0" * 32, rnd_text(r, 8), "..", "%00"]), b"", None
+    if choice < 0.8:
+        return "GET", "/api/docket/push/vapid", b"", None
+    return "GET", "/api/docket/notifications?" + r.choice(["", "unread=true", "unread=maybe", "sysparm_limit=" + r.choice(["0", "-1", "1e300", "99999999999999999999", "5"]),
+                                                         "sysparm_offset=" + r.choice(["-1", "9" * 30, "3"]), params(r)]), b"", None
 
 COMPASS = "/ccmweb/rest/repos/SampleRepository/databases/SAMPL"
 compass_tokens = []
@@ -497,7 +525,9 @@ def main():
         if port is None: raise SystemExit("fuzz: docketd did not start: " + open(err.name).read())
         db = sqlite3.connect("file:" + os.path.join(work, "data", "docket.sqlite") + "?mode=ro", uri=True)
         def log_seq():
-            return db.execute("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log").fetchone()[0]
+            # The notifier writes messages after the request that caused them was answered: they are no change of the
+            # request being judged.
+            return db.execute("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log WHERE table_name <> 'sys_notification'").fetchone()[0]
         for user in ["john.doe", "abel.tuter"]:
             request = urllib.request.Request(f"http://127.0.0.1:{port}/ccmweb/rest/authenticate", method="POST",
                                              data=json.dumps({"username": user, "password": "password", "repo": "SampleRepository", "db": "SAMPL"}).encode(),

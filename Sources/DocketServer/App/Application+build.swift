@@ -78,6 +78,16 @@ public func buildApplication(
     // Caches forget what a committed change touched: told by the event log's broadcaster before anyone follows.
     for observer: any ChangeObserver in [authenticator, oauth, rateLimiter] { store.broadcaster.add(observer: observer) }
 
+    // Notifications: rules judged on every committed change, messages written, pushes sent (``Notifier``).
+    let notificationRules = NotificationRules(store: store)
+    store.broadcaster.add(observer: notificationRules)
+    let pushClient = PushHTTPClient.make()
+    let publicHTTPS = configuration.publicURL.flatMap { $0.lowercased().hasPrefix("https://") ? $0 : nil }
+    let vapid = try await VAPIDKey.load(storage: storage, subject: configuration.pushContact ?? publicHTTPS ?? "mailto:admin@localhost")
+    let pushEndpoints = EndpointGuard(allowInsecure: configuration.pushAllowInsecureEndpoints)
+    let webPush = WebPushChannel(client: pushClient, vapid: vapid, endpoints: pushEndpoints)
+    let dispatcher = PushDispatcher(store: store, channels: ["webpush": webPush, "unifiedpush": webPush], logger: logger)
+
     let nowGraphQL = NowGraphQLController(store: store, configuration: configuration)
     // Live streams: SSE and GraphQL subscriptions over WebSocket share one per-user bound.
     let signingKey = try await SigningKey.load(storage)
@@ -110,7 +120,8 @@ public func buildApplication(
         ETOAPI(store: store, identity: identity, sessions: ContextSessions(storage: storage)).mount(),
         ServiceNowAPI(
             store: store, configuration: configuration, identity: identity, rateLimiter: rateLimiter, graphQL: nowGraphQL,
-            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
+            notifications: NotificationController(store: store, vapid: vapid, endpoints: pushEndpoints)
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
         DataSyncController.mount(dataSync, configuration: configuration, identity: identity),
@@ -179,6 +190,14 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
         services: [
             StorageService(storage: storage, hasher: hasher),
+            PushHTTPClient(client: pushClient),
+            NotifierService(notifier: Notifier(
+                store: store, rules: notificationRules, dispatcher: dispatcher, leaseDuration: configuration.notifierLease,
+                callers: { userID in
+                    do { return try await authenticator.caller(userID: userID) } catch { throw StorageUnavailable(reason: "users cannot be read") }
+                },
+                logger: logger
+            )),
             LiveTickService(broadcaster: store.broadcaster, interval: configuration.liveHeartbeat),
         ] + (configuration.runsMaintenance ? [EventLogRetentionService(
                 store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,

@@ -78,6 +78,14 @@ public struct Configuration: Sendable {
     public var oidcTrust: [TrustedIssuer] = []
     /// Whether a trusted provider's user unknown here is made on first sight (`--oidc-provision`).
     public var oidcProvision = false
+    /// Whether push endpoints may be `http://` or name loopback and private addresses
+    /// (`--push-allow-insecure-endpoints`; closed networks and tests). Off: public HTTPS endpoints only.
+    public var pushAllowInsecureEndpoints = false
+    /// Whom push services may contact about docketd's messages, the VAPID `sub` (`--push-contact`): a `mailto:` or
+    /// `https:` URL; nil for the public URL, else `mailto:admin@localhost`.
+    public var pushContact: String?
+    /// How long the notifier's lease lasts without renewal when several instances share a database.
+    var notifierLease: Duration = .seconds(60)
     /// How long a GraphQL WebSocket may stay open without `connection_init` (then it is closed with 4408).
     public var liveSocketInitTimeout: Duration = .seconds(10)
 

@@ -234,6 +234,7 @@ enum DemoData {
         }
         try await DemoDefects.seed(store, now: now)
         try await DemoContexts.seed(store)
+        try await DemoNotifications.seed(store)
         try await seedSystemLog(store, now: now)
     }
 

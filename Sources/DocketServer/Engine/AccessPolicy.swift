@@ -127,7 +127,7 @@ struct AccessPolicy: Sendable {
                 AccessRule("eto_touchpoint", [.read]), AccessRule("eto_response", [.read, .create, .write]),
                 AccessRule("sys_enterprise", [.read]), AccessRule("sys_site", [.read]), AccessRule("sys_program", [.read]),
                 AccessRule("kb_knowledge", [.read], condition: .query(try! EncodedQuery("workflow_state=published"))),
-            ] + everyone.map { AccessRule($0, [.read]) }
+            ] + NotificationSchema.access + everyone.map { AccessRule($0, [.read]) }
         )
     }()
 }

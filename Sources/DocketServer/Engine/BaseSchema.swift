@@ -203,7 +203,7 @@ enum BaseSchema {
             ref("user", "Owner", "sys_user", defaultValue: "javascript:gs.getUserID()"), string("record_type", "Record type", 80),
             string("definition", "Definition", 65_000),
         ], indexes: [["user"], ["number"]]),
-    ] + WorkflowSchema.tables + ContextSchema.tables
+    ] + WorkflowSchema.tables + ContextSchema.tables + NotificationSchema.tables
 
     static let taskFields: [FieldDefinition] = [
         FieldDefinition(table: "task", name: "number", label: "Number", type: .string, maxLength: 40, isDisplay: true),
@@ -264,7 +264,7 @@ enum BaseSchema {
         ("datasync_task", "status", [("OPEN", "Open"), ("ASSIGNED", "Assigned"), ("COMPLETE", "Complete")]),
         ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
                                             ("retired", "Retired")]),
-    ] + WorkflowSchema.choices
+    ] + WorkflowSchema.choices + NotificationSchema.choices
 
     /// Default `state` of new records per table (the field default is on `task`).
     static let initialStates: [String: String] = ["incident": "1", "problem": "101", "change_request": "-5"]

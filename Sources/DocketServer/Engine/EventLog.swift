@@ -207,13 +207,27 @@ extension RecordStore {
 
     /// Removes events older than `cutoff`, and all but the newest `maximumEvents`; returns how many went.
     /// Remembers the highest sequence removed, so that followers further behind are told to resync.
+    ///
+    /// Events the notifier has not read yet are kept (it delivers what happened while it was down), unless it is
+    /// more than `notifierHoldLimit` events behind the newest: then retention goes on without it, loudly.
     @discardableResult
-    func pruneEventLog(olderThan cutoff: Date, keepingAtMost maximumEvents: Int) async throws -> Int {
+    func pruneEventLog(olderThan cutoff: Date, keepingAtMost maximumEvents: Int, notifierHoldLimit: Int = 2_000_000) async throws -> Int {
         let cutoffText = GlideDateTime.format(cutoff)
+        let logger = self.logger
         return try await storage.write { db in
             let newest = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log")
             let condition: SQLFragment = "created_on < " + .bind(cutoffText) + " OR seq <= " + .bind(newest - max(0, maximumEvents))
-            let through = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log WHERE " + condition)
+            var through = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log WHERE " + condition)
+            if let position = try await NotifierLease.position(db), position < through {
+                if newest.subtractingReportingOverflow(position).partialValue <= notifierHoldLimit {
+                    through = position
+                } else {
+                    logger.error(
+                        "The notifier is too far behind the event log: retention removes changes it has not notified yet",
+                        metadata: ["notifierPosition": "\(position)", "newest": "\(newest)", "holdLimit": "\(notifierHoldLimit)"]
+                    )
+                }
+            }
             guard through > 0 else { return 0 }
             let removed = try await db.integer("SELECT COUNT(*) FROM docket_event_log WHERE seq <= " + .bind(through))
             try await db.run("DELETE FROM docket_event_log WHERE seq <= " + .bind(through))
@@ -227,10 +241,14 @@ extension RecordStore {
 
     /// Every event after `sequence`, in order, each once: first those already in the log (replayed from
     /// storage), then live ones as they commit, with no gap and no duplicate at the seam. See ``EventLogFollower``.
-    func subscribe(after sequence: Int, batchSize: Int = 500, liveBuffer: Int = EventLogFollower.liveBuffer)
-        -> EventLogFollower
-    {
-        EventLogFollower(store: self, after: sequence, batchSize: max(1, batchSize), liveBuffer: max(1, liveBuffer))
+    /// `replayLimited: false` is for a durable reader (the notifier) that must read every event however far
+    /// behind it starts; it still learns of events retention removed.
+    func subscribe(
+        after sequence: Int, batchSize: Int = 500, liveBuffer: Int = EventLogFollower.liveBuffer, replayLimited: Bool = true
+    ) -> EventLogFollower {
+        EventLogFollower(
+            store: self, after: sequence, batchSize: max(1, batchSize), liveBuffer: max(1, liveBuffer), replayLimited: replayLimited
+        )
     }
 }
 
@@ -260,9 +278,12 @@ struct EventLogFollower: AsyncSequence, Sendable {
     let after: Int
     let batchSize: Int
     let liveBuffer: Int
+    var replayLimited = true
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, cursor: after, batchSize: batchSize, liveBuffer: liveBuffer)
+        var iterator = Iterator(store: store, cursor: after, batchSize: batchSize, liveBuffer: liveBuffer)
+        iterator.startChecked = !replayLimited
+        return iterator
     }
 
     struct Iterator: AsyncIteratorProtocol {

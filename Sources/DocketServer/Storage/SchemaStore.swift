@@ -33,6 +33,7 @@ enum SchemaStore {
         .once("2026-11-26-openid-grants") { db, _ in try await OpenIDGrants.createTables(db) },
         .once("2026-11-26-device-codes") { db, _ in try await OpenIDGrants.createDeviceTable(db) },
         .once("2026-11-26-command-line-device-grant") { db, _ in try await OAuthDirectory.allowDeviceGrant(db) },
+        .once("2026-11-26-notifier") { db, _ in try await NotificationSchema.createSideTables(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -64,6 +65,7 @@ enum SchemaStore {
             try await SigningKeyStore.createTable(db)
             try await OpenIDGrants.createTables(db)
             try await OpenIDGrants.createDeviceTable(db)
+            try await NotificationSchema.createSideTables(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }

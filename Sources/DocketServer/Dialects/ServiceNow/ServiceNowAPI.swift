@@ -17,6 +17,7 @@ struct ServiceNowAPI {
     let graphQL: NowGraphQLController
     let events: EventStreamController
     let uploads: UploadGate
+    let notifications: NotificationController
 
     func mount() -> DialectMount {
         let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
@@ -46,6 +47,7 @@ struct ServiceNowAPI {
         )
         router.addRoutes(graphQL.endpoints, atPath: "/api/now/graphql")
         router.addRoutes(events.endpoints, atPath: "/api/docket")
+        router.addRoutes(notifications.routes, atPath: "/api/docket")
         let responder = router.buildResponder()
         // A batch's sub-requests run through this router (they are all ServiceNow API calls), as its caller.
         batchResponder.set(responder)

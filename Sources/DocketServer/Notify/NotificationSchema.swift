@@ -1,0 +1,81 @@
+import DocketModel
+
+/// The tables of notifications. Rules, the notifications each user received and the devices they receive them on
+/// are catalog tables (the Table API reads them, access rules guard them, and a notification's insert is an event
+/// like any other, so a user's open pages learn of it live on every instance). What only the notifier needs — its
+/// place in the event log and its lease, and one delivery record per notification and device — are side tables.
+enum NotificationSchema {
+    typealias S = BaseSchema
+
+    /// Rules (ServiceNow's `sysevent_email_action`, "Notification"): on which table, on insert and/or update, under
+    /// which condition (an encoded query on the record after the change), whom (user fields of the record, users,
+    /// groups), with which subject and text (`${field}` placeholders). `changed_fields` (Docket's): the update must
+    /// change one of these fields. `weight` as on ServiceNow: of the rules an event triggers for one recipient, only
+    /// those with the highest weight send; weight 0 always sends.
+    static let rules = S.table("sysevent_email_action", "Notification", display: "name", [
+        S.string("name", "Name", 100),
+        FieldDefinition(table: "", name: "collection", label: "Table", type: .tableName, maxLength: 80),
+        S.bool("action_insert", "Inserted"), S.bool("action_update", "Updated"),
+        S.string("condition", "Conditions", 4000), S.string("changed_fields", "When these fields change", 1000),
+        S.string("recipient_fields", "Users/Groups in fields", 1000),
+        FieldDefinition(table: "", name: "recipient_users", label: "Users", type: .glideList, reference: "sys_user", maxLength: 4000),
+        FieldDefinition(
+            table: "", name: "recipient_groups", label: "Groups", type: .glideList, reference: "sys_user_group", maxLength: 4000
+        ),
+        S.string("subject", "Subject", 255), S.string("message_text", "Message", 4000), S.int("weight", "Weight", "0"),
+        S.bool("active", "Active", "true"),
+    ])
+
+    /// What a user was told: one row per notification and recipient, written by the notifier.
+    static let inbox = S.table("sys_notification", "Notification message", display: "subject", [
+        S.ref("user", "User", "sys_user"), S.ref("notification", "Notification", "sysevent_email_action"),
+        FieldDefinition(table: "", name: "table_name", label: "Table", type: .tableName, maxLength: 80),
+        S.string("document", "Document", 32), S.int("event", "Event"), S.string("subject", "Subject", 255),
+        S.string("message", "Message", 4000), S.bool("read", "Read"),
+    ], indexes: [["user"]])
+
+    /// A device or browser a user receives pushes on: a Web Push or UnifiedPush subscription (endpoint and keys),
+    /// or an APNs device token.
+    static let subscriptions = S.table("sys_push_subscription", "Push subscription", display: "name", [
+        S.ref("user", "User", "sys_user", defaultValue: "javascript:gs.getUserID()"),
+        S.string("kind", "Kind", 40, defaultValue: "webpush"), S.string("name", "Device", 100),
+        S.string("endpoint", "Endpoint", 1000), S.string("p256dh", "Public key", 200), S.string("auth", "Authentication secret", 100),
+        S.string("token", "Device token", 200), S.bool("active", "Active", "true"),
+        S.glideDateTime("last_delivery", "Last delivery"), S.int("failures", "Failures in a row", "0"),
+    ], indexes: [["user"]])
+
+    static let tables: [TableDefinition] = [rules, inbox, subscriptions]
+
+    static let choices: [(String, String, [(String, String)])] = [
+        ("sys_push_subscription", "kind", [("webpush", "Web Push"), ("unifiedpush", "UnifiedPush"), ("apns", "Apple Push")]),
+    ]
+
+    /// Who may do what: everyone reads the rules (to choose what reaches them); each user reads their own
+    /// notifications and marks them read, and registers, renames and removes their own devices.
+    static let access: [AccessRule] = {
+        let own = try! EncodedQuery("user=javascript:gs.getUserID()")
+        return [
+            AccessRule("sysevent_email_action", [.read]),
+            AccessRule("sys_notification", [.read], condition: .query(own)),
+            AccessRule("sys_notification", [.write], condition: .query(own), writableFields: ["read"]),
+            AccessRule("sys_push_subscription", [.read, .create, .delete], condition: .query(own)),
+            AccessRule("sys_push_subscription", [.write], condition: .query(own), writableFields: ["name", "active"]),
+        ]
+    }()
+
+    /// The notifier's place in the event log and its lease (one row per worker), and one delivery record per
+    /// notification and device: what was sent, what waits for a retry, what a push service refused.
+    static func createSideTables(_ db: SQLExecutor) async throws {
+        let integer = SQLFragment(db.dialect.integerType)
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_worker (name TEXT PRIMARY KEY NOT NULL, position " + integer + " NOT NULL, holder TEXT NOT NULL,"
+                + " lease_until " + integer + " NOT NULL)"
+        )
+        try await db.run(
+            "CREATE TABLE IF NOT EXISTS docket_push_delivery (notification TEXT NOT NULL, subscription TEXT NOT NULL, user_id TEXT NOT NULL,"
+                + " state TEXT NOT NULL, attempts " + integer + " NOT NULL, next_attempt " + integer + " NOT NULL, last_status "
+                + integer + " NOT NULL, created " + integer + " NOT NULL, PRIMARY KEY (notification, subscription))"
+        )
+        try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_push_delivery_due ON docket_push_delivery (state, next_attempt)")
+    }
+}

@@ -1,0 +1,116 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+import ServiceLifecycle
+
+/// docketd's VAPID key pair (RFC 8292): made once per database and kept in `docket_meta`, so that every instance
+/// signs with it and browsers' subscriptions (made with its public key) keep working across restarts.
+struct VAPIDKey: Sendable {
+    let key: P256.Signing.PrivateKey
+    /// Whom push services contact about docketd's messages (`mailto:` or `https:`).
+    let subject: String
+
+    struct Corrupt: Error, CustomStringConvertible {
+        var description: String { "docket_meta's vapid_private_key is not a P-256 private key: remove it to make a new one (browsers then subscribe again)" }
+    }
+
+    /// The public key as browsers take it (`applicationServerKey`): uncompressed P-256, base64url.
+    var publicKey: String { Base64URL.encode(Array(key.publicKey.x963Representation)) }
+
+    static func load(storage: any Storage, subject: String) async throws -> VAPIDKey {
+        let raw = try await storage.write { db -> String in
+            if let stored = try await db.rows("SELECT value FROM docket_meta WHERE key = 'vapid_private_key'").first?
+                .value(at: "value", kind: .text).text
+            {
+                return stored
+            }
+            let made = Base64URL.encode(Array(P256.Signing.PrivateKey().rawRepresentation))
+            try await db.run("INSERT INTO docket_meta (key, value) VALUES ('vapid_private_key', " + .bind(made) + ")")
+            return made
+        }
+        guard let bytes = Base64URL.decode(raw), let key = try? P256.Signing.PrivateKey(rawRepresentation: bytes) else {
+            throw Corrupt()
+        }
+        return VAPIDKey(key: key, subject: subject)
+    }
+}
+
+/// Web Push (RFC 8030) with an encrypted payload (RFC 8291) and VAPID (RFC 8292); UnifiedPush endpoints take the
+/// same request. `Topic` is the record's sys_id, so that a push service holding several undelivered messages about
+/// one record for a device keeps only the newest.
+struct WebPushChannel: PushChannel {
+    let client: HTTPClient
+    let vapid: VAPIDKey
+    let endpoints: EndpointGuard
+    /// How long a push service keeps an undelivered message (seconds).
+    var timeToLive = 86_400
+    var timeout: TimeAmount = .seconds(15)
+
+    func send(_ message: PushMessage, to target: PushTarget) async -> PushOutcome {
+        let url: URL
+        let keys: WebPush.SubscriptionKeys
+        let body: [UInt8]
+        let authorization: String
+        do {
+            url = try await endpoints.check(target.endpoint)
+            keys = try WebPush.SubscriptionKeys(p256dh: target.p256dh, auth: target.auth)
+            body = try WebPush.encrypt(message.payload(limit: WebPush.maximumPlaintext), for: keys)
+            authorization = try WebPush.vapidAuthorization(endpoint: url, key: vapid.key, subject: vapid.subject)
+        } catch {
+            // An endpoint that now points somewhere docketd does not send, or keys that cannot be used: the
+            // subscription cannot work.
+            return .gone(status: 0)
+        }
+        var request = HTTPClientRequest(url: target.endpoint)
+        request.method = .POST
+        request.headers.add(name: "TTL", value: String(timeToLive))
+        request.headers.add(name: "Urgency", value: "normal")
+        if message.document.count <= 32, message.document.allSatisfy({ $0.isLetter || $0.isNumber }) {
+            request.headers.add(name: "Topic", value: message.document)
+        }
+        request.headers.add(name: "Content-Encoding", value: "aes128gcm")
+        request.headers.add(name: "Content-Type", value: "application/octet-stream")
+        request.headers.add(name: "Authorization", value: authorization)
+        request.body = .bytes(ByteBuffer(bytes: body))
+        do {
+            let response = try await client.execute(request, timeout: timeout)
+            _ = try? await response.body.collect(upTo: 16 * 1024)
+            return Self.outcome(status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"))
+        } catch {
+            return .retry(status: 0, after: nil)
+        }
+    }
+
+    /// RFC 8030 §5 and §8.4, UnifiedPush's server rules: 2xx accepted; 404 and 410 gone; 429 and 5xx later (as
+    /// `Retry-After` says); other refusals final.
+    static func outcome(status: Int, retryAfter: String?) -> PushOutcome {
+        switch status {
+        case 200..<300: return .delivered
+        case 404, 410: return .gone(status: status)
+        case 408, 425, 429, 500..<600: return .retry(status: status, after: retryAfter.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) })
+        default: return .failed(status: status)
+        }
+    }
+}
+
+/// The one HTTP client of push deliveries: connections pooled per push service, no redirects (UnifiedPush's
+/// rule, and no way around the endpoint check), short timeouts. Shut down with the application.
+struct PushHTTPClient: Service {
+    let client: HTTPClient
+
+    static func make() -> HTTPClient {
+        var configuration = HTTPClient.Configuration(
+            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .seconds(15)),
+            connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        )
+        configuration.httpVersion = .automatic
+        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        try await client.shutdown()
+    }
+}

@@ -1,0 +1,176 @@
+import DocketModel
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import DocketServer
+
+/// A push channel that records what it is asked to send, and answers as told (delivered unless told otherwise).
+final class RecordingChannel: PushChannel {
+    let received = Mutex<[(PushMessage, PushTarget)]>([])
+    let outcomes = Mutex<[PushOutcome]>([])
+
+    func send(_ message: PushMessage, to target: PushTarget) async -> PushOutcome {
+        received.withLock { $0.append((message, target)) }
+        return outcomes.withLock { $0.isEmpty ? .delivered : $0.removeFirst() }
+    }
+
+    var count: Int { received.withLock { $0.count } }
+}
+
+/// Polls until `condition` holds (at most `seconds`); records an issue naming `what` when it never does.
+func eventually(_ what: String, seconds: Double = 10, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("never: \(what)")
+}
+
+/// The notifier end to end on an engine: rules → messages and deliveries in one transaction → a channel; restarts,
+/// a second instance, a push service that says gone or later, and retention that waits for the notifier.
+@Suite("Notifier")
+struct NotifierTests {
+    static func notifier(_ store: RecordStore, _ channel: RecordingChannel, lease: Duration = .seconds(60)) -> Notifier {
+        let logger = Logger(label: "test")
+        return Notifier(
+            store: store, rules: NotificationRules(store: store),
+            dispatcher: PushDispatcher(store: store, channels: ["webpush": channel, "unifiedpush": channel], logger: logger),
+            leaseDuration: lease, callers: { try await UserDirectory(store: store).caller(userID: $0) }, logger: logger
+        )
+    }
+
+    static func device(_ store: RecordStore, _ caller: Caller, _ name: String) async throws -> String {
+        try await store.insert(into: "sys_push_subscription", values: [
+            "kind": "webpush", "endpoint": "https://push.example/\(name)", "p256dh": "key", "auth": "secret", "name": name,
+        ], caller: caller)
+    }
+
+    static func rows(_ store: RecordStore, _ sql: SQLFragment) async throws -> [ResultRow] {
+        try await store.storage.read { db in try await db.rows(sql) }
+    }
+
+    static func started(_ store: RecordStore) async throws -> Bool {
+        try await store.storage.read { db in try await NotifierLease.position(db) } != nil
+    }
+
+    @Test("a change reaches john's devices: the message in his inbox, one delivery per device, sent; a restart sends nothing again", .timeLimit(.minutes(1)))
+    func deliversOnce() async throws {
+        try await TestApp.withStore { store in
+            let laptop = try await Self.device(store, Callers.john, "laptop")
+            let phone = try await Self.device(store, Callers.john, "phone")
+            _ = try await Self.device(store, Callers.beth, "beth")
+            let channel = RecordingChannel()
+            let first = Self.notifier(store, channel)
+            let running = Task { await first.run() }
+            try await eventually("the notifier started") { try await Self.started(store) }
+            let id = try await store.insert(
+                into: "incident", values: ["short_description": "Printer on fire", "assigned_to": Callers.john.userID], caller: Callers.beth
+            )
+            try await eventually("both of john's devices were sent the message") { channel.count == 2 }
+            let sent = channel.received.withLock { $0 }
+            #expect(Set(sent.map(\.1.subscription)) == [laptop, phone])
+            #expect(sent.allSatisfy { $0.0.document == id && $0.0.table == "incident" && $0.0.subject.hasSuffix("was assigned to you") })
+            let inbox = try await store.list(
+                RecordQuery(table: "sys_notification", query: try EncodedQuery("document=\(id)"), count: true), caller: Callers.john
+            )
+            #expect(inbox.records.count == 1)
+            #expect(inbox.records.first?["read"] == "false")
+            #expect(inbox.records.first?.sysID == sent.first?.0.notification)
+            try await eventually("the deliveries were recorded as sent") {
+                try await Self.rows(store, "SELECT state FROM docket_push_delivery WHERE state = 'sent'").count == 2
+            }
+            running.cancel()
+            await running.value
+            // Another notifier (a restart) goes on from the stored position: nothing is sent again.
+            let second = Self.notifier(store, channel)
+            let again = Task { await second.run() }
+            try await store.update(id, in: "incident", values: ["short_description": "Printer fine"], caller: Callers.john)
+            // A change after it that tells beth shows the second notifier got that far.
+            _ = try await store.insert(
+                into: "incident", values: ["short_description": "For Beth", "assigned_to": Callers.beth.userID], caller: Callers.john
+            )
+            try await eventually("the second notifier told beth") { channel.count >= 3 }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(channel.count == 3)
+            #expect(channel.received.withLock { $0.last?.0.subject.hasSuffix("was assigned to you") } == true)
+            again.cancel()
+            await again.value
+        }
+    }
+
+    @Test("two instances: one holds the lease and notifies; each notification is delivered once", .timeLimit(.minutes(1)))
+    func oneOfTwo() async throws {
+        try await TestApp.withStore { store in
+            _ = try await Self.device(store, Callers.john, "laptop")
+            let (one, two) = (RecordingChannel(), RecordingChannel())
+            let first = Task { await Self.notifier(store, one).run() }
+            let second = Task { await Self.notifier(store, two).run() }
+            try await eventually("a notifier started") { try await Self.started(store) }
+            for index in 0..<5 {
+                _ = try await store.insert(
+                    into: "incident", values: ["short_description": "Item \(index)", "assigned_to": Callers.john.userID], caller: Callers.beth
+                )
+            }
+            try await eventually("five messages were sent") { one.count + two.count == 5 }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(one.count + two.count == 5)
+            #expect(one.count == 0 || two.count == 0)
+            first.cancel()
+            second.cancel()
+            await first.value
+            await second.value
+        }
+    }
+
+    @Test("a push service that says gone (410) removes the subscription; one that says later (503) is tried again", .timeLimit(.minutes(1)))
+    func goneAndRetry() async throws {
+        try await TestApp.withStore { store in
+            let gone = try await Self.device(store, Callers.john, "gone")
+            let channel = RecordingChannel()
+            channel.outcomes.withLock { $0 = [.gone(status: 410)] }
+            let running = Task { await Self.notifier(store, channel).run() }
+            try await eventually("the notifier started") { try await Self.started(store) }
+            _ = try await store.insert(
+                into: "incident", values: ["short_description": "One", "assigned_to": Callers.john.userID], caller: Callers.beth
+            )
+            try await eventually("the gone subscription was removed") {
+                try await Self.rows(store, "SELECT sys_id FROM sys_push_subscription WHERE sys_id = " + .bind(gone)).isEmpty
+            }
+            let later = try await Self.device(store, Callers.john, "later")
+            channel.outcomes.withLock { $0 = [.retry(status: 503, after: 1)] }
+            _ = try await store.insert(
+                into: "incident", values: ["short_description": "Two", "assigned_to": Callers.john.userID], caller: Callers.beth
+            )
+            try await eventually("the delivery was tried again and sent", seconds: 15) {
+                try await Self.rows(
+                    store, "SELECT attempts FROM docket_push_delivery WHERE state = 'sent' AND subscription = " + .bind(later)
+                ).first?.value(at: "attempts", kind: .integer).intValue == 2
+            }
+            running.cancel()
+            await running.value
+        }
+    }
+
+    @Test("retention keeps what the notifier has not read, and goes past it only when it is too far behind")
+    func retentionWaits() async throws {
+        try await TestApp.withStore { store in
+            let channel = RecordingChannel()
+            let running = Task { await Self.notifier(store, channel).run() }
+            try await eventually("the notifier started") { try await Self.started(store) }
+            running.cancel()
+            await running.value
+            let position = try await store.storage.read { db in try await NotifierLease.position(db) } ?? 0
+            for index in 0..<3 {
+                _ = try await store.insert(into: "incident", values: ["short_description": "Unread \(index)"], caller: Callers.john)
+            }
+            try await store.pruneEventLog(olderThan: Date().addingTimeInterval(3600), keepingAtMost: 0)
+            #expect(try await store.events(after: position, limit: 10).count == 3)
+            #expect(try await store.eventLogPrunedThrough() <= position)
+            try await store.pruneEventLog(olderThan: Date().addingTimeInterval(3600), keepingAtMost: 0, notifierHoldLimit: 1)
+            #expect(try await store.events(after: 0, limit: 10).isEmpty)
+        }
+    }
+}
