@@ -119,7 +119,8 @@ let package = Package(
         .target(
             name: "DocketTestSupport",
             dependencies: [
-                "DocketServer", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                "DocketServer", .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -20,7 +20,7 @@ public struct DocketCommand: AsyncParsableCommand {
             LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
             CommentCommand.self, RecordsCommand.self, WatchCommand.self, DefectsCommand.self, CreateCommand.self,
             EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self, ContextCommand.self, ParticipantsCommand.self,
-            ParticipantCommand.self, TouchPointCommand.self,
+            ParticipantCommand.self, TouchPointCommand.self, NotificationsCommand.self, NotifyCommand.self,
         ]
     )
 

@@ -118,6 +118,27 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("push-contact"), help: "Whom push services may contact about docketd's notifications (VAPID subject): a mailto: or https: URL (env DOCKET_PUSH_CONTACT; default the public URL).")
     var pushContact: String?
 
+    @Option(name: .customLong("apns-key-file"), help: "Send notifications to Apple devices: the APNs auth key (AuthKey_XXXXXXXXXX.p8) from Apple's developer site (env DOCKET_APNS_KEY_FILE). Needs --apns-key-id, --apns-team-id and --apns-topic.")
+    var apnsKeyFile: String?
+
+    @Option(name: .customLong("apns-key-id"), help: "The APNs key's 10-character id (env DOCKET_APNS_KEY_ID).")
+    var apnsKeyID: String?
+
+    @Option(name: .customLong("apns-team-id"), help: "Your Apple team id (env DOCKET_APNS_TEAM_ID).")
+    var apnsTeamID: String?
+
+    @Option(name: .customLong("apns-topic"), help: "The app's bundle id, APNs' topic (env DOCKET_APNS_TOPIC).")
+    var apnsTopic: String?
+
+    @Option(name: .customLong("apns-environment"), help: "sandbox for development builds of the app, production otherwise (env DOCKET_APNS_ENVIRONMENT; default production).")
+    var apnsEnvironment: String?
+
+    @Option(name: .customLong("apns-url"), help: "Send to this APNs gateway instead of Apple's (tests, private relays; env DOCKET_APNS_URL).")
+    var apnsURL: String?
+
+    @Option(name: .customLong("apns-ca-file"), help: "PEM certificate of the authority to trust for --apns-url (env DOCKET_APNS_CA_FILE).")
+    var apnsCAFile: String?
+
     @Option(help: "The realm of docketd's OpenID Connect provider: its issuer is <public URL>/realms/<realm>, as a Keycloak realm's (env DOCKET_OIDC_REALM; default docket).")
     var oidcRealm: String?
 
@@ -257,6 +278,35 @@ struct Serve: AsyncParsableCommand {
         configuration.oidcProvision = oidcProvision || ["1", "true", "yes"].contains(environment["DOCKET_OIDC_PROVISION"]?.lowercased() ?? "")
         configuration.pushAllowInsecureEndpoints = pushAllowInsecureEndpoints
             || ["1", "true", "yes"].contains(environment["DOCKET_PUSH_ALLOW_INSECURE_ENDPOINTS"]?.lowercased() ?? "")
+        let apnsValues = [
+            ("--apns-key-file", apnsKeyFile ?? environment["DOCKET_APNS_KEY_FILE"]), ("--apns-key-id", apnsKeyID ?? environment["DOCKET_APNS_KEY_ID"]),
+            ("--apns-team-id", apnsTeamID ?? environment["DOCKET_APNS_TEAM_ID"]), ("--apns-topic", apnsTopic ?? environment["DOCKET_APNS_TOPIC"]),
+        ].map { ($0.0, $0.1.flatMap { $0.isEmpty ? nil : $0 }) }
+        let apnsGiven = apnsValues.filter { $0.1 != nil }
+        if !apnsGiven.isEmpty {
+            let missing = apnsValues.filter { $0.1 == nil }.map(\.0)
+            guard missing.isEmpty else {
+                throw ValidationError("Sending to Apple devices needs \(missing.joined(separator: ", ")) too.")
+            }
+            let apnsEnvironment = (self.apnsEnvironment ?? environment["DOCKET_APNS_ENVIRONMENT"] ?? "production").lowercased()
+            guard apnsEnvironment == "sandbox" || apnsEnvironment == "production" else {
+                throw ValidationError("--apns-environment is sandbox or production, not '\(apnsEnvironment)'.")
+            }
+            let url = apnsURL ?? environment["DOCKET_APNS_URL"]
+            if let url, !(url.hasPrefix("https://") && URL(string: url)?.host != nil) {
+                throw ValidationError("--apns-url must be an https:// URL, not '\(url)'.")
+            }
+            let apns = APNsConfiguration(
+                keyFile: apnsValues[0].1!, keyID: apnsValues[1].1!, teamID: apnsValues[2].1!, topic: apnsValues[3].1!,
+                environment: apnsEnvironment, url: url, caFile: apnsCAFile ?? environment["DOCKET_APNS_CA_FILE"]
+            )
+            do {
+                try apns.check()
+            } catch {
+                throw ValidationError(String(describing: error))
+            }
+            configuration.apns = apns
+        }
         if let contact = pushContact ?? environment["DOCKET_PUSH_CONTACT"], !contact.isEmpty {
             guard contact.hasPrefix("mailto:") || contact.hasPrefix("https://"), contact.utf8.count <= 255 else {
                 throw ValidationError("--push-contact must be a mailto: or https: URL, not '\(contact)'.")

@@ -8,7 +8,8 @@ import Synchronization
 /// Runs a docketd with demo data on a free loopback port for the duration of `body`; over TLS with a certificate of
 /// `tls`' CA when given.
 public func withLiveServer<T: Sendable>(
-    heartbeat: Duration = .seconds(15), tls: TestCertificates? = nil, _ body: @Sendable (_ baseURL: String) async throws -> T
+    heartbeat: Duration = .seconds(15), tls: TestCertificates? = nil, configure: (inout Configuration) -> Void = { _ in },
+    _ body: @Sendable (_ baseURL: String) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-live-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: directory) }
@@ -19,6 +20,7 @@ public func withLiveServer<T: Sendable>(
     configuration.liveHeartbeat = heartbeat
     configuration.tlsCertificatePath = tls?.certificateFile
     configuration.tlsKeyPath = tls?.keyFile
+    configure(&configuration)
     let app = try await buildApplication(configuration) { channel in
         port.withLock { $0 = channel.localAddress?.port }
     }

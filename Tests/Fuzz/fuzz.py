@@ -6,7 +6,7 @@ a time over raw sockets, and fails on any 5xx, any exit of the server, any answe
 and any database change made by a request that was rejected (4xx or no answer). The generator is seeded, so a
 run is repeatable: `fuzz.py --seed 7 --requests 20000`.
 """
-import argparse, base64, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, time, urllib.parse, urllib.request
+import argparse, base64, errno, json, os, random, shutil, socket, sqlite3, subprocess, sys, tempfile, time, urllib.parse, urllib.request
 
 FIELDS = ["number", "short_description", "state", "priority", "caller_id", "caller_id.name", "caller_id.manager.name",
           "assigned_to.department", "sys_id", "sys_created_on", "active", "impact", "AAAA", "user_password",
@@ -465,7 +465,12 @@ def send(port, data, truncated, limit):
     try:
         s.sendall(data)
         if truncated:
-            s.shutdown(socket.SHUT_WR)
+            try:
+                s.shutdown(socket.SHUT_WR)
+            except OSError as error:
+                # The server answered and closed first (Connection: close): read what it said.
+                if error.errno != errno.ENOTCONN:
+                    raise
         while True:
             remaining = limit - (time.monotonic() - start)
             if remaining <= 0: raise socket.timeout()

@@ -31,7 +31,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "MultiInstance"))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Support"))
-from checks import b64, check, failures, unb64  # noqa: E402
+from checks import api, b64, check, failures, unb64  # noqa: E402
 from kill_instance import start  # noqa: E402
 
 
@@ -132,16 +132,7 @@ def main():
     base = f"http://127.0.0.1:{port}"
 
     def call(method, path, user="john.doe", password="password", body=None):
-        request = urllib.request.Request(base + path, method=method, data=json.dumps(body).encode() if body is not None else None, headers={
-            "Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode(), "Accept": "application/json",
-            **({"Content-Type": "application/json"} if body is not None else {})})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-                return response.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as error:
-            raw = error.read()
-            return error.code, json.loads(raw) if raw else None
+        return api(base, method, path, user, password, body)
 
     john_id = call("GET", "/api/now/table/sys_user?sysparm_query=user_name%3Djohn.doe&sysparm_fields=sys_id")[1]["result"][0]["sys_id"]
     abel_id = call("GET", "/api/now/table/sys_user?sysparm_query=user_name%3Dabel.tuter&sysparm_fields=sys_id")[1]["result"][0]["sys_id"]

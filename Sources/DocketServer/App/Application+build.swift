@@ -81,12 +81,19 @@ public func buildApplication(
     // Notifications: rules judged on every committed change, messages written, pushes sent (``Notifier``).
     let notificationRules = NotificationRules(store: store)
     store.broadcaster.add(observer: notificationRules)
-    let pushClient = PushHTTPClient.make()
+    let pushHTTP = PushHTTPClient()
+    let apnsChannel = try configuration.apns.map { try APNsChannel(configuration: $0) }
     let publicHTTPS = configuration.publicURL.flatMap { $0.lowercased().hasPrefix("https://") ? $0 : nil }
     let vapid = try await VAPIDKey.load(storage: storage, subject: configuration.pushContact ?? publicHTTPS ?? "mailto:admin@localhost")
     let pushEndpoints = EndpointGuard(allowInsecure: configuration.pushAllowInsecureEndpoints)
-    let webPush = WebPushChannel(client: pushClient, vapid: vapid, endpoints: pushEndpoints)
-    let dispatcher = PushDispatcher(store: store, channels: ["webpush": webPush, "unifiedpush": webPush], logger: logger)
+    let webPush = WebPushChannel(http: pushHTTP, vapid: vapid, endpoints: pushEndpoints)
+    var channels: [String: any PushChannel] = ["webpush": webPush, "unifiedpush": webPush]
+    if let apnsChannel { channels["apns"] = apnsChannel }
+    let dispatcher = PushDispatcher(store: store, channels: channels, logger: logger)
+    let pushSubscriptions = PushSubscriptions(
+        store: store, endpoints: pushEndpoints, unifiedPushProbe: { url in await UnifiedPush.isEndpoint(url, http: pushHTTP) },
+        acceptsAPNs: apnsChannel != nil
+    )
 
     let nowGraphQL = NowGraphQLController(store: store, configuration: configuration)
     // Live streams: SSE and GraphQL subscriptions over WebSocket share one per-user bound.
@@ -121,7 +128,7 @@ public func buildApplication(
         ServiceNowAPI(
             store: store, configuration: configuration, identity: identity, rateLimiter: rateLimiter, graphQL: nowGraphQL,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
-            notifications: NotificationController(store: store, vapid: vapid, endpoints: pushEndpoints)
+            notifications: NotificationController(store: store, vapid: vapid, subscriptions: pushSubscriptions)
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
         DataSyncController.mount(dataSync, configuration: configuration, identity: identity),
@@ -130,7 +137,7 @@ public func buildApplication(
             store: store, configuration: configuration, identity: identity,
             sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
-            openID: openID, federation: federation
+            openID: openID, federation: federation, push: (vapid, pushSubscriptions)
         ).mount(),
         // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
         OpenIDRoutes(provider: openID, identity: identity, configuration: configuration).mount(),
@@ -190,7 +197,8 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "docketd"),
         services: [
             StorageService(storage: storage, hasher: hasher),
-            PushHTTPClient(client: pushClient),
+            pushHTTP,
+        ] + (apnsChannel.map { [$0.http] } ?? []) + [
             NotifierService(notifier: Notifier(
                 store: store, rules: notificationRules, dispatcher: dispatcher, leaseDuration: configuration.notifierLease,
                 callers: { userID in

@@ -84,6 +84,8 @@ public struct Configuration: Sendable {
     /// Whom push services may contact about docketd's messages, the VAPID `sub` (`--push-contact`): a `mailto:` or
     /// `https:` URL; nil for the public URL, else `mailto:admin@localhost`.
     public var pushContact: String?
+    /// Apple's push service (`--apns-…`); nil: devices cannot register APNs tokens.
+    public var apns: APNsConfiguration?
     /// How long the notifier's lease lasts without renewal when several instances share a database.
     var notifierLease: Duration = .seconds(60)
     /// How long a GraphQL WebSocket may stay open without `connection_init` (then it is closed with 4408).

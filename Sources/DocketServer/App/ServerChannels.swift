@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -74,6 +75,7 @@ struct HeadTimedChannel: ServerChildChannel, HTTPChannelHandler {
             try channel.pipeline.syncOperations.addHandler(InputCloseWatcher(), position: .first)
             let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
             try channel.pipeline.syncOperations.addHandler(ChunkSizeGuard(limit: maxBodySize), position: .before(decoder))
+            try channel.pipeline.syncOperations.addHandler(WebSocketHandshakeGuard(), position: .after(decoder))
             if let headTimeout {
                 try channel.pipeline.syncOperations.addHandler(FirstHeadTimeoutHandler(timeout: headTimeout), position: .after(decoder))
             }
@@ -146,6 +148,35 @@ final class FirstHeadTimeoutHandler: ChannelDuplexHandler, RemovableChannelHandl
             return
         }
         context.fireChannelRead(data)
+    }
+}
+
+/// Lets only a well-formed WebSocket handshake (RFC 6455 §4.2.1: `Sec-WebSocket-Key` of 16 bytes in base64 and
+/// `Sec-WebSocket-Version: 13`) reach the upgrade handler, which otherwise closes the connection without a word. Any
+/// other request that asks to upgrade goes on as plain HTTP, without its `Upgrade`, and gets an answer (a 404, or
+/// the endpoint's own refusal). Only the first head can upgrade: the guard removes itself after it.
+final class WebSocketHandshakeGuard: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias InboundOut = HTTPServerRequestPart
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard case .head(var head) = unwrapInboundIn(data) else { return context.fireChannelRead(data) }
+        if head.headers[canonicalForm: "upgrade"].contains(where: { $0.lowercased() == "websocket" }), !Self.isValidHandshake(head.headers) {
+            head.headers.remove(name: "Upgrade")
+            let connection = head.headers[canonicalForm: "connection"].filter { $0.lowercased() != "upgrade" }
+            head.headers.remove(name: "Connection")
+            for token in connection { head.headers.add(name: "Connection", value: String(token)) }
+        }
+        context.fireChannelRead(wrapInboundOut(.head(head)))
+        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+    }
+
+    static func isValidHandshake(_ headers: HTTPHeaders) -> Bool {
+        let keys = headers["Sec-WebSocket-Key"]
+        guard keys.count == 1, let key = keys.first?.trimmingCharacters(in: .whitespaces), key.utf8.count == 24,
+            let bytes = Data(base64Encoded: key), bytes.count == 16
+        else { return false }
+        return headers["Sec-WebSocket-Version"].map { $0.trimmingCharacters(in: .whitespaces) } == ["13"]
     }
 }
 

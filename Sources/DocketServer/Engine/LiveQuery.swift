@@ -12,6 +12,9 @@ struct LiveQuery: Sendable {
     var caller: Caller
     /// The query as text, printed once (it keys shared judgements on every event).
     private(set) var queryText: String
+    /// Whether the caller's new notifications (`sys_notification` inserts addressed to them) come too, whatever
+    /// the table: the web UI's bell follows them on the page's one stream.
+    var followsInbox = false
 
     init(table: SchemaCatalog.Table? = nil, query: EncodedQuery = EncodedQuery(), caller: Caller) {
         self.table = table
@@ -214,6 +217,11 @@ struct LiveChanges: AsyncSequence, Sendable {
                 switch step {
                 case .tick: return .tick
                 case .event(let event):
+                    if live.followsInbox, event.table == "sys_notification", event.operation == .insert,
+                        event.values["user"] == live.caller.userID, live.table?.name != "sys_notification"
+                    {
+                        return .change(RecordChange(kind: .entered, event: event, record: event.rowAfter, previous: [:]))
+                    }
                     // Replaying: the events read from the log with this one are judged together, once.
                     if event.sequence > prejudgedThrough, let last = events.upcoming.last {
                         prejudged = try await store.judge([event] + events.upcoming, for: live)

@@ -27,6 +27,8 @@ struct PendingNotification: Sendable, Equatable {
     var event: ChangeEvent
     var subject: String
     var message: String
+    /// The recipient's devices that must not get this rule's pushes (their preferences).
+    var mutedDevices: [String] = []
 }
 
 /// The engine's half of notifications: which rules a committed change triggers, whom each tells (never the
@@ -39,7 +41,7 @@ final class NotificationRules: ChangeObserver {
     init(store: RecordStore) { self.store = store }
 
     /// Tables whose changes never notify: notifications themselves, and the devices they go to.
-    static let silentTables: Set<String> = ["sys_notification", "sys_push_subscription"]
+    static let silentTables: Set<String> = ["sys_notification", "sys_push_subscription", "sys_notification_preference"]
 
     /// Rules are read again after a change to them.
     func observe(_ event: ChangeEvent) {
@@ -115,21 +117,44 @@ final class NotificationRules: ChangeObserver {
                 chosen[userID, default: []].append(rule)
             }
         }
+        // What the recipients chose not to receive: a rule altogether, or a rule on some of their devices.
+        let muted = try await preferences(of: order, rules: Set(chosen.values.flatMap { $0.map(\.sysID) }))
         var pending: [PendingNotification] = []
         for userID in order {
+            // Weight decides before preferences do: a rule turned off does not let a lighter one speak for it.
             let rules = chosen[userID] ?? []
             let heaviest = rules.map(\.weight).max() ?? 0
             guard let caller = try await callers(userID) else { continue }
-            for rule in rules where rule.weight == 0 || rule.weight == heaviest {
+            for rule in rules where (rule.weight == 0 || rule.weight == heaviest) && !muted.everywhere.contains(userID + "\u{0}" + rule.sysID) {
                 let text = NotificationText(store: store, event: event, eventClass: eventClass, caller: caller)
                 pending.append(PendingNotification(
                     userID: userID, rule: rule.sysID, event: event,
                     subject: String(try await text.render(rule.subject).prefix(255)),
-                    message: String(try await text.render(rule.message).prefix(4000))
+                    message: String(try await text.render(rule.message).prefix(4000)),
+                    mutedDevices: muted.devices[userID + "\u{0}" + rule.sysID] ?? []
                 ))
             }
         }
         return pending
+    }
+
+    /// The rules users turned off (`user\0rule`), and the devices on which they turned a rule off.
+    private func preferences(of users: [String], rules: Set<String>) async throws -> (everywhere: Set<String>, devices: [String: [String]]) {
+        guard !users.isEmpty, !rules.isEmpty else { return ([], [:]) }
+        let rows = try await store.storage.read { db in
+            try await db.rows(
+                "SELECT " + .identifier("user") + " AS u, notification, subscription FROM sys_notification_preference WHERE enabled = 0 AND "
+                    + .identifier("user") + " IN (" + .bindList(users) + ") AND notification IN (" + .bindList(Array(rules)) + ")"
+            )
+        }
+        var everywhere = Set<String>()
+        var devices: [String: [String]] = [:]
+        for row in rows {
+            let key = (try row.value(at: "u", kind: .text).text ?? "") + "\u{0}" + (try row.value(at: "notification", kind: .text).text ?? "")
+            let device = try row.value(at: "subscription", kind: .text).text ?? ""
+            if device.isEmpty { everywhere.insert(key) } else { devices[key, default: []].append(device) }
+        }
+        return (everywhere, devices)
     }
 
     /// The users a rule names for a change: user fields of the record (a reference to a user or a group, or a list

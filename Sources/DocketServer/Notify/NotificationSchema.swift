@@ -44,7 +44,14 @@ enum NotificationSchema {
         S.glideDateTime("last_delivery", "Last delivery"), S.int("failures", "Failures in a row", "0"),
     ], indexes: [["user"]])
 
-    static let tables: [TableDefinition] = [rules, inbox, subscriptions]
+    /// What a user chose not to receive: a rule altogether (no device named), or a rule on one device.
+    static let preferences = S.table("sys_notification_preference", "Notification preference", display: "notification", [
+        S.ref("user", "User", "sys_user", defaultValue: "javascript:gs.getUserID()"),
+        S.ref("notification", "Notification", "sysevent_email_action"), S.ref("subscription", "Device", "sys_push_subscription"),
+        S.bool("enabled", "Send", "true"),
+    ], indexes: [["user"]])
+
+    static let tables: [TableDefinition] = [rules, inbox, subscriptions, preferences]
 
     static let choices: [(String, String, [(String, String)])] = [
         ("sys_push_subscription", "kind", [("webpush", "Web Push"), ("unifiedpush", "UnifiedPush"), ("apns", "Apple Push")]),
@@ -60,6 +67,7 @@ enum NotificationSchema {
             AccessRule("sys_notification", [.write], condition: .query(own), writableFields: ["read"]),
             AccessRule("sys_push_subscription", [.read, .create, .delete], condition: .query(own)),
             AccessRule("sys_push_subscription", [.write], condition: .query(own), writableFields: ["name", "active"]),
+            AccessRule("sys_notification_preference", [.read, .create, .write, .delete], condition: .query(own)),
         ]
     }()
 

@@ -216,7 +216,7 @@ final class Notifier: Sendable {
                     "INSERT INTO docket_push_delivery (notification, subscription, user_id, state, attempts, next_attempt, last_status, created)"
                         + " SELECT " + .bind(sysID) + ", sys_id, " + .bind(notification.userID) + ", 'pending', 0, " + .bind(millis) + ", 0, "
                         + .bind(millis) + " FROM sys_push_subscription WHERE " + .identifier("user") + " = " + .bind(notification.userID)
-                        + " AND active = 1"
+                        + " AND active = 1" + (notification.mutedDevices.isEmpty ? "" : " AND sys_id NOT IN (" + .bindList(notification.mutedDevices) + ")")
                 )
             }
             return events

@@ -3,7 +3,9 @@ import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOSSL
 import ServiceLifecycle
+import Synchronization
 
 /// docketd's VAPID key pair (RFC 8292): made once per database and kept in `docket_meta`, so that every instance
 /// signs with it and browsers' subscriptions (made with its public key) keep working across restarts.
@@ -41,7 +43,7 @@ struct VAPIDKey: Sendable {
 /// same request. `Topic` is the record's sys_id, so that a push service holding several undelivered messages about
 /// one record for a device keeps only the newest.
 struct WebPushChannel: PushChannel {
-    let client: HTTPClient
+    let http: PushHTTPClient
     let vapid: VAPIDKey
     let endpoints: EndpointGuard
     /// How long a push service keeps an undelivered message (seconds).
@@ -75,7 +77,7 @@ struct WebPushChannel: PushChannel {
         request.headers.add(name: "Authorization", value: authorization)
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
-            let response = try await client.execute(request, timeout: timeout)
+            let response = try await http.client.execute(request, timeout: timeout)
             _ = try? await response.body.collect(upTo: 16 * 1024)
             return Self.outcome(status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"))
         } catch {
@@ -95,22 +97,38 @@ struct WebPushChannel: PushChannel {
     }
 }
 
-/// The one HTTP client of push deliveries: connections pooled per push service, no redirects (UnifiedPush's
-/// rule, and no way around the endpoint check), short timeouts. Shut down with the application.
-struct PushHTTPClient: Service {
-    let client: HTTPClient
+/// An HTTP client made on first use and shut down with the application: push deliveries' (connections pooled per
+/// push service, no redirects — UnifiedPush's rule, and no way around the endpoint check — short timeouts), and
+/// APNs' (HTTP/2, a private gateway's CA). Made late so that a server that fails to start has none to shut down.
+final class PushHTTPClient: Service {
+    private let configuration: HTTPClient.Configuration
+    private let made = Mutex<HTTPClient?>(nil)
 
-    static func make() -> HTTPClient {
+    init(configuration: HTTPClient.Configuration = PushHTTPClient.pushConfiguration()) {
+        self.configuration = configuration
+    }
+
+    static func pushConfiguration(tls: TLSConfiguration? = nil) -> HTTPClient.Configuration {
         var configuration = HTTPClient.Configuration(
-            redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .seconds(15)),
+            tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .seconds(15)),
             connectionPool: .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
         )
         configuration.httpVersion = .automatic
-        return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        return configuration
+    }
+
+    var client: HTTPClient {
+        made.withLock { made in
+            if let client = made { return client }
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            made = client
+            return client
+        }
     }
 
     func run() async throws {
         try? await gracefulShutdown()
-        try await client.shutdown()
+        let client = made.withLock { $0 }
+        try await client?.shutdown()
     }
 }

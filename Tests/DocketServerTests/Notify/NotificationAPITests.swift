@@ -1,3 +1,4 @@
+import Crypto
 import DocketModel
 import Foundation
 import Hummingbird
@@ -30,9 +31,21 @@ struct NotificationAPITests {
         }
     }
 
-    @Test("registering devices: Web Push, UnifiedPush and APNs; the same endpoint again is the same device; bad bodies are 400")
+    /// A throw-away APNs auth key (a P-256 key in PKCS#8 PEM, as Apple gives it).
+    static func apnsKey() throws -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("AuthKey-\(UUID().uuidString).p8").path
+        try P256.Signing.PrivateKey().pemRepresentation.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test("registering devices: Web Push and APNs; the same endpoint again is the same device; a UnifiedPush endpoint that does not answer as one, and bad bodies, are 400")
     func subscribe() async throws {
-        try await TestApp.withRouter(configure: { $0.pushAllowInsecureEndpoints = true }) { client in
+        let key = try Self.apnsKey()
+        defer { try? FileManager.default.removeItem(atPath: key) }
+        try await TestApp.withRouter(configure: {
+            $0.pushAllowInsecureEndpoints = true
+            $0.apns = APNsConfiguration(keyFile: key, keyID: "ABCDEFGHIJ", teamID: "TEAM123456", topic: "com.docket.app")
+        }) { client in
             let path = "/api/docket/push/subscriptions"
             let created = try await client.send(.post, path, json: Self.subscription("http://127.0.0.1:9/push/1"))
             #expect(created.status == .created)
@@ -43,15 +56,16 @@ struct NotificationAPITests {
             #expect(again.status == .ok)
             #expect(try again.result.string("sys_id") == id && again.result.string("name") == "Work laptop")
             let unified = try await client.send(.post, path, json: Self.subscription("http://127.0.0.1:9/up/2", kind: "unifiedpush"))
-            #expect(unified.status == .created)
+            #expect(unified.status == .badRequest)
+            #expect(unified.errorMessage == "The endpoint is not a UnifiedPush endpoint")
             let apple = try await client.send(.post, path, json: #"{"kind":"apns","token":"\#(String(repeating: "ab", count: 32))"}"#)
             #expect(apple.status == .created)
             let mine = try await client.get("/api/now/table/sys_push_subscription?sysparm_fields=sys_id,user")
-            #expect(try mine.results.count == 3)
+            #expect(try mine.results.count == 2)
             // The same endpoint registered by beth is now hers: john's goes.
             let taken = try await client.send(.post, path, json: Self.subscription("http://127.0.0.1:9/push/1"), headers: .beth)
             #expect(taken.status == .created)
-            #expect(try await client.get("/api/now/table/sys_push_subscription?sysparm_fields=sys_id").results.count == 2)
+            #expect(try await client.get("/api/now/table/sys_push_subscription?sysparm_fields=sys_id").results.count == 1)
             #expect(try await client.get("/api/now/table/sys_push_subscription", .beth).results.count == 1)
             for (body, what) in [
                 ("{", "not JSON"), ("[]", "not an object"), (#"{"keys":{}}"#, "no endpoint"),
@@ -87,9 +101,13 @@ struct NotificationAPITests {
         }
     }
 
-    @Test("without --push-allow-insecure-endpoints, http:// and private addresses are refused")
+    @Test("without --push-allow-insecure-endpoints, http:// and private addresses are refused; without an APNs key, APNs tokens are")
     func insecureRefused() async throws {
         try await TestApp.withRouter { client in
+            let apple = try await client.send(
+                .post, "/api/docket/push/subscriptions", json: #"{"kind":"apns","token":"\#(String(repeating: "ab", count: 32))"}"#
+            )
+            #expect(apple.status == .badRequest && apple.errorMessage == "This docketd does not send to Apple's push service")
             for endpoint in ["http://push.example.com/x", "https://127.0.0.1/x", "https://10.0.0.1/x", "https://[::1]/x", "https://169.254.169.254/x"] {
                 let refused = try await client.send(.post, "/api/docket/push/subscriptions", json: Self.subscription(endpoint))
                 #expect(refused.status == .badRequest, "\(endpoint)")

@@ -101,6 +101,38 @@ struct NotifierTests {
         }
     }
 
+    @Test("preferences: a rule john turned off tells him nothing; a rule he turned off on one device skips only that device", .timeLimit(.minutes(1)))
+    func preferences() async throws {
+        try await TestApp.withStore { store in
+            let laptop = try await Self.device(store, Callers.john, "laptop")
+            let phone = try await Self.device(store, Callers.john, "phone")
+            try await store.insert(into: "sys_notification_preference", values: [
+                "notification": DemoNotifications.ruleID("comment"), "enabled": "false",
+            ], caller: Callers.john)
+            try await store.insert(into: "sys_notification_preference", values: [
+                "notification": DemoNotifications.ruleID("assigned"), "subscription": phone, "enabled": "false",
+            ], caller: Callers.john)
+            let channel = RecordingChannel()
+            let running = Task { await Self.notifier(store, channel).run() }
+            try await eventually("the notifier started") { try await Self.started(store) }
+            let id = try await store.insert(
+                into: "incident", values: ["short_description": "Muted on the phone", "assigned_to": Callers.john.userID], caller: Callers.beth
+            )
+            try await eventually("the laptop was told") { channel.count == 1 }
+            #expect(channel.received.withLock { $0.map(\.1.subscription) } == [laptop])
+            try await store.update(id, in: "incident", values: ["comments": "A comment he does not want to hear of"], caller: Callers.beth)
+            // The comment rule is off; the lighter "changed" rule does not stand in for it (only the heaviest counts).
+            try await store.update(id, in: "incident", values: ["short_description": "Still assigned"], caller: Callers.beth)
+            try await eventually("the change was told to both devices") { channel.count == 3 }
+            try await Task.sleep(for: .milliseconds(300))
+            let subjects = channel.received.withLock { $0.map(\.0.subject) }
+            #expect(subjects.filter { $0.contains("commented") }.isEmpty, "\(subjects)")
+            #expect(subjects.filter { $0.contains("was changed by") }.count == 2, "\(subjects)")
+            running.cancel()
+            await running.value
+        }
+    }
+
     @Test("two instances: one holds the lease and notifies; each notification is delivered once", .timeLimit(.minutes(1)))
     func oneOfTwo() async throws {
         try await TestApp.withStore { store in

@@ -50,6 +50,7 @@ struct EventStreamController {
         var query = EncodedQuery()
         var since: Int? = nil
         var follow = true
+        var inbox = false
         for (name, value) in request.uri.queryParameters {
             switch name {
             case "table":
@@ -63,6 +64,12 @@ struct EventStreamController {
                 }
             case "since":
                 since = try Self.sequence(String(value), name: "since")
+            case "notifications":
+                switch value.lowercased() {
+                case "true": inbox = true
+                case "false", "": inbox = false
+                default: throw ServiceNowError.badRequest("Invalid notifications", detail: "notifications is true or false")
+                }
             case "follow":
                 switch value.lowercased() {
                 case "true", "": follow = true
@@ -89,8 +96,14 @@ struct EventStreamController {
         var headers: HTTPFields = [.contentType: "text/event-stream; charset=utf-8"]
         headers[HTTPField.Name("X-Accel-Buffering")!] = "no"
         if request.method == .head { return Response(status: .ok, headers: headers) }
+        // With the caller's notifications: how many are unread comes with `ready`, each new one as `notification`.
+        let unread = inbox ? try await PushSubscriptions.unreadCount(store, caller: caller) : nil
         try reserveStream(for: caller.userID)
-        let live = LiveQuery(table: table, query: query, caller: caller)
+        let live = {
+            var live = LiveQuery(table: table, query: query, caller: caller)
+            live.followsInbox = inbox
+            return live
+        }()
         let stream = self
         let channel = context.channel
         return Response(
@@ -98,7 +111,7 @@ struct EventStreamController {
             body: ResponseBody { writer in
                 defer { stream.releaseStream(for: caller.userID) }
                 try await stream.run(
-                    live, after: start, until: until, credential: credential, channel: channel, writer: &writer
+                    live, after: start, until: until, unread: unread, credential: credential, channel: channel, writer: &writer
                 )
             }
         )
@@ -106,7 +119,7 @@ struct EventStreamController {
 
     /// Writes the stream until the client leaves, its credentials end or it must resync.
     private func run(
-        _ live: LiveQuery, after start: Int, until: Int?, credential: PresentedCredential, channel: any Channel,
+        _ live: LiveQuery, after start: Int, until: Int?, unread: Int?, credential: PresentedCredential, channel: any Channel,
         writer: inout any ResponseBodyWriter
     ) async throws {
         var iterator = store.subscribe(live, after: start).makeAsyncIterator()
@@ -116,7 +129,7 @@ struct EventStreamController {
         let forget = await channel.whenClientLeaves { broadcaster.stop(token) }
         defer { forget() }
         try await writer.write(Self.buffer(
-            "retry: 2000\nevent: ready\nid: \(start)\ndata: {\"sequence\":\(start)}\n\n"
+            "retry: 2000\nevent: ready\nid: \(start)\ndata: {\"sequence\":\(start)" + (unread.map { ",\"unread\":\($0)" } ?? "") + "}\n\n"
         ))
         // At shutdown the stream ends (its client reconnects and resumes), instead of holding the shutdown open.
         do {
@@ -161,6 +174,9 @@ struct EventStreamController {
             switch update {
             case .tick:
                 try await writer.write(Self.buffer(": heartbeat\n\n"))
+            case .change(let change) where change.event.table == "sys_notification" && iterator.live.followsInbox
+                && iterator.live.table?.name != "sys_notification":
+                try await writer.write(Self.buffer(Self.notification(change.event)))
             case .change(var change):
                 if caller != judgedAs {
                     guard let rejudged = try await store.change(change.event, for: iterator.live) else { continue }
@@ -190,6 +206,16 @@ struct EventStreamController {
             throw ServiceNowError.badRequest("Invalid \(name)", detail: "'\(text.prefix(40))' is not an event sequence number")
         }
         return value
+    }
+
+    /// A new notification of the caller as an SSE message (`event: notification`).
+    static func notification(_ event: ChangeEvent) -> String {
+        let values = event.values
+        let data = JSONValue(members: [
+            ("sys_id", .string(event.sysID)), ("subject", .string(values["subject"] ?? "")), ("message", .string(values["message"] ?? "")),
+            ("url", .string("/app/notifications/\(event.sysID)")),
+        ])
+        return "event: notification\nid: \(event.sequence)\ndata: " + String(decoding: data.serialized(), as: UTF8.self) + "\n\n"
     }
 
     /// One change as an SSE message.

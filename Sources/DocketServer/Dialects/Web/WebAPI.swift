@@ -25,6 +25,8 @@ struct WebAPI {
     var openID: OpenIDProvider? = nil
     /// Trusted outside providers; those with a client for docketd are offered on the sign-in page.
     var federation: Federation? = nil
+    /// Push to browsers: docketd's VAPID key and the device registry (the notification pages need neither).
+    var push: (vapid: VAPIDKey, subscriptions: PushSubscriptions)? = nil
 
     /// The tables "New …" offers, in this order, where they exist and the caller may create them.
     static let creatableTables = ["incident", "defect", "problem", "change_request"]
@@ -54,6 +56,9 @@ struct WebAPI {
         WebWork(store: store, pages: pages).add(to: router)
         WebItems(store: store, pages: pages, configuration: configuration).add(to: router)
         WebEdits(store: store, pages: pages, configuration: configuration, uploads: uploads).add(to: router)
+        if let push {
+            WebNotifications(store: store, pages: pages, sessions: sessions, vapid: push.vapid, subscriptions: push.subscriptions).add(to: router)
+        }
         return DialectMount(prefix: "/app", responder: router.buildResponder()) { path in
             path == "/" || path == "/app" || path.hasPrefix("/app/") || Self.classicTable(path, catalog: store.catalog) != nil
         }
@@ -404,7 +409,10 @@ struct WebMiddleware: RouterMiddleware {
             }
             let path = request.uri.path
             // ServiceNow's page paths only redirect (to a page that asks to sign in, and comes back to it after).
+            // The manifest is fetched without cookies (as `<link rel=manifest>` does); it and the service worker
+            // hold nothing of anybody's.
             let open = path == "/" || path == "/app/login" || path.hasPrefix("/app/assets/") || path.hasSuffix(".do") || path.hasPrefix("/app/sso/")
+                || path == "/app/manifest.webmanifest" || path == "/app/sw.js"
             if !open, context.caller == nil {
                 if request.method == .get || request.method == .head, !path.hasPrefix("/app/events"), !path.hasPrefix("/app/lookup") {
                     let target = request.uri.query.map { path + "?" + $0 } ?? path

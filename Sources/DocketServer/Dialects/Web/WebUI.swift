@@ -71,6 +71,7 @@ struct WebUI: Sendable {
         case "css": return "text/css; charset=utf-8"
         case "js": return "text/javascript; charset=utf-8"
         case "svg": return "image/svg+xml"
+        case "webmanifest": return "application/manifest+json"
         case "png": return "image/png"
         default: return "application/octet-stream"
         }

@@ -97,7 +97,33 @@
       });
   }
 
+  // The bell: how many notifications are unread, from the live stream (its `ready` says, each new one adds one).
+  var bell = document.querySelector('[data-unread]');
+  var unread = 0;
+  function setUnread(count) {
+    unread = Math.max(0, count);
+    if (!bell) return;
+    bell.textContent = unread > 99 ? '99+' : String(unread);
+    bell.hidden = unread === 0;
+    bell.setAttribute('aria-label', unread + ' unread');
+  }
+
+  function onNotification(message) {
+    setUnread(unread + 1);
+    notice(message.subject || 'New notification');
+    if (document.getElementById('inbox')) refresh();
+  }
+
   function onChange(change) {
+    if (change.table === 'sys_notification') {
+      // The notifications page follows its own list: new ones, and ones marked read elsewhere.
+      var before = (change.previous || {}).read;
+      var after = (change.record || {}).read;
+      if (change.change === 'entered') setUnread(unread + 1);
+      else if (before === 'false' && after === 'true') setUnread(unread - 1);
+      refresh();
+      return;
+    }
     var record = change.record || {};
     var previous = change.previous || {};
     var name = record.number || previous.number || change.sys_id;
@@ -184,16 +210,25 @@
 
   function connect() {
     disconnect();
-    var url = '/app/events?table=' + encodeURIComponent(table) + '&query=' + encodeURIComponent(body.dataset.liveQuery || '');
+    var url = '/app/events?table=' + encodeURIComponent(table) + '&query=' + encodeURIComponent(body.dataset.liveQuery || '') +
+      (bell ? '&notifications=true' : '');
     if (lastEventId !== null) url += '&since=' + encodeURIComponent(lastEventId);
     var stream = new EventSource(url, { withCredentials: true });
     source = stream;
     if (body.dataset.liveState !== 'retrying') setState('connecting', '');
     stream.addEventListener('ready', function (event) {
       remember(event);
+      try {
+        var ready = JSON.parse(event.data);
+        if (typeof ready.unread === 'number') setUnread(ready.unread);
+      } catch (error) { /* an older server says nothing of notifications */ }
       failures = 0;
       clearTimeout(stalledTimer);
       setState('open', '');
+    });
+    stream.addEventListener('notification', function (event) {
+      remember(event);
+      try { onNotification(JSON.parse(event.data)); } catch (error) { /* a malformed message is skipped */ }
     });
     stream.addEventListener('message', function (event) {
       remember(event);
@@ -216,6 +251,82 @@
           showStatus('Live updates interrupted; reconnecting\u2026');
         }
       }, 4000);
+    });
+  }
+
+  // Push to this device (the notifications page): a service worker shows pushed notifications while no page is
+  // open; the browser subscribes with docketd's VAPID key and the subscription is registered with docketd.
+  var push = document.getElementById('push');
+  function base64ToBytes(text) {
+    var padded = (text + '===='.slice((text.length + 3) % 4)).replace(/-/g, '+').replace(/_/g, '/');
+    var raw = atob(padded);
+    var bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i += 1) bytes[i] = raw.charCodeAt(i);
+    return bytes;
+  }
+  function postJSON(url, value) {
+    return fetch(url, {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', 'X-CSRF-Token': push.dataset.csrf },
+      body: JSON.stringify(value)
+    }).then(function (response) {
+      if (!response.ok) throw new Error('docketd answered ' + response.status);
+      return response.json();
+    });
+  }
+  if (push && 'serviceWorker' in navigator && 'PushManager' in window && window.Notification) {
+    var pushState = document.getElementById('push-state');
+    var enable = document.getElementById('push-enable');
+    var disable = document.getElementById('push-disable');
+    var registration = null;
+    function showPush(subscribed, text) {
+      push.hidden = false;
+      pushState.textContent = text;
+      enable.hidden = subscribed;
+      disable.hidden = !subscribed;
+    }
+    function deviceName() {
+      var agent = navigator.userAgent;
+      var browser = /Edg\//.test(agent) ? 'Edge' : /Firefox\//.test(agent) ? 'Firefox' : /Chrome\//.test(agent) ? 'Chrome' : /Safari\//.test(agent) ? 'Safari' : 'Browser';
+      var system = /Android/.test(agent) ? 'Android' : /iPhone|iPad/.test(agent) ? 'iOS' : /Mac OS X/.test(agent) ? 'macOS' : /Windows/.test(agent) ? 'Windows' : /Linux/.test(agent) ? 'Linux' : '';
+      return browser + (system ? ' on ' + system : '');
+    }
+    navigator.serviceWorker.register('/app/sw.js', { scope: '/app/' }).then(function (found) {
+      registration = found;
+      return found.pushManager.getSubscription();
+    }).then(function (subscription) {
+      if (Notification.permission === 'denied') showPush(false, 'This browser blocks notifications from Docket; allow them in its site settings to be told here.');
+      else if (subscription) showPush(true, 'Notifications are on for this device.');
+      else showPush(false, 'Get notifications on this device, also when Docket is closed.');
+    }).catch(function () { push.hidden = true; });
+    enable.addEventListener('click', function () {
+      enable.disabled = true;
+      Notification.requestPermission().then(function (permission) {
+        if (permission !== 'granted') throw new Error('permission');
+        return fetch('/app/push/vapid', { credentials: 'same-origin', headers: { Accept: 'application/json' } });
+      }).then(function (response) { return response.json(); })
+        .then(function (key) {
+          return registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: base64ToBytes(key.public_key) });
+        }).then(function (subscription) {
+          var value = subscription.toJSON();
+          value.name = deviceName();
+          return postJSON('/app/push/subscriptions', value);
+        }).then(function () { showPush(true, 'Notifications are on for this device.'); })
+        .catch(function (error) {
+          showPush(false, error.message === 'permission'
+            ? 'Notifications were not allowed. Allow them in the browser\u2019s site settings, then try again.'
+            : 'Notifications could not be turned on (' + error.message + '). Try again.');
+        }).then(function () { enable.disabled = false; });
+    });
+    disable.addEventListener('click', function () {
+      disable.disabled = true;
+      registration.pushManager.getSubscription().then(function (subscription) {
+        if (!subscription) return null;
+        var endpoint = subscription.endpoint;
+        return subscription.unsubscribe().then(function () { return postJSON('/app/push/subscriptions/remove', { endpoint: endpoint }); });
+      }).then(function () { showPush(false, 'Notifications are off for this device.'); })
+        .catch(function (error) { pushState.textContent = 'Could not turn notifications off (' + error.message + ').'; })
+        .then(function () { disable.disabled = false; });
     });
   }
 
