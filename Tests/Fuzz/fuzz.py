@@ -179,7 +179,8 @@ def build(r, creds):
     elif kind < 0.83:
         method, path, body, ctype, headers = oidc_request(r)
     elif kind < 0.85:
-        method, path, body, ctype = push_request(r)
+        method, path, body, ctype, extra = push_request(r)
+        headers.update(extra)
     else:
         return raw_malformed(r, creds), True
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
@@ -218,13 +219,28 @@ def push_request(r):
         }
         doc = {k: v for k, v in subscription.items() if v is not None}
         body = json.dumps(doc).encode() if r.random() < 0.85 else body_variants(r)
-        return "POST", "/api/docket/push/subscriptions", body, r.choice(["application/json", "application/json", "text/plain", ""])
+        return "POST", "/api/docket/push/subscriptions", body, r.choice(["application/json", "application/json", "text/plain", ""]), {}
+    if choice < 0.62:
+        # AeroGear's device registry and sender API, with the demo's credentials or others.
+        variant = r.choice([("0b1c2d3e-4f50-4a6b-8c7d-9e0f1a2b3c4d", "ios-variant-secret-3f1c"), ("1c2d3e4f-5061-4b7c-9d8e-0f1a2b3c4d5e", "nope"),
+                            ("2d3e4f50-6172-4c8d-8e9f-1a2b3c4d5e6f", "web-variant-secret-9b4e"), ("x" * 300, ""), ("", "")])
+        token = r.choice(["ab" * 32, "zz" * 40, "a" * 5000, "", base64.b64encode(b'{"endpoint":"https://10.0.0.1/x"}').decode(), rnd_text(r)])
+        doc = r.choice([{"deviceToken": token, "deviceType": "iPhone", "alias": r.choice(["john.doe", "", rnd_text(r)]),
+                         "categories": r.choice(["", ["a", 1], None, "x" * 3000])},
+                        {"message": {"alert": rnd_text(r), "apns": {"title": 5}}, "criteria": {"alias": r.choice([["john.doe"], "x", None, [1] * 50])}},
+                        {"alert": "legacy"}, [], "x"])
+        path = r.choice(["/rest/registry/device", "/rest/registry/device", "/rest/sender", "/rest/registry/device/" + quote(token[:300]),
+                         "/rest/registry/device/pushMessage/" + rnd_text(r, 5), "/rest/nothing"])
+        method = "DELETE" if path.count("/") == 4 and "pushMessage" not in path else ("PUT" if "pushMessage" in path else r.choice(["POST", "POST", "OPTIONS", "GET"]))
+        credentials = ("5f3e2b6c-9a41-4c9e-8a51-7d2f0c1b9e11", r.choice(["docket-demo-master-secret", "wrong"])) if "sender" in path else variant
+        auth = "Basic " + base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+        return method, path, json.dumps(doc).encode(), "application/json", {"Authorization": auth}
     if choice < 0.7:
-        return "DELETE", "/api/docket/push/subscriptions/" + r.choice(["cdb04ffc53247d4908555def767adca7", "0" * 32, rnd_text(r, 8), "..", "%00"]), b"", None
+        return "DELETE", "/api/docket/push/subscriptions/" + r.choice(["cdb04ffc53247d4908555def767adca7", "0" * 32, rnd_text(r, 8), "..", "%00"]), b"", None, {}
     if choice < 0.8:
-        return "GET", "/api/docket/push/vapid", b"", None
+        return "GET", "/api/docket/push/vapid", b"", None, {}
     return "GET", "/api/docket/notifications?" + r.choice(["", "unread=true", "unread=maybe", "sysparm_limit=" + r.choice(["0", "-1", "1e300", "99999999999999999999", "5"]),
-                                                         "sysparm_offset=" + r.choice(["-1", "9" * 30, "3"]), params(r)]), b"", None
+                                                         "sysparm_offset=" + r.choice(["-1", "9" * 30, "3"]), params(r)]), b"", None, {}
 
 COMPASS = "/ccmweb/rest/repos/SampleRepository/databases/SAMPL"
 compass_tokens = []

@@ -140,7 +140,9 @@ public func buildApplication(
             openID: openID, federation: federation, push: (vapid, pushSubscriptions)
         ).mount(),
         // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
-        OpenIDRoutes(provider: openID, identity: identity, configuration: configuration).mount(),
+        OpenIDRoutes(provider: openID, identity: identity, configuration: configuration, pushPublicKey: vapid.publicKey).mount(),
+        // AeroGear UnifiedPush's device registry and sender API (`/rest/…`), for apps built on its push SDKs.
+        UPSAPI(store: store, hasher: hasher, subscriptions: pushSubscriptions).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(
             store: store, configuration: configuration, identity: identity, tokens: compassTokens

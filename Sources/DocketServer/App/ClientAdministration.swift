@@ -145,7 +145,11 @@ public enum ClientAdministration {
                 throw Failure("There is no active client with the id '\(clientID)'.")
             }
             guard client.isPublic else { throw Failure("'\(clientID)' is a confidential client: an app cannot keep its secret.") }
-            return try MobileServices.pretty(MobileServices.document(base: base, realm: configuration.oidcRealm, clientID: clientID))
+            let variants = try await MobileServices.variants(of: clientID, store: store)
+            let key = variants.isEmpty ? nil : try await VAPIDKey.load(storage: store.storage, subject: "mailto:admin@localhost").publicKey
+            return try MobileServices.pretty(MobileServices.document(
+                base: base, realm: configuration.oidcRealm, clientID: clientID, push: variants, appServerKey: key
+            ))
         }
     }
 
@@ -185,11 +189,42 @@ enum MobileServices {
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func document(base: String, realm: String, clientID: String) -> JSONValue {
+    /// A push variant of a client, as `mobile-services.json` lists it.
+    struct PushVariant: Sendable {
+        var platform: String
+        var variantID: String
+        var secret: String
+    }
+
+    /// The active push variants tied to a client (`sys_push_variant.client_id`).
+    static func variants(of clientID: String, store: RecordStore) async throws -> [PushVariant] {
+        try await store.list(
+            RecordQuery(
+                table: "sys_push_variant", query: PushSubscriptions.query([("client_id", clientID), ("active", "true")]),
+                fields: ["platform", "variant_id", "variant_secret"], limit: 10, count: false
+            ),
+            caller: .system
+        ).records.map { PushVariant(platform: $0["platform"], variantID: $0["variant_id"], secret: $0["variant_secret"]) }
+    }
+
+    static func document(
+        base: String, realm: String, clientID: String, push: [PushVariant] = [], appServerKey: String? = nil
+    ) -> JSONValue {
         let socketBase = base.hasPrefix("https://") ? "wss://" + base.dropFirst(8) : "ws://" + base.dropFirst(base.hasPrefix("http://") ? 7 : 0)
+        // AeroGear's push entry: UPS's base URL (docketd's: it serves /rest/registry/device) and a variant per platform.
+        var pushConfig: [(String, JSONValue)] = []
+        for variant in push {
+            var members: [(String, JSONValue)] = [("variantId", .string(variant.variantID)), ("variantSecret", .string(variant.secret))]
+            if variant.platform == "web_push", let appServerKey { members.append(("appServerKey", .string(appServerKey))) }
+            pushConfig.append((variant.platform, JSONValue(members: members)))
+        }
+        let pushServices: [JSONValue] = pushConfig.isEmpty ? [] : [.object([
+            "id": .string("docket-push"), "name": .string("push"), "type": .string("push"), "url": .string(base),
+            "config": JSONValue(members: pushConfig),
+        ])]
         return .object([
             "version": .integer(1), "namespace": .string("docket"), "clientId": .string(clientID),
-            "services": .array([
+            "services": .array(pushServices + [
                 .object([
                     "id": .string("docket-sync-app"), "name": .string("sync-app"), "type": .string("sync-app"),
                     "url": .string(base + "/graphql"), "config": .object(["websocketUrl": .string(socketBase + "/graphql")]),

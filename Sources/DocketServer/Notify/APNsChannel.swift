@@ -146,7 +146,9 @@ final class APNsChannel: PushChannel {
             request.headers.add(name: "apns-push-type", value: "alert")
             request.headers.add(name: "apns-priority", value: "10")
             request.headers.add(name: "apns-expiration", value: String(Int(Date().timeIntervalSince1970) + 86_400))
-            if message.document.utf8.count <= 64 { request.headers.add(name: "apns-collapse-id", value: message.document) }
+            if !message.document.isEmpty, message.document.utf8.count <= 64 {
+                request.headers.add(name: "apns-collapse-id", value: message.document)
+            }
             request.headers.add(name: "content-type", value: "application/json")
             request.body = .bytes(ByteBuffer(bytes: Self.payload(message)))
             let status: Int

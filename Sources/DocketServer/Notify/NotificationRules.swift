@@ -41,7 +41,9 @@ final class NotificationRules: ChangeObserver {
     init(store: RecordStore) { self.store = store }
 
     /// Tables whose changes never notify: notifications themselves, and the devices they go to.
-    static let silentTables: Set<String> = ["sys_notification", "sys_push_subscription", "sys_notification_preference"]
+    static let silentTables: Set<String> = [
+        "sys_notification", "sys_push_subscription", "sys_notification_preference", "sys_push_application", "sys_push_variant",
+    ]
 
     /// Rules are read again after a change to them.
     func observe(_ event: ChangeEvent) {

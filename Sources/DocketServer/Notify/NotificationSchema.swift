@@ -42,7 +42,28 @@ enum NotificationSchema {
         S.string("endpoint", "Endpoint", 1000), S.string("p256dh", "Public key", 200), S.string("auth", "Authentication secret", 100),
         S.string("token", "Device token", 200), S.bool("active", "Active", "true"),
         S.glideDateTime("last_delivery", "Last delivery"), S.int("failures", "Failures in a row", "0"),
-    ], indexes: [["user"]])
+        // Registered through AeroGear's device API (``UPSController``): the variant, and the installation's details.
+        S.ref("variant", "Variant", "sys_push_variant"), S.string("alias", "Alias", 255), S.string("categories", "Categories", 1000),
+        S.string("device_type", "Device type", 100), S.string("operating_system", "Operating system", 100),
+        S.string("os_version", "OS version", 100),
+    ], indexes: [["user"], ["token"]])
+
+    /// AeroGear UnifiedPush's push applications: a name, the id and master secret (hashed) that the sender API
+    /// takes (`POST /rest/sender`).
+    static let applications = S.table("sys_push_application", "Push application", display: "name", [
+        S.string("name", "Name", 100), S.string("push_application_id", "Push application ID", 40),
+        FieldDefinition(table: "", name: "master_secret", label: "Master secret", type: .password, maxLength: 255),
+    ], indexes: [["push_application_id"]])
+
+    /// Its variants, one per platform (`ios`, `android`, `web_push`): the id and secret an app registers its device
+    /// with (`POST /rest/registry/device`). The variant secret ships inside every copy of the app, as AeroGear's does
+    /// (`mobile-services.json` carries it): it names the app, it protects nothing. `client_id` ties the variant to the
+    /// OpenID client whose `mobile-services.json` lists it.
+    static let variants = S.table("sys_push_variant", "Push variant", display: "name", [
+        S.string("name", "Name", 100), S.ref("push_application", "Push application", "sys_push_application"),
+        S.string("platform", "Platform", 40), S.string("variant_id", "Variant ID", 40), S.string("variant_secret", "Variant secret", 100),
+        S.string("client_id", "Client ID", 100), S.bool("active", "Active", "true"),
+    ], indexes: [["variant_id"]])
 
     /// What a user chose not to receive: a rule altogether (no device named), or a rule on one device.
     static let preferences = S.table("sys_notification_preference", "Notification preference", display: "notification", [
@@ -51,10 +72,13 @@ enum NotificationSchema {
         S.bool("enabled", "Send", "true"),
     ], indexes: [["user"]])
 
-    static let tables: [TableDefinition] = [rules, inbox, subscriptions, preferences]
+    static let tables: [TableDefinition] = [rules, inbox, subscriptions, preferences, applications, variants]
 
     static let choices: [(String, String, [(String, String)])] = [
-        ("sys_push_subscription", "kind", [("webpush", "Web Push"), ("unifiedpush", "UnifiedPush"), ("apns", "Apple Push")]),
+        ("sys_push_subscription", "kind", [
+            ("webpush", "Web Push"), ("unifiedpush", "UnifiedPush"), ("apns", "Apple Push"), ("fcm", "Firebase Cloud Messaging"),
+        ]),
+        ("sys_push_variant", "platform", [("ios", "iOS"), ("android", "Android"), ("web_push", "Web Push")]),
     ]
 
     /// Who may do what: everyone reads the rules (to choose what reaches them); each user reads their own

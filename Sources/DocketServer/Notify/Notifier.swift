@@ -162,6 +162,8 @@ final class Notifier: Sendable {
         var events = store.subscribe(after: start, replayLimited: false).makeAsyncIterator()
         while let step = try await events.nextStep() {
             if case .event(let event) = step {
+                // A message written elsewhere (the sender API, on any instance) waits for this instance's dispatcher.
+                if event.table == "sys_notification", event.operation == .insert { dispatcher.wake() }
                 let pending = try await rules.notifications(for: event, callers: callers)
                 if pending.isEmpty {
                     position = event.sequence
@@ -186,41 +188,65 @@ final class Notifier: Sendable {
     /// Writes notifications and their deliveries, and moves the position past their event, in one transaction;
     /// returns the events of the messages written (published after the commit, so users' open pages learn of them).
     private func record(_ pending: [PendingNotification], from: Int, to: Int) async throws -> [ChangeEvent] {
-        let catalog = store.catalog
-        guard let inbox = catalog.table("sys_notification") else { return [] }
-        let now = GlideDateTime.format(Date())
-        let millis = NotifierLease.now()
+        let store = self.store
         return try await store.storage.write { db -> [ChangeEvent] in
             try await self.lease.advance(from: from, to: to, db: db)
             var events: [ChangeEvent] = []
             for notification in pending {
-                let sysID = SysID.generate()
-                var values: [String: String] = [
-                    "sys_id": sysID, "user": notification.userID, "notification": notification.rule,
-                    "table_name": notification.event.table, "document": notification.event.sysID,
-                    "event": String(notification.event.sequence), "subject": notification.subject, "message": notification.message,
-                    "read": "false", "sys_created_on": now, "sys_created_by": Caller.system.userName, "sys_updated_on": now,
-                    "sys_updated_by": Caller.system.userName, "sys_mod_count": "0",
-                ]
-                values = values.filter { !$0.value.isEmpty }
-                let stored = inbox.fields.filter { $0.type.isStored && values[$0.name] != nil }
-                try await db.run(
-                    "INSERT INTO " + .identifier(inbox.physicalTable) + " (" + stored.map { SQLFragment.identifier($0.name) }.joined(", ")
-                        + ") VALUES (" + stored.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }.joined(", ") + ")"
-                )
-                events.append(try await self.store.appendEvent(
-                    table: inbox, sysID: sysID, operation: .insert, fields: stored.map(\.name), values: values, previous: [:],
-                    caller: .system, now: now, db: db
+                events.append(try await Self.write(
+                    ["user": notification.userID, "notification": notification.rule, "table_name": notification.event.table,
+                     "document": notification.event.sysID, "event": String(notification.event.sequence),
+                     "subject": notification.subject, "message": notification.message],
+                    to: .devicesOf(notification.userID, except: notification.mutedDevices), store: store, db: db
                 ))
-                try await db.run(
-                    "INSERT INTO docket_push_delivery (notification, subscription, user_id, state, attempts, next_attempt, last_status, created)"
-                        + " SELECT " + .bind(sysID) + ", sys_id, " + .bind(notification.userID) + ", 'pending', 0, " + .bind(millis) + ", 0, "
-                        + .bind(millis) + " FROM sys_push_subscription WHERE " + .identifier("user") + " = " + .bind(notification.userID)
-                        + " AND active = 1" + (notification.mutedDevices.isEmpty ? "" : " AND sys_id NOT IN (" + .bindList(notification.mutedDevices) + ")")
-                )
             }
             return events
         }
+    }
+
+    /// Which devices a message goes to.
+    enum Devices {
+        /// Every active device of a user, but these.
+        case devicesOf(String, except: [String])
+        /// These subscriptions (the sender API's choice), if active.
+        case subscriptions([String])
+    }
+
+    /// Writes one message (`sys_notification`, with its event) and a pending delivery to each of its devices, in the
+    /// caller's transaction; returns the event, to publish after the commit. The dispatcher sends what is pending.
+    static func write(_ fields: [String: String], to devices: Devices, store: RecordStore, db: SQLExecutor) async throws -> ChangeEvent {
+        guard let inbox = store.catalog.table("sys_notification") else { throw EngineError.invalidTable("sys_notification") }
+        let now = GlideDateTime.format(Date())
+        let millis = NotifierLease.now()
+        let sysID = SysID.generate()
+        var values = fields.merging([
+            "sys_id": sysID, "read": "false", "sys_created_on": now, "sys_created_by": Caller.system.userName, "sys_updated_on": now,
+            "sys_updated_by": Caller.system.userName, "sys_mod_count": "0",
+        ]) { $1 }
+        values = values.filter { !$0.value.isEmpty }
+        let stored = inbox.fields.filter { $0.type.isStored && values[$0.name] != nil }
+        try await db.run(
+            "INSERT INTO " + .identifier(inbox.physicalTable) + " (" + stored.map { SQLFragment.identifier($0.name) }.joined(", ")
+                + ") VALUES (" + stored.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }.joined(", ") + ")"
+        )
+        let event = try await store.appendEvent(
+            table: inbox, sysID: sysID, operation: .insert, fields: stored.map(\.name), values: values, previous: [:], caller: .system,
+            now: now, db: db
+        )
+        let selection: SQLFragment
+        switch devices {
+        case .devicesOf(let user, let except):
+            selection = .identifier("user") + " = " + .bind(user) + (except.isEmpty ? "" : " AND sys_id NOT IN (" + .bindList(except) + ")")
+        case .subscriptions(let ids):
+            guard !ids.isEmpty else { return event }
+            selection = "sys_id IN (" + .bindList(ids) + ")"
+        }
+        try await db.run(
+            "INSERT INTO docket_push_delivery (notification, subscription, user_id, state, attempts, next_attempt, last_status, created)"
+                + " SELECT " + .bind(sysID) + ", sys_id, COALESCE(" + .identifier("user") + ", ''), 'pending', 0, " + .bind(millis) + ", 0, "
+                + .bind(millis) + " FROM sys_push_subscription WHERE active = 1 AND " + selection
+        )
+        return event
     }
 }
 

@@ -127,7 +127,7 @@ final class PushDispatcher: Sendable {
                     if woken == nil { return }
                     continue
                 }
-                try await finish(await send(due))
+                try await send(due)
             } catch is CancellationError {
                 return
             } catch {
@@ -185,10 +185,14 @@ final class PushDispatcher: Sendable {
         }
     }
 
-    /// Sends a batch, at most ``width`` at a time.
-    private func send(_ due: [Due]) async -> [(Due, String, PushOutcome)] {
-        await withTaskGroup(of: (Due, String, PushOutcome).self) { group in
-            var results: [(Due, String, PushOutcome)] = []
+    /// Deliveries whose outcomes are recorded together: a crash repeats at most ``width`` sends in flight and this
+    /// many answered but not yet recorded.
+    static let recordEvery = 16
+
+    /// Sends a batch, at most ``width`` at a time, recording outcomes as they come (every ``recordEvery``).
+    private func send(_ due: [Due]) async throws {
+        try await withThrowingTaskGroup(of: (Due, String, PushOutcome).self) { group in
+            var answered: [(Due, String, PushOutcome)] = []
             var index = 0
             func add(_ item: Due) {
                 group.addTask {
@@ -201,14 +205,18 @@ final class PushDispatcher: Sendable {
                 add(due[index])
                 index += 1
             }
-            while let result = await group.next() {
-                results.append(result)
+            while let result = try await group.next() {
+                answered.append(result)
+                if answered.count >= Self.recordEvery {
+                    try await finish(answered)
+                    answered.removeAll(keepingCapacity: true)
+                }
                 if index < due.count {
                     add(due[index])
                     index += 1
                 }
             }
-            return results
+            if !answered.isEmpty { try await finish(answered) }
         }
     }
 

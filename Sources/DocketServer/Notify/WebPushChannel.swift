@@ -69,7 +69,7 @@ struct WebPushChannel: PushChannel {
         request.method = .POST
         request.headers.add(name: "TTL", value: String(timeToLive))
         request.headers.add(name: "Urgency", value: "normal")
-        if message.document.count <= 32, message.document.allSatisfy({ $0.isLetter || $0.isNumber }) {
+        if !message.document.isEmpty, message.document.count <= 32, message.document.allSatisfy({ $0.isLetter || $0.isNumber }) {
             request.headers.add(name: "Topic", value: message.document)
         }
         request.headers.add(name: "Content-Encoding", value: "aes128gcm")

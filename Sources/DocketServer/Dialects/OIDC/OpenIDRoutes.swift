@@ -16,6 +16,8 @@ struct OpenIDRoutes {
     let provider: OpenIDProvider
     let identity: Identity
     let configuration: Configuration
+    /// docketd's VAPID public key, for the `web_push` variant of `mobile-services.json`.
+    var pushPublicKey: String? = nil
 
     static let prefixes = ["/realms/:realm", "/auth/realms/:realm"]
 
@@ -99,7 +101,10 @@ struct OpenIDRoutes {
             let id = request.uri.queryParameters["client_id"].map(String.init) ?? "datasync-starter-client"
             let client = try await provider.client(id: id)
             guard client.isPublic else { throw OpenIDProvider.Failure.invalidClient("Only a public client's configuration is published.") }
-            return Self.json(MobileServices.document(base: try base(request), realm: provider.realm, clientID: client.clientID))
+            let variants = try await MobileServices.variants(of: client.clientID, store: provider.directory.store)
+            return Self.json(MobileServices.document(
+                base: try base(request), realm: provider.realm, clientID: client.clientID, push: variants, appServerKey: pushPublicKey
+            ))
         }
         return DialectMount(prefix: "/realms", responder: router.buildResponder()) { path in
             path.hasPrefix("/realms/") || path.hasPrefix("/auth/realms/") || path == "/mobile-services.json"
