@@ -65,7 +65,7 @@ struct NotifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notify",
         abstract: "Receive notifications on this machine or another device (docketd).",
-        subcommands: [Register.self, Devices.self, Remove.self, Decrypt.self]
+        subcommands: [Register.self, Devices.self, Remove.self, Decrypt.self, Rules.self, Mute.self, Unmute.self]
     )
 
     /// Where the keys of this machine's UnifiedPush subscriptions are kept (0600, like the login).
@@ -165,6 +165,59 @@ struct NotifyCommand: AsyncParsableCommand {
             try await client.notifications.unregister(sysID)
             CLIEnvironment.current.print("Removed device \(sysID).")
         }
+    }
+
+    struct Rules: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the notification rules and whether each reaches you.")
+
+        @OptionGroup var connection: ConnectionOptions
+
+        func run() async throws {
+            let client = try connection.serviceNowClient("notify rules")
+            for choice in try await client.notifications.preferences() {
+                let devices = choice.mutedDevices.isEmpty ? "" : "  (off on \(choice.mutedDevices.count) device\(choice.mutedDevices.count == 1 ? "" : "s"))"
+                CLIEnvironment.current.print((choice.enabled ? "on   " : "off  ") + choice.name + devices)
+            }
+        }
+    }
+
+    /// A rule named by its name (case-insensitive) or sys_id.
+    static func rule(_ name: String, client: DocketClient) async throws -> NotificationRuleChoice {
+        let rules = try await client.notifications.preferences()
+        guard let found = rules.first(where: { $0.sysID == name || $0.name.lowercased() == name.lowercased() }) else {
+            throw CLIFailure("no notification rule '\(name)'; 'docket notify rules' lists them")
+        }
+        return found
+    }
+
+    /// A rule, and optionally one device, to turn on or off.
+    struct RuleChoice: ParsableArguments {
+        @OptionGroup var connection: ConnectionOptions
+
+        @Argument(help: "The rule's name (see 'docket notify rules').")
+        var rule: String
+
+        @Option(help: "Only on this device (its sys_id, see 'docket notify devices').")
+        var device: String?
+
+        func apply(enabled: Bool, command: String) async throws {
+            let client = try connection.serviceNowClient(command)
+            let found = try await NotifyCommand.rule(rule, client: client)
+            try await client.notifications.setEnabled(enabled, rule: found.sysID, device: device)
+            CLIEnvironment.current.print("'\(found.name)' is \(enabled ? "on" : "off")" + (device.map { " on device \($0)." } ?? "."))
+        }
+    }
+
+    struct Mute: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop a notification rule from reaching you (or one of your devices).")
+        @OptionGroup var choice: RuleChoice
+        func run() async throws { try await choice.apply(enabled: false, command: "notify mute") }
+    }
+
+    struct Unmute: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Let a notification rule reach you (or one of your devices) again.")
+        @OptionGroup var choice: RuleChoice
+        func run() async throws { try await choice.apply(enabled: true, command: "notify unmute") }
     }
 
     struct Decrypt: AsyncParsableCommand {

@@ -46,6 +46,16 @@ struct NotificationCommandTests {
                 #expect(await cli.run("notify", "remove", id).code == 0)
                 #expect(await cli.run("notify", "devices").out.contains("No devices."))
                 #expect(await cli.run("notifications", "--limit", "0").code == 2)
+
+                // What reaches him: a rule off, listed as off, and no notification of it; then on again.
+                #expect(await cli.run("notify", "mute", "assigned to you").out.contains("'Assigned to you' is off."))
+                #expect(await cli.run("notify", "rules").out.contains("off  Assigned to you"))
+                _ = try await beth.table.createRecord(with: ["short_description": "Muted", "assigned_to": john], in: "incident")
+                try await Task.sleep(for: .milliseconds(800))
+                #expect(await cli.run("notifications", "--unread").out.contains("No unread notifications."))
+                #expect(await cli.run("notify", "unmute", "Assigned to you").code == 0)
+                #expect(await cli.run("notify", "rules").out.contains("on   Assigned to you"))
+                #expect(await cli.run("notify", "mute", "No such rule").code == 1)
             }
         }
     }

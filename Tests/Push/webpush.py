@@ -9,6 +9,7 @@ Scenarios (demo data, docketd with --push-allow-insecure-endpoints so that it se
   - john.doe registers a browser subscription; beth.anglin assigns him an incident through the Table API: his
     endpoint receives "… was assigned to you", decrypted and signed as it must be, within a second of the commit;
   - beth comments on it: he is told who commented and what; she changes it: he is told what changed;
+  - beth modifies a defect john owns through the Compass REST API (Edit, then Commit): he is told what changed;
   - john's own change reaches nobody;
   - a rule that names abel.tuter (no role) about every new incident: abel, who may not read beth's incident,
     receives nothing, while john (itil) does;
@@ -170,6 +171,29 @@ def main():
         check(len(got) == 1 and "State: In Progress" in got[0]["body"] and got[0]["title"].endswith("changed by Beth Anglin"),
               f"beth changes it: john is told what changed ({[m.get('body') for m in got]})")
 
+        # The Compass app's case: beth modifies a defect john owns through the Compass REST API.
+        status, defect = call("POST", "/api/now/table/defect", "admin", "admin", body={"short_description": "Crash on save", "assigned_to": john_id})
+        receiver.wait(lambda m: m["_to"] == "john" and m["sys_id"] == defect["result"]["sys_id"])
+        time.sleep(0.5)
+        receiver.clear()
+        compass = "/ccmweb/rest/repos/SampleRepository/databases/SAMPL/records/defect/" + defect["result"]["number"]
+
+        def as_beth(method, path, body):
+            request = urllib.request.Request(base + path, method=method, data=json.dumps(body).encode(), headers={
+                "Authorization": "Bearer " + token, "Content-Type": "application/json", "Accept": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+
+        login = urllib.request.Request(base + "/ccmweb/rest/authenticate", method="POST", headers={"Content-Type": "application/json"},
+                                       data=json.dumps({"username": "beth.anglin", "password": "password", "repo": "SampleRepository", "db": "SAMPL"}).encode())
+        token = json.loads(urllib.request.urlopen(login, timeout=30).read())["token"]
+        edited = as_beth("PATCH", compass + "?operation=Edit&actionName=Modify", {})
+        committed = as_beth("PATCH", compass + "?operation=Commit", {"fields": [{"name": "Priority", "value": "1-Resolve Immediately"}]})
+        got = receiver.wait(lambda m: m["_to"] == "john" and m["sys_id"] == defect["result"]["sys_id"])
+        check(edited == 200 and committed == 200 and len(got) == 1 and got[0]["title"].endswith("changed by Beth Anglin")
+              and "Priority: 1-Resolve Immediately" in got[0]["body"],
+              f"beth modifies john's defect through the Compass API: he is told what changed ({[(m.get('title'), m.get('body')) for m in got]})")
+
         receiver.clear()
         call("PATCH", f"/api/now/table/incident/{incident['sys_id']}", body={"short_description": "Printer fine"})
         time.sleep(1.5)
@@ -202,7 +226,7 @@ def main():
         status, body = call("GET", "/api/docket/notifications?sysparm_limit=100")
         titles = [n["subject"] for n in body["result"]]
         check(status == 200 and titles and titles[-1].endswith("was assigned to you")
-              and len(titles) == 6, f"his notifications through the API, newest first ({titles})")
+              and len(titles) == 8, f"his notifications through the API, newest first ({titles})")
         check(not receiver.problems, "every message decrypted with http-ece and carried a VAPID header py-vapid verifies: "
               + "; ".join(receiver.problems[:3]))
     finally:

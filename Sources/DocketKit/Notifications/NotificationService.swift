@@ -106,6 +106,54 @@ public struct NotificationService: Sendable {
     }
 }
 
+/// A notification rule and whether it reaches the user: at all, and on which devices not.
+public struct NotificationRuleChoice: Sendable, Equatable {
+    public var sysID: String
+    public var name: String
+    /// Whether the rule tells the user at all.
+    public var enabled: Bool
+    /// The devices (subscription sys_ids) the rule's pushes do not go to.
+    public var mutedDevices: [String]
+}
+
+extension NotificationService {
+    /// The active rules and what the user chose for each (`sys_notification_preference`).
+    public func preferences() async throws -> [NotificationRuleChoice] {
+        let table = TableService(session: session)
+        let rules = try await table.records(
+            in: "sysevent_email_action", query: try EncodedQuery("active=true^ORDERBYname"), fields: ["sys_id", "name"], limit: 500
+        ).records
+        let choices = try await table.records(
+            in: "sys_notification_preference", query: try EncodedQuery("enabled=false"), fields: ["notification", "subscription"], limit: 2000
+        ).records
+        return rules.map { rule in
+            let mine = choices.filter { $0["notification"] == rule.sysID }
+            return NotificationRuleChoice(
+                sysID: rule.sysID, name: rule["name"] ?? "", enabled: !mine.contains { ($0["subscription"] ?? "").isEmpty },
+                mutedDevices: mine.compactMap { $0["subscription"] }.filter { !$0.isEmpty }
+            )
+        }
+    }
+
+    /// Turns a rule on or off for the user: altogether, or on one device (a subscription's sys_id).
+    public func setEnabled(_ enabled: Bool, rule: String, device: String? = nil) async throws {
+        let table = TableService(session: session)
+        let query = try EncodedQuery(
+            "notification=\(rule)^" + (device.map { "subscription=\($0)" } ?? "subscriptionISEMPTY")
+        )
+        let existing = try await table.records(in: "sys_notification_preference", query: query, fields: ["sys_id"], limit: 10).records
+        if enabled {
+            for record in existing { try await table.deleteRecord(record.sysID, in: "sys_notification_preference") }
+        } else if let first = existing.first {
+            _ = try await table.updateRecord(first.sysID, in: "sys_notification_preference", with: ["enabled": "false"])
+        } else {
+            _ = try await table.createRecord(
+                with: ["notification": rule, "subscription": device ?? "", "enabled": "false"], in: "sys_notification_preference"
+            )
+        }
+    }
+}
+
 extension DocketClient {
     /// Notifications and push devices (docketd).
     public var notifications: NotificationService { NotificationService(session: session) }
