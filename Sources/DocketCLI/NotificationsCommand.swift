@@ -75,9 +75,10 @@ struct NotifyCommand: AsyncParsableCommand {
 
     static func loadKeys(_ environment: CLIEnvironment) throws -> [String: WebPushKeys] {
         let url = keysFile(environment)
-        guard let data = try? Data(contentsOf: url) else { return [:] }
+        // No file yet is no keys; a file that cannot be read is an error (making new keys would lose the old ones).
+        guard FileManager.default.fileExists(atPath: url.path) else { return [:] }
         do {
-            return try JSONDecoder().decode([String: WebPushKeys].self, from: data)
+            return try JSONDecoder().decode([String: WebPushKeys].self, from: Data(contentsOf: url))
         } catch {
             throw CLIFailure("\(url.path) cannot be read: \(error.localizedDescription)")
         }
