@@ -339,7 +339,7 @@ struct Serve: AsyncParsableCommand {
         } catch let failure as TLSSetup.Failure {
             throw ValidationError(failure.description)
         }
-        try await app.runService()
+        try await serveUntilSignalled(app, logger: app.logger)
     }
 }
 

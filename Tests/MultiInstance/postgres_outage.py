@@ -281,8 +281,16 @@ def main():
     finally:
         if paused:
             subprocess.run(["bash", args.cluster, "resume"])
+        stopping = time.monotonic()
         process.terminate()
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+            print("docketd stopped %.2f s after SIGTERM (exit status %s)" % (time.monotonic() - stopping, process.returncode))
+            check(process.returncode == 0, "docketd exited with status %s after SIGTERM" % process.returncode)
+        except subprocess.TimeoutExpired:
+            check(False, "docketd did not stop within 30 s of SIGTERM")
+            process.kill()
+            process.wait()
     if failures:
         print("stderr of docketd:\n" + open(os.path.join(folder, "stderr")).read()[-3000:])
         sys.exit("%d check(s) failed" % len(failures))

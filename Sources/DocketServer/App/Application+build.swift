@@ -248,6 +248,8 @@ struct EventLogRetentionService: Service {
                         olderThan: Date().addingTimeInterval(-Double(retention.components.seconds)), keepingAtMost: maximumEvents
                     )
                     if removed > 0 { logger.info("Pruned the event log", metadata: ["events": "\(removed)"]) }
+                } catch is CancellationError {
+                    return  // Stopping: nothing went wrong.
                 } catch {
                     logger.warning("Could not prune the event log", metadata: ["error": "\(error)"])
                 }
@@ -260,6 +262,8 @@ struct EventLogRetentionService: Service {
                     try await OpenIDGrants.prune(now: SessionStore.now(), storage: store.storage)
                     let memory = Int(loginMemory.components.seconds * 1000)
                     try await SharedLoginFailures(storage: store.storage).prune(forgetBefore: SharedLoginFailures.now() - memory)
+                } catch is CancellationError {
+                    return
                 } catch {
                     logger.warning("Could not remove ended sessions, edits, rate counts and login failures", metadata: ["error": "\(error)"])
                 }

@@ -136,13 +136,19 @@ final class Notifier: Sendable {
                 try? await Task.sleep(for: .seconds(1))
             }
         }
-        await dispatcher.stop()
-        // Given up in a task of its own: this one is cancelled, and a cancelled task's writes do not run.
+        if !(await dispatcher.stop(within: .seconds(5))) {
+            logger.warning("Push deliveries in flight did not end within 5 s of shutdown; they are sent again by the next notifier")
+        }
+        // Given up in a task of its own (this one is cancelled, and a cancelled task's writes do not run), for a
+        // few seconds at most: when the database does not answer, the lease lapses by itself.
         let lease = self.lease
         let logger = self.logger
-        await Task {
+        let release = Task {
             do { try await lease.release() } catch { logger.notice("The notifier's lease lapses by itself", metadata: ["error": "\(error)"]) }
-        }.value
+        }
+        if !(await finished(release, within: .seconds(3))) {
+            logger.notice("The notifier's lease could not be given up within 3 s; it lapses by itself")
+        }
     }
 
     private func skip(to sequence: Int) async {

@@ -105,6 +105,12 @@ final class PushDispatcher: Sendable {
         await task?.value
     }
 
+    /// ``stop()``, waiting at most `limit` for the batch in flight (at shutdown): true when it ended in time.
+    func stop(within limit: Duration) async -> Bool {
+        let stopping = Task { await self.stop() }
+        return await finished(stopping, within: limit)
+    }
+
     /// New deliveries were recorded.
     func wake() {
         _ = state.withLock { $0.wake?.yield() }

@@ -120,7 +120,8 @@ final class PostgresStorage: Storage {
     /// be unreachable, and after ``leaseTimeout`` when no connection could be had; a connection that breaks under
     /// `body` is reported the same way. Either starts a probe that watches for the server's return.
     private func withConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let (client, down) = pool.withLock { ($0.client, $0.down) }
+        let (client, down, closed) = pool.withLock { ($0.client, $0.down, $0.closed) }
+        if closed { throw StorageUnavailable.closed }
         if let down { throw down }
         do {
             return try await withoutActuallyEscaping(body) { body in
@@ -274,7 +275,7 @@ final class PostgresStorage: Storage {
 
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         if let down = unavailable { throw down }
-        return try await writeLock.withLock(timeout: Self.leaseTimeout) {
+        return try await writeLock.withLock(timeout: Self.leaseTimeout) { try await runToCompletion {
             try await self.withConnection { connection in
                 let executor = SQLExecutor(
                     runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect
@@ -291,7 +292,7 @@ final class PostgresStorage: Storage {
                     throw failed.cause
                 }
             }
-        }
+        } }
     }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
@@ -340,9 +341,13 @@ final class PostgresStorage: Storage {
             pool.closed = true
             return [pool.runTask] + pool.retired
         }
+        // A pool retired after an outage may still be waiting on connections to a server that went away: each
+        // gets a few seconds to end, so that a stop is never held up by the database.
         for task in runTasks {
             task.cancel()
-            await task.value
+            if !(await finished(task, within: .seconds(5))) {
+                logger.warning("A connection pool did not close within 5 s; its connections end with the process")
+            }
         }
     }
 

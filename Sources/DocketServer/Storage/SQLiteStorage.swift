@@ -64,6 +64,8 @@ final class SQLiteStorage: Storage {
     private let writer: Mutex<SQLiteConnection>
     private let readers: ConnectionPool<SQLiteConnection>
     private let writeLock = AsyncLock()
+    /// Set by ``close()``: from then on every read and write is refused with ``StorageUnavailable/closed``.
+    private let closed = Mutex(false)
     private let path: String
     private let logger: Logger
 
@@ -115,7 +117,8 @@ final class SQLiteStorage: Storage {
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         do {
             return try await readers.withConnection { connection in
-                try await body(SQLExecutor(runner: SQLiteRunner(connection: connection, faults: faults), dialect: dialect))
+                if self.closed.withLock({ $0 }) { throw StorageUnavailable.closed }
+                return try await body(SQLExecutor(runner: SQLiteRunner(connection: connection, faults: faults), dialect: dialect))
             }
         } catch {
             throw StorageUnavailable.classify(error) ?? error
@@ -124,7 +127,8 @@ final class SQLiteStorage: Storage {
 
     func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         do {
-            return try await writeLock.withLock {
+            return try await writeLock.withLock { try await runToCompletion {
+                if self.closed.withLock({ $0 }) { throw StorageUnavailable.closed }
                 var connection = self.writer.withLock { $0 }
                 if connection.isClosed {
                     // Closed after a failed rollback and not yet opened again.
@@ -147,7 +151,7 @@ final class SQLiteStorage: Storage {
                     }
                     throw failed.cause
                 }
-            }
+            } }
         } catch {
             throw StorageUnavailable.classify(error) ?? error
         }
@@ -162,6 +166,7 @@ final class SQLiteStorage: Storage {
 
     func close() async throws {
         try await writeLock.withLock {
+            self.closed.withLock { $0 = true }
             for reader in self.readers.all { try await reader.close() }
             try await self.writer.withLock { $0 }.close()
         }

@@ -83,6 +83,18 @@ struct SQLExecutor: Sendable {
     }
 }
 
+/// Runs `body` to its end even when the calling task is cancelled: a transaction that began must commit or roll
+/// back. In a cancelled task no SQLite statement runs at all (SQLiteNIO runs them on NIO's thread pool, which drops
+/// a cancelled task's work), a ROLLBACK and the connection's close included, so a write cancelled half-way would leave
+/// the one writer connection inside its transaction and every later write failing. Used by the storages' `write`,
+/// once the write holds its lock: until then a cancelled caller only leaves the queue.
+func runToCompletion<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+    // The task is awaited before this returns, cancelled or not, so `body` does not outlive the call.
+    try await withoutActuallyEscaping(body) { body in
+        try await Task { try await body() }.value
+    }
+}
+
 /// A transaction failed and so did its rollback: its connection is to be discarded (see
 /// ``SQLExecutor/transaction(first:_:)``). `cause` is what made the transaction fail.
 struct RollbackFailed: Error, CustomStringConvertible {
@@ -140,6 +152,10 @@ struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
     static var retryAfter: String { String(retryAfterSeconds) }
 
     var description: String { "The database is unavailable: \(reason)" }
+
+    /// For work that outlives the storage (a task still finishing while docketd stops): refused, never run on a
+    /// connection that was closed or opened again behind the stop.
+    static let closed = StorageUnavailable(reason: "the database was closed (docketd is stopping)")
 
     /// The error as an outage, when it is one; nil for errors of the statement itself (a constraint, a bad
     /// value), which are answers.

@@ -205,4 +205,64 @@ struct NotifierTests {
             #expect(try await store.events(after: 0, limit: 10).isEmpty)
         }
     }
+
+    @Test("a stop is bounded: a push service that never answers holds the notifier's stop for seconds, not for ever", .timeLimit(.minutes(1)))
+    func boundedStop() async throws {
+        try await TestApp.withStore { store in
+            _ = try await Self.device(store, Callers.john, "laptop")
+            let channel = SilentChannel()
+            let notifier = Self.notifier(store, RecordingChannel())
+            let silent = Notifier(
+                store: store, rules: notifier.rules,
+                dispatcher: PushDispatcher(store: store, channels: ["webpush": channel], logger: notifier.logger),
+                callers: notifier.callers, logger: notifier.logger
+            )
+            let running = Task { await silent.run() }
+            try await eventually("the notifier started") { try await Self.started(store) }
+            _ = try await store.insert(
+                into: "incident", values: ["short_description": "Printer on fire", "assigned_to": Callers.john.userID], caller: Callers.beth
+            )
+            try await eventually("the push is in flight") { channel.called.withLock { $0 } }
+            let stopping = ContinuousClock.now
+            running.cancel()
+            await running.value
+            let took = ContinuousClock.now - stopping
+            #expect(took < .seconds(10), "the stop took \(took)")
+            // The lease was given up: another instance takes over at once, and sends what was in flight again.
+            let position = try await Self.rows(store, "SELECT lease_until FROM docket_worker WHERE name = 'notifier'")
+            #expect(try position.first?.value(at: "lease_until", kind: .integer).intValue == 0)
+            channel.answer()
+        }
+    }
+
+    @Test("finished(_:within:) says whether a task ended in time, and does not cancel it")
+    func boundedWait() async throws {
+        let quick = Task { 1 }
+        #expect(await finished(quick, within: .seconds(5)))
+        let gate = AsyncStream<Void>.makeStream()
+        let slow = Task { for await _ in gate.stream {}; return 2 }
+        #expect(await finished(slow, within: .milliseconds(100)) == false)
+        #expect(slow.isCancelled == false)
+        gate.continuation.finish()
+        #expect(await slow.value == 2)
+    }
+}
+
+/// A push service that takes a message and does not answer until `answer()`, cancelled or not (a network that
+/// dropped the reply, a client with no timeout).
+final class SilentChannel: PushChannel {
+    let called = Mutex(false)
+    private let waiting = Mutex<[CheckedContinuation<Void, Never>]>([])
+
+    func send(_ message: PushMessage, to target: PushTarget) async -> PushOutcome {
+        await withCheckedContinuation { continuation in
+            waiting.withLock { $0.append(continuation) }
+            called.withLock { $0 = true }
+        }
+        return .delivered
+    }
+
+    func answer() {
+        for continuation in waiting.withLock({ list in defer { list = [] }; return list }) { continuation.resume() }
+    }
 }
