@@ -164,4 +164,46 @@ struct NotificationAPITests {
             #expect(try await client.get("/api/docket/notifications", [:]).status == .unauthorized)
         }
     }
+
+    @Test("the event stream with notifications=true: the unread count in ready, one's own new messages as notification events, nobody else's; bad values are 400")
+    func inboxStream() async throws {
+        try await TestApp.withRouter { client in
+            for value in ["maybe", "1", "yes", "TRUE%00", String(repeating: "t", count: 5000)] {
+                let refused = try await client.get("/api/docket/events?notifications=\(value)&follow=false")
+                #expect(refused.status == .badRequest, "notifications=\(value.prefix(20))")
+                #expect(refused.errorMessage == "Invalid notifications")
+            }
+            #expect(try await client.get("/api/docket/events?notifications=true&follow=false", [:]).status == .unauthorized)
+            let before = LiveEventsTests.messages(String(buffer: try await client.get("/api/docket/events?follow=false").body))
+            let since = try #require(before.first?["id"])
+            let john = DemoData.userID("john.doe")
+            for (index, user) in [john, DemoData.userID("beth.anglin"), john].enumerated() {
+                let created = try await client.send(.post, "/api/now/table/sys_notification", json: """
+                    {"user":"\(user)","subject":"Message \(index)","message":"Body \(index)","table_name":"incident",\
+                    "document":"\(Demo.incident1)","read":"false"}
+                    """, headers: .admin)
+                #expect(created.status == .created)
+            }
+            func stream(_ headers: HTTPFields, inbox: Bool = true) async throws -> (ready: [String: String], notifications: [[String: String]]) {
+                let response = try await client.get(
+                    "/api/docket/events?follow=false&since=\(since)" + (inbox ? "&notifications=true" : ""), headers
+                )
+                #expect(response.status == .ok)
+                let messages = LiveEventsTests.messages(String(buffer: response.body))
+                return (messages.first ?? [:], messages.filter { $0["event"] == "notification" })
+            }
+            let johns = try await stream(.john)
+            #expect(johns.ready["data"]?.contains(#""unread":2"#) == true, "\(johns.ready)")
+            #expect(johns.notifications.compactMap { $0["data"] }.map { $0.contains("Message 0") || $0.contains("Message 2") } == [true, true])
+            #expect(johns.notifications.allSatisfy { $0["data"]?.contains(#""url":"/app/notifications/"#) == true })
+            let beths = try await stream(.beth)
+            #expect(beths.ready["data"]?.contains(#""unread":1"#) == true, "\(beths.ready)")
+            #expect(beths.notifications.count == 1)
+            #expect(beths.notifications.first?["data"]?.contains("Message 1") == true)
+            // Without the parameter: no count and no notification events.
+            let plain = try await stream(.john, inbox: false)
+            #expect(plain.ready["data"]?.contains("unread") == false)
+            #expect(plain.notifications.isEmpty)
+        }
+    }
 }

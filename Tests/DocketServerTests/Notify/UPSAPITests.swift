@@ -56,6 +56,28 @@ struct UPSAPITests {
         }
     }
 
+    @Test("one device registered by ten requests at once (an app retrying on a bad network) is one installation, and every answer names it")
+    func concurrentRegistrations() async throws {
+        try await TestApp.withRouter { client in
+            let token = String(repeating: "e5f6", count: 16)
+            let ids = try await withThrowingTaskGroup(of: String.self) { group in
+                for _ in 0..<10 {
+                    group.addTask {
+                        let answer = try await client.execute(
+                            uri: "/rest/registry/device", method: .post, headers: Self.basic(Self.ios.1, Self.ios.2), body: Self.installation(token)
+                        )
+                        #expect(answer.status == .ok)
+                        return try answer.json.string("id")
+                    }
+                }
+                return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+            }
+            let stored = try await Self.rows(client, "token=\(token)")
+            #expect(stored.count == 1)
+            #expect(ids.count == 1 && ids.first == stored.first?.string("sys_id"))
+        }
+    }
+
     @Test("refusals: no or wrong credentials are 401 with UPS's challenge; tokens a variant's platform does not take, and bodies that are not installations, are 400")
     func refusals() async throws {
         try await TestApp.withRouter { client in
