@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "DocketServer", targets: ["DocketServer"]),
         .executable(name: "docketd", targets: ["docketd"]),
         .library(name: "DocketKit", targets: ["DocketKit"]),
+        .library(name: "DocketOffline", targets: ["DocketOffline"]),
         .executable(name: "docket", targets: ["docket"]),
     ],
     dependencies: [
@@ -36,6 +37,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     ],
     targets: [
         .target(
@@ -99,6 +101,11 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
             ]
         ),
+        // Offline-first: records, an outbox of writes and the event log cursor in one SQLite file per account (GRDB).
+        .target(
+            name: "DocketOffline",
+            dependencies: ["DocketKit", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
         .target(
             name: "DocketCLI",
             dependencies: [
@@ -128,6 +135,7 @@ let package = Package(
         ),
         .testTarget(name: "DocketKitTests", dependencies: ["DocketKit", "DocketTestSupport"]),
         .testTarget(name: "DocketCLITests", dependencies: ["DocketCLI", "DocketTestSupport"]),
+        .testTarget(name: "DocketOfflineTests", dependencies: ["DocketOffline", "DocketTestSupport"]),
         .testTarget(
             name: "DocketServerTests",
             dependencies: [

@@ -45,10 +45,12 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
     public let underlying: (any Error)?
     /// How many seconds the instance asked to wait before trying again (`Retry-After` of a 429 or 503).
     public let retryAfter: Int?
+    /// The body of an HTTP error answer (a 412's current record, for instance).
+    public let responseBody: Data?
 
     init(
         kind: Kind, status: Int? = nil, message: String, detail: String? = nil, request: String? = nil,
-        underlying: (any Error)? = nil, retryAfter: Int? = nil
+        underlying: (any Error)? = nil, retryAfter: Int? = nil, responseBody: Data? = nil
     ) {
         self.kind = kind
         self.status = status
@@ -57,6 +59,7 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         self.request = request
         self.underlying = underlying
         self.retryAfter = retryAfter
+        self.responseBody = responseBody
     }
 
     static func transport(_ error: any Error, request: HTTPRequestData) -> DocketError {
@@ -85,7 +88,8 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         let retryAfter = response.header("retry-after").flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }
         return DocketError(
             kind: .http, status: response.status, message: message, detail: detail?.isEmpty == true ? nil : detail,
-            request: "\(request.method) \(request.url.absoluteString)", retryAfter: retryAfter.map { max(0, $0) }
+            request: "\(request.method) \(request.url.absoluteString)", retryAfter: retryAfter.map { max(0, $0) },
+            responseBody: response.body
         )
     }
 

@@ -317,7 +317,51 @@ final class EventStreamSource: LiveSource {
     func close() async {}
 }
 
+/// What changed in the instance's event log after a sequence (``DocketClient/changes(since:table:)``).
+public enum ChangesSince: Sendable, Equatable {
+    /// The changes the caller may see, in order, and the sequence they reach (the next `since`).
+    case changes([RecordChange], through: Int)
+    /// The log no longer reaches back that far (or too much changed): read again what is kept, then go on from
+    /// `oldest` (the log's oldest sequence, when the server said it).
+    case resync(oldest: Int?)
+}
+
 extension DocketClient {
+    /// Every change after `since` that the caller may see (of `table`, when given), read at once without following
+    /// (`/api/docket/events?follow=false`): how an offline copy catches up. `since: nil` asks only where the log
+    /// stands (no changes).
+    public func changes(since: Int?, table: String? = nil) async throws -> ChangesSince {
+        var query: [(String, String)] = [("follow", "false")]
+        if let since { query.append(("since", String(since))) }
+        if let table { query.append(("table", table)) }
+        let response = try await session.send("GET", "/api/docket/events", query: query, headers: ["Accept": "text/event-stream"])
+        var parser = ServerSentEventParser()
+        var changes: [RecordChange] = []
+        var through = since
+        for event in parser.feed(response.body) {
+            switch event.event {
+            case "ready":
+                if through == nil { through = event.id.flatMap { Int($0) } }
+            case nil, "message":
+                let change = try RecordChange(json: try JSONValue.parse(Array(event.data.utf8)))
+                changes.append(change)
+                through = change.sequence
+            case "end":
+                if let id = event.id.flatMap({ Int($0) }) { through = max(through ?? id, id) }
+            case "resync":
+                return .resync(oldest: (try? JSONValue.parse(Array(event.data.utf8)))?["oldest_available"]?.intValue)
+            case "unavailable":
+                throw DocketError(kind: .http, status: 503, message: "the instance's database is unavailable", retryAfter: 2)
+            default:
+                continue
+            }
+        }
+        guard let through else {
+            throw DocketError(kind: .decoding, message: "the instance did not say where its event log stands")
+        }
+        return .changes(changes, through: through)
+    }
+
     /// Live changes to records (see ``LiveUpdates``).
     public func liveUpdates(
         table: String? = nil, query: String? = nil, since: Int? = nil, transport: LiveUpdates.Transport = .serverSentEvents

@@ -177,18 +177,22 @@ public actor DocketSession {
     /// Sends a request to a path of the instance; returns the response when its status is 2xx and throws
     /// ``DocketError`` otherwise.
     public func send(
-        _ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil
+        _ method: String, _ path: String, query: [(String, String)] = [], body: Data? = nil, headers: [String: String] = [:]
     ) async throws -> HTTPResponseData {
-        try await send(method, url: instance.url(path, query: query), body: body)
+        try await send(method, url: instance.url(path, query: query), body: body, headers: headers)
     }
 
-    /// Sends a request to an absolute URL on the instance (a `Link` header's, for instance).
-    public func send(_ method: String, url: URL, body: Data? = nil) async throws -> HTTPResponseData {
+    /// Sends a request to an absolute URL on the instance (a `Link` header's, for instance). `headers` are added
+    /// (`If-Match`, `Idempotency-Key`); credentials are the session's own.
+    public func send(_ method: String, url: URL, body: Data? = nil, headers: [String: String] = [:]) async throws -> HTTPResponseData {
         guard url.host == instance.baseURL.host, url.port == instance.baseURL.port else {
             throw DocketError(kind: .invalidRequest, message: "refusing to send credentials to \(url.host ?? "?")")
         }
         var request = HTTPRequestData(method: method, url: url, headers: ["Accept": "application/json"], body: body)
         if body != nil { request.headers["Content-Type"] = "application/json" }
+        for (name, value) in headers where name.lowercased() != "authorization" && name.lowercased() != "cookie" {
+            request.headers[name] = value
+        }
         var loggedInAgain = false
         var retries = 0
         while true {

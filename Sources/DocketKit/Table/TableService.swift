@@ -51,6 +51,58 @@ public struct TableService: Sendable {
         ))
     }
 
+    // MARK: Conditional and idempotent writes (docketd)
+
+    /// The headers of a write that applies only to `version` (`If-Match`) and is done once per `idempotencyKey`.
+    static func conditions(version: Int?, idempotencyKey: String?) -> [String: String] {
+        var headers: [String: String] = [:]
+        if let version { headers["If-Match"] = "\"\(version)\"" }
+        if let idempotencyKey { headers["Idempotency-Key"] = idempotencyKey }
+        return headers
+    }
+
+    /// Values as stored, without display values or reference links: what an offline copy keeps.
+    static let rawValues: [(String, String)] = [("sysparm_display_value", "false"), ("sysparm_exclude_reference_link", "true")]
+
+    /// Creates a record once per `idempotencyKey` (the same key again is answered as the first time, without a second
+    /// record); `values` may name its `sys_id`. Against docketd.
+    public func createRecord(
+        with values: [String: String], in table: String, idempotencyKey: String
+    ) async throws -> TableRecord {
+        try Self.single(from: try await session.send(
+            "POST", Self.path(table), query: Self.rawValues, body: try Self.body(values),
+            headers: Self.conditions(version: nil, idempotencyKey: idempotencyKey)
+        ))
+    }
+
+    /// Changes a record only while it is at `version` (its `sys_mod_count`): otherwise a ``DocketError`` with status
+    /// 412 whose ``DocketError/responseBody`` holds the current record (``TableService/currentRecord(of:)``). Done once
+    /// per `idempotencyKey`. Against docketd.
+    public func updateRecord(
+        _ sysID: String, in table: String, with values: [String: String], ifVersion version: Int?, idempotencyKey: String?
+    ) async throws -> TableRecord {
+        try Self.single(from: try await session.send(
+            "PATCH", Self.path(table, sysID), query: Self.rawValues, body: try Self.body(values),
+            headers: Self.conditions(version: version, idempotencyKey: idempotencyKey)
+        ))
+    }
+
+    /// Deletes a record only while it is at `version` (else a 412 as for updates), once per `idempotencyKey`.
+    public func deleteRecord(_ sysID: String, in table: String, ifVersion version: Int?, idempotencyKey: String?) async throws {
+        _ = try await session.send(
+            "DELETE", Self.path(table, sysID), query: Self.rawValues,
+            headers: Self.conditions(version: version, idempotencyKey: idempotencyKey)
+        )
+    }
+
+    /// The current record a 412 came with (`result` beside `error`), if any.
+    public static func currentRecord(of error: DocketError) -> TableRecord? {
+        guard error.status == 412, let body = error.responseBody, let json = try? JSONValue.parse(body),
+            let result = json["result"], case .object = result
+        else { return nil }
+        return TableRecord(json: result)
+    }
+
     static func inputQuery(_ inputDisplayValue: Bool) -> [(String, String)] {
         inputDisplayValue ? [("sysparm_input_display_value", "true")] : []
     }
@@ -134,8 +186,11 @@ public struct TableService: Sendable {
         return items
     }
 
+    /// A record body, its members in name order (the same values are always the same bytes).
     static func body(_ values: [String: String]) throws -> Data {
-        try JSONEncoder().encode(values)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return try encoder.encode(values)
     }
 
     static func page(from response: HTTPResponseData) throws -> RecordPage {

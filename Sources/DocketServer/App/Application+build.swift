@@ -262,6 +262,7 @@ struct EventLogRetentionService: Service {
                     try await OpenIDGrants.prune(now: SessionStore.now(), storage: store.storage)
                     let memory = Int(loginMemory.components.seconds * 1000)
                     try await SharedLoginFailures(storage: store.storage).prune(forgetBefore: SharedLoginFailures.now() - memory)
+                    try await IdempotencyRecords.prune(storage: store.storage)
                 } catch is CancellationError {
                     return
                 } catch {

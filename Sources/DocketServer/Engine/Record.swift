@@ -60,6 +60,9 @@ struct WriteOptions: Sendable {
     /// submit action for a create, and for a change the change-state action its new `state` amounts to, or the
     /// modify action.
     var action: String? = nil
+    /// The request's `Idempotency-Key`: recorded in the write's transaction (``IdempotencyRecords``); a key used
+    /// before makes the write throw ``IdempotencyRecords/Used`` and write nothing.
+    var idempotency: IdempotencyClaim? = nil
 
     /// The options as `caller` may use them: only admins may set `sys_` fields (their author, times and
     /// update count are the audit trail).

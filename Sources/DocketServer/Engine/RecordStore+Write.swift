@@ -41,6 +41,8 @@ extension RecordStore {
         let rules = try await businessRules.rules(for: .create, on: table, storage: storage)
         let events = try await storage.write { db -> [ChangeEvent] in
             let sysID = prepared.sysID ?? SysID.generate()
+            // First: a request repeated with its key is answered as the first was, never "already exists".
+            if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: table.name, sysID: sysID, db: db) }
             if prepared.sysID != nil,
                 try await db.integer(
                     "SELECT COUNT(*) FROM " + .identifier(table.physicalTable) + " WHERE sys_id = " + .bind(sysID)
@@ -154,6 +156,8 @@ extension RecordStore {
         }
         let rules = try await businessRules.rules(for: .write, on: concrete, storage: storage)
         let events = try await storage.write { db -> [ChangeEvent] in
+            // First: a request repeated with its key is answered as the first was, never a conflict with itself.
+            if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
             let page = try await self.select(
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
                 caller: caller, db: db
@@ -250,13 +254,18 @@ extension RecordStore {
         return sysID
     }
 
-    /// Deletes a record and its journal entries.
-    func delete(_ sysID: String, from tableName: String, caller: Caller, action: String? = nil) async throws {
+    /// Deletes a record and its journal entries. With `options.expectedModCount`, only that version of it (else
+    /// ``EngineError/Code/conflict`` with the current record); with `options.idempotency`, the key is recorded with it.
+    func delete(
+        _ sysID: String, from tableName: String, caller: Caller, action: String? = nil, options: WriteOptions = .init()
+    ) async throws {
         let urlTable = try table(tableName)
         let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
         let now = GlideDateTime.format(Date())
         let rules = try await businessRules.rules(for: .delete, on: concrete, storage: storage)
+        let action = action ?? options.action
         let events = try await storage.write { db -> [ChangeEvent] in
+            if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
             var cascaded: [(sysID: String, row: [String: String])] = []
             try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
             if SchemaAdministration.tables.contains(concrete.name) {
@@ -269,6 +278,17 @@ extension RecordStore {
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
                 caller: .system, db: db
             ).records.first?.values ?? [:]
+            if let expected = options.expectedModCount {
+                // Checked in the deleting transaction: an edit that came first is not deleted unseen.
+                guard !deleted.isEmpty else { throw EngineError.notFound(table: concrete.name, sysID: sysID) }
+                if Int(deleted["sys_mod_count"] ?? "") != expected {
+                    let visible = try await self.select(
+                        concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
+                        caller: caller, db: db
+                    ).records.first?.values ?? [:]
+                    throw EngineError.conflict(table: concrete.name, sysID: sysID, expected: expected, current: visible)
+                }
+            }
             var unchanged = deleted
             var none = Set<String>()
             let run = try self.workflowRun(
@@ -478,8 +498,24 @@ extension RecordStore {
 /// the write's `within` closure.
 final class CommittedRow: Sendable {
     private let row = Mutex<(columns: [ResultColumn], record: Record)?>(nil)
+    private let modCount = Mutex<String?>(nil)
     func set(_ value: (columns: [ResultColumn], record: Record)?) { row.withLock { $0 = value } }
     var value: (columns: [ResultColumn], record: Record)? { row.withLock { $0 } }
+    /// The committed `sys_mod_count` (the record's version), when read with ``read(_:table:fields:store:caller:db:)``.
+    var version: String? { modCount.withLock { $0 } }
+
+    /// Reads the row as `caller` sees it with `fields`, and its version (also when `fields` leave it out).
+    func read(
+        _ sysID: String, table: SchemaCatalog.Table, fields: [String]?, store: RecordStore, caller: Caller, db: SQLExecutor
+    ) async throws {
+        let row = try await store.readBack(sysID, in: table, fields: fields, caller: caller, db: db)
+        set(row)
+        var version = row?.record.values["sys_mod_count"]
+        if version == nil, row != nil {
+            version = try await store.readBack(sysID, in: table, fields: ["sys_mod_count"], caller: caller, db: db)?.record.values["sys_mod_count"]
+        }
+        modCount.withLock { $0 = version }
+    }
 }
 
 /// A number counter that could not be read back right after it was created (a storage fault).

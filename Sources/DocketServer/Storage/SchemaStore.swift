@@ -34,6 +34,7 @@ enum SchemaStore {
         .once("2026-11-26-device-codes") { db, _ in try await OpenIDGrants.createDeviceTable(db) },
         .once("2026-11-26-command-line-device-grant") { db, _ in try await OAuthDirectory.allowDeviceGrant(db) },
         .once("2026-11-26-notifier") { db, _ in try await NotificationSchema.createSideTables(db) },
+        .once("2026-11-27-idempotency-keys") { db, _ in try await IdempotencyRecords.createTable(db) },
     ]
 
     /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
@@ -66,6 +67,7 @@ enum SchemaStore {
             try await OpenIDGrants.createTables(db)
             try await OpenIDGrants.createDeviceTable(db)
             try await NotificationSchema.createSideTables(db)
+            try await IdempotencyRecords.createTable(db)
             try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }

@@ -26,7 +26,7 @@ struct WebNotificationTests {
     static func endpoints(_ client: any TestClientProtocol, user: String) async throws -> [String] {
         try await client.get(
             "/api/now/table/sys_push_subscription?sysparm_query=user=\(DemoData.userID(user))&sysparm_fields=endpoint", .admin
-        ).results.map { try $0.string("endpoint") }.sorted()
+        ).results.map { $0.string("endpoint") }.sorted()
     }
 
     @Test("enable and disable: the page's subscription is registered for its user and removed by its endpoint; again is the same one")

@@ -7,14 +7,22 @@ import NIOCore
 enum RequestBody {
     /// The body's JSON, or an empty object for an empty body; a 400 in ServiceNow's words for invalid JSON.
     static func json(from request: Request, context: DocketRequestContext) async throws -> JSONValue {
-        let buffer: ByteBuffer
+        try json(try await bytes(of: request, context: context), request: request)
+    }
+
+    /// The body's bytes, up to the upload limit (a 413 in ServiceNow's words beyond it).
+    static func bytes(of request: Request, context: DocketRequestContext) async throws -> ByteBuffer {
         do {
-            buffer = try await request.body.collect(upTo: context.maxUploadSize)
+            return try await request.body.collect(upTo: context.maxUploadSize)
         } catch is NIOTooManyBytesError {
             throw ServiceNowError(
                 .contentTooLarge, "Request body too large", detail: "The limit is \(context.maxUploadSize) bytes"
             )
         }
+    }
+
+    /// ``json(from:context:)`` of a body already read.
+    static func json(_ buffer: ByteBuffer, request: Request) throws -> JSONValue {
         guard buffer.readableBytes > 0 else { return .object([:]) }
         // Only a request without a body may leave out its type (``ServiceNowMiddleware`` lets it through, and
         // an HTTP/2 request need not announce its length).
@@ -41,7 +49,12 @@ enum RequestBody {
     /// empty, `{"value": …}` objects as their value. Only the first record of an array is used (as
     /// ServiceNow does).
     static func record(from request: Request, context: DocketRequestContext) async throws -> [String: String] {
-        var body = try await json(from: request, context: context)
+        try record(try await bytes(of: request, context: context), request: request)
+    }
+
+    /// ``record(from:context:)`` of a body already read.
+    static func record(_ buffer: ByteBuffer, request: Request) throws -> [String: String] {
+        var body = try json(buffer, request: request)
         if case .array(let elements) = body { body = elements.first ?? .object([:]) }
         guard case .object(let members) = body else {
             throw ServiceNowError.badRequest("Exception while reading request", detail: "The payload must be a JSON object.")

@@ -8,6 +8,8 @@ struct ServiceNowError: HTTPResponseError {
     let message: String
     let detail: String?
     var headers: HTTPFields = [:]
+    /// A record that comes with the error (the current one, for a 412), as `result` beside `error`.
+    var result: JSONValue? = nil
 
     init(_ status: HTTPResponse.Status, _ message: String, detail: String? = nil) {
         self.status = status
@@ -94,9 +96,11 @@ struct ServiceNowError: HTTPResponseError {
     }
 
     func response(from request: Request, context: some RequestContext) throws -> Response {
-        let body = JSONValue.object([
-            "error": .object(["message": .string(message), "detail": detail.map(JSONValue.string) ?? .null]),
-            "status": .string("failure")])
+        var members: [(String, JSONValue)] = [
+            ("error", .object(["message": .string(message), "detail": detail.map(JSONValue.string) ?? .null])),
+            ("status", .string("failure"))]
+        if let result { members.append(("result", result)) }
+        let body = JSONValue(members: members)
         var response = Response.json(body, status: status)
         for field in headers { response.headers.append(field) }
         return response

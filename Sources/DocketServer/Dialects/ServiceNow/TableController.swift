@@ -49,49 +49,113 @@ struct TableController {
         let caller = try context.requireCaller()
         let (table, parameters) = try prepare(request, context: context)
         let sysID = try context.parameters.require("sys_id")
-        return try await single(sysID, table: table, parameters: parameters, request: request, caller: caller)
+        let answer = try await single(sysID, table: table, parameters: parameters, request: request, caller: caller)
+        // A client that holds this version (an offline copy) is told nothing changed.
+        if let etag = answer.headers[.eTag], RecordVersion.isCurrent(ifNoneMatch: request.headers[.ifNoneMatch], etag: etag) {
+            return Response(status: .notModified, headers: [.eTag: etag])
+        }
+        return answer.response
     }
 
     @Sendable func create(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
         let (table, parameters) = try prepare(request, context: context)
         let values = try await RequestBody.record(from: request, context: context)
-        // The answer is the row as this write committed it, read in its transaction.
-        let committed = CommittedRow()
         let (store, fields) = (self.store, parameters.fields)
-        let sysID = try await store.insert(
-            into: table.name, values: values, caller: caller, options: options(parameters, caller: caller),
-            within: { db, id in committed.set(try await store.readBack(id, in: table, fields: fields, caller: caller, db: db)) }
+        return try await IdempotentWrites(store: store).run(
+            request, values: values, caller: caller, logger: context.logger,
+            write: { claim in
+                // The answer is the row as this write committed it, read in its transaction.
+                let committed = CommittedRow()
+                var options = options(parameters, caller: caller)
+                options.idempotency = claim
+                let sysID = try await store.insert(
+                    into: table.name, values: values, caller: caller, options: options,
+                    within: { db, id in try await committed.read(id, table: table, fields: fields, store: store, caller: caller, db: db) }
+                )
+                return try await created(sysID, table: table, parameters: parameters, request: request, caller: caller, committed: committed)
+            },
+            replay: { stored in
+                try await created(stored.sysID, table: table, parameters: parameters, request: request, caller: caller, committed: nil)
+            }
         )
-        var response = try await single(
-            sysID, table: table, parameters: parameters, request: request, caller: caller, status: .created,
-            committed: committed.value
+    }
+
+    private func created(
+        _ sysID: String, table: SchemaCatalog.Table, parameters: TableParameters, request: Request, caller: Caller,
+        committed: CommittedRow?
+    ) async throws -> TableAnswer {
+        var answer = try await single(
+            sysID, table: table, parameters: parameters, request: request, caller: caller, status: .created, committed: committed
         )
-        response.headers[.location] = "\(baseURL(for: request))/api/now/table/\(table.name)/\(sysID)"
-        return response
+        answer.headers[.location] = "\(baseURL(for: request))/api/now/table/\(table.name)/\(sysID)"
+        return answer
     }
 
     @Sendable func update(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
         let (table, parameters) = try prepare(request, context: context)
         let sysID = try context.parameters.require("sys_id")
+        let expected = try RecordVersion.expected(ifMatch: request.headers[.ifMatch])
         let values = try await RequestBody.record(from: request, context: context)
-        let committed = CommittedRow()
         let (store, fields) = (self.store, parameters.fields)
-        try await store.update(
-            sysID, in: table.name, values: values, caller: caller, options: options(parameters, caller: caller),
-            within: { db, id in committed.set(try await store.readBack(id, in: table, fields: fields, caller: caller, db: db)) }
-        )
-        return try await single(
-            sysID, table: table, parameters: parameters, request: request, caller: caller, committed: committed.value
+        return try await IdempotentWrites(store: store).run(
+            request, values: values, caller: caller, logger: context.logger,
+            write: { claim in
+                let committed = CommittedRow()
+                var options = options(parameters, caller: caller)
+                options.expectedModCount = expected
+                options.idempotency = claim
+                do {
+                    try await store.update(
+                        sysID, in: table.name, values: values, caller: caller, options: options,
+                        within: { db, id in try await committed.read(id, table: table, fields: fields, store: store, caller: caller, db: db) }
+                    )
+                } catch let error as EngineError where error.code == .conflict && expected != nil {
+                    throw try await preconditionFailed(sysID, table: table, parameters: parameters, request: request, caller: caller)
+                }
+                return try await single(sysID, table: table, parameters: parameters, request: request, caller: caller, committed: committed)
+            },
+            replay: { _ in try await single(sysID, table: table, parameters: parameters, request: request, caller: caller) }
         )
     }
 
     @Sendable func delete(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let (table, _) = try prepare(request, context: context)
-        try await store.delete(try context.parameters.require("sys_id"), from: table.name, caller: caller)
-        return Response(status: .noContent)
+        let (table, parameters) = try prepare(request, context: context)
+        let sysID = try context.parameters.require("sys_id")
+        let expected = try RecordVersion.expected(ifMatch: request.headers[.ifMatch])
+        let store = self.store
+        return try await IdempotentWrites(store: store).run(
+            request, values: [:], caller: caller, logger: context.logger,
+            write: { claim in
+                var options = WriteOptions()
+                options.expectedModCount = expected
+                options.idempotency = claim
+                do {
+                    try await store.delete(sysID, from: table.name, caller: caller, options: options)
+                } catch let error as EngineError where error.code == .conflict && expected != nil {
+                    throw try await preconditionFailed(sysID, table: table, parameters: parameters, request: request, caller: caller)
+                }
+                return TableAnswer(status: .noContent)
+            },
+            replay: { _ in TableAnswer(status: .noContent) }
+        )
+    }
+
+    /// `412 Precondition Failed` for a write whose `If-Match` names a version the record is no longer at: ServiceNow's
+    /// error envelope, with the record as it is now in `result` and its `ETag`, so that the client can merge.
+    private func preconditionFailed(
+        _ sysID: String, table: SchemaCatalog.Table, parameters: TableParameters, request: Request, caller: Caller
+    ) async throws -> ServiceNowError {
+        var error = ServiceNowError(
+            .preconditionFailed, "Precondition Failed",
+            detail: "The record was changed since the version in If-Match; the current record is in result"
+        )
+        let current = try await single(sysID, table: table, parameters: parameters, request: request, caller: caller, forceBody: true)
+        error.result = try JSONValue.parse(current.body)["result"]
+        if let etag = current.headers[.eTag] { error.headers[.eTag] = etag }
+        return error
     }
 
     // MARK: Helpers
@@ -113,20 +177,28 @@ struct TableController {
         )
     }
 
-    /// One record as the answer: `committed` when the write read it back, else read now.
+    /// One record as the answer, with its version as `ETag`: `committed` when the write read it back, else read now.
     private func single(
         _ sysID: String, table: SchemaCatalog.Table, parameters: TableParameters, request: Request, caller: Caller,
-        status: HTTPResponse.Status = .ok, committed: (columns: [ResultColumn], record: Record)? = nil
-    ) async throws -> Response {
-        if request.method != .get, request.headers[.xNoResponseBody]?.lowercased() == "true" {
-            return Response(status: status)
-        }
+        status: HTTPResponse.Status = .ok, committed: CommittedRow? = nil, forceBody: Bool = false
+    ) async throws -> TableAnswer {
         let columns: [ResultColumn]
         let record: Record
-        if let committed {
-            (columns, record) = committed
+        var version: String?
+        if let row = committed?.value {
+            (columns, record) = row
+            version = committed?.version
         } else {
             (columns, record) = try await store.get(sysID, in: table.name, fields: parameters.fields, caller: caller)
+            version = record.values["sys_mod_count"]
+            if version == nil {
+                version = try await store.get(sysID, in: table.name, fields: ["sys_mod_count"], caller: caller).record.values["sys_mod_count"]
+            }
+        }
+        var answer = TableAnswer(status: status)
+        if let etag = version.flatMap(RecordVersion.etag) { answer.headers[.eTag] = etag }
+        if !forceBody, request.method != .get, request.headers[.xNoResponseBody]?.lowercased() == "true" {
+            return answer
         }
         let page = RecordPage(columns: columns, records: [record], total: nil)
         let renderer = try await renderer(
@@ -137,7 +209,9 @@ struct TableController {
         writer.key("result")
         renderer.write(record, columns: columns, to: &writer)
         writer.endObject()
-        return Response.json(writer, status: status)
+        answer.headers[.contentType] = "application/json;charset=UTF-8"
+        answer.body = writer.bytes
+        return answer
     }
 
     private func renderer(

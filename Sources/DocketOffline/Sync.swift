@@ -1,0 +1,369 @@
+import DocketKit
+import DocketModel
+import Foundation
+import GRDB
+
+extension OfflineStore {
+    /// Journal fields: each value is a new entry, so two people's comments never conflict.
+    static let journalFields: Set<String> = ["comments", "work_notes"]
+
+    /// Sends the outbox, then catches up with the server's changes. Never throws for the server's sake: what it
+    /// could not do is in the report, and everything not sent waits for the next call.
+    @discardableResult
+    public func sync() async throws -> SyncReport {
+        try await withSyncGate {
+            var report = SyncReport()
+            try await self.flush(into: &report)
+            if report.unreachable == nil, !report.needsSignIn {
+                try await self.pull(into: &report)
+            }
+            report.remaining = try await self.pendingCount()
+            return report
+        }
+    }
+
+    /// Reads records from the server into the store (as `sysparm_query` `query` selects them, up to `limit`), and
+    /// keeps them up to date from then on (``sync()`` follows the changes to their table).
+    @discardableResult
+    public func refresh(_ table: String, query: EncodedQuery? = nil, limit: Int = 1000) async throws -> Int {
+        try await withSyncGate {
+            // Where the log stands before reading: a change made while reading is applied on the next pull.
+            if try await self.cursor() == nil, case .changes(_, let through) = try await self.client.changes(since: nil) {
+                try await self.setCursor(through)
+            }
+            var count = 0
+            for try await page in self.client.table.paginator(in: table, query: query, pageSize: min(limit, 1000)) {
+                try await self.store(page.records.map(\.rawValues), table: table)
+                count += page.records.count
+                if count >= limit { break }
+            }
+            try await self.database.write { db in try Self.track(table, db: db) }
+            return count
+        }
+    }
+
+    // MARK: Sending
+
+    private func flush(into report: inout SyncReport) async throws {
+        var stalled: Set<String> = []
+        while let operation = try await nextOperation(skipping: stalled) {
+            let outcome = await send(operation)
+            switch outcome {
+            case .done(let values):
+                try await settle(operation, server: values)
+                report.sent += 1
+            case .gone:
+                try await settleGone(operation)
+                report.sent += 1
+            case .merged(let current):
+                // The server's changes were to other fields: sent again on the version it has now.
+                try await rebase(operation, on: current)
+            case .conflict(let conflicts, let current, let version):
+                try await markConflict(operation, conflicts, current: current, version: version)
+                report.conflicts += 1
+                stalled.insert(operation.table + "/" + operation.sysID)
+            case .refused(let message):
+                try await mark(operation, state: .failed, error: message)
+                report.failed += 1
+                stalled.insert(operation.table + "/" + operation.sysID)
+            case .signIn(let message):
+                try await mark(operation, state: .queued, error: message)
+                report.needsSignIn = true
+                return
+            case .unreachable(let message):
+                try await mark(operation, state: .queued, error: message)
+                report.unreachable = message
+                return
+            }
+        }
+    }
+
+    /// The first queued operation of a record whose earlier operations are all sent (one record's operations go in
+    /// order; a record in conflict or refused holds back only its own).
+    private func nextOperation(skipping stalled: Set<String>) async throws -> PendingOperation? {
+        try await database.write { db in
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT * FROM operation o WHERE o.id = (SELECT MIN(id) FROM operation p WHERE p.table_name = o.table_name AND p.sys_id = o.sys_id)
+                AND o.state = 'queued' ORDER BY o.id
+                """)
+            guard let operation = rows.map(Self.operation).first(where: { !stalled.contains($0.table + "/" + $0.sysID) }) else { return nil }
+            try db.execute(sql: "UPDATE operation SET state = 'sending', attempts = attempts + 1 WHERE id = ?", arguments: [operation.id])
+            return operation
+        }
+    }
+
+    enum Outcome {
+        case done([String: String])
+        case gone
+        case merged([String: String])
+        case conflict([OfflineConflict], current: [String: String], version: Int?)
+        case refused(String)
+        case signIn(String)
+        case unreachable(String)
+    }
+
+    private func send(_ operation: PendingOperation) async -> Outcome {
+        do {
+            switch operation.kind {
+            case .create:
+                let record = try await client.table.createRecord(
+                    with: operation.values, in: operation.table, idempotencyKey: operation.idempotencyKey
+                )
+                return .done(record.rawValues)
+            case .update:
+                let record = try await client.table.updateRecord(
+                    operation.sysID, in: operation.table, with: operation.values, ifVersion: operation.baseVersion,
+                    idempotencyKey: operation.idempotencyKey
+                )
+                return .done(record.rawValues)
+            case .delete:
+                try await client.table.deleteRecord(
+                    operation.sysID, in: operation.table, ifVersion: operation.baseVersion, idempotencyKey: operation.idempotencyKey
+                )
+                return .gone
+            }
+        } catch let error as DocketError {
+            return outcome(of: error, for: operation)
+        } catch {
+            return .unreachable("\(error)")
+        }
+    }
+
+    private func outcome(of error: DocketError, for operation: PendingOperation) -> Outcome {
+        if error.kind == .loginExpired { return .signIn(error.description) }
+        guard error.kind == .http, let status = error.status else { return .unreachable(error.description) }
+        switch status {
+        case 401: return .signIn(error.description)
+        case 404 where operation.kind == .delete: return .gone
+        case 404 where operation.kind == .update:
+            return .conflict([conflict(operation, kind: .deletedOnServer, field: "")], current: [:], version: nil)
+        case 412:
+            guard let current = TableService.currentRecord(of: error)?.rawValues else { return .refused(error.description) }
+            return merge(operation, with: current)
+        case 408, 429, 500...599: return .unreachable(error.description)
+        default: return .refused(error.description)
+        }
+    }
+
+    /// Three-way merge of an operation with the record the server has now: fields only the user changed are sent
+    /// again, fields only the server changed are kept, a field both changed differently is a conflict.
+    func merge(_ operation: PendingOperation, with current: [String: String]) -> Outcome {
+        let version = current["sys_mod_count"].flatMap { Int($0) }
+        if operation.kind == .delete {
+            return .conflict([conflict(operation, kind: .changedOnServer, field: "")], current: current, version: version)
+        }
+        var conflicts: [OfflineConflict] = []
+        for (field, mine) in operation.values.sorted(by: { $0.key < $1.key }) where !Self.journalFields.contains(field) {
+            let base = operation.base[field] ?? ""
+            let theirs = current[field] ?? ""
+            if theirs == base || theirs == mine { continue }
+            conflicts.append(OfflineConflict(
+                operationID: operation.id, table: operation.table, sysID: operation.sysID, number: current["number"],
+                kind: .field, field: field, base: base, mine: mine, theirs: theirs
+            ))
+        }
+        return conflicts.isEmpty ? .merged(current) : .conflict(conflicts, current: current, version: version)
+    }
+
+    private func conflict(_ operation: PendingOperation, kind: OfflineConflict.Kind, field: String) -> OfflineConflict {
+        OfflineConflict(
+            operationID: operation.id, table: operation.table, sysID: operation.sysID, number: nil, kind: kind, field: field,
+            base: nil, mine: nil, theirs: nil
+        )
+    }
+
+    /// The server accepted an operation: it leaves the outbox, and the record takes the server's answer.
+    private func settle(_ operation: PendingOperation, server values: [String: String]) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM operation WHERE id = ?", arguments: [operation.id])
+            let version = values["sys_mod_count"].flatMap { Int($0) }
+            try Self.storeServer(values, table: operation.table, sysID: operation.sysID, db: db)
+            // Later operations made on the version this one started from go on from the new one.
+            try db.execute(
+                sql: "UPDATE operation SET base_version = ? WHERE table_name = ? AND sys_id = ? AND (base_version IS ? OR base_version IS NULL)",
+                arguments: [version, operation.table, operation.sysID, operation.baseVersion]
+            )
+            try Self.rebuild(operation.table, operation.sysID, db: db)
+        }
+    }
+
+    private func settleGone(_ operation: PendingOperation) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM operation WHERE id = ?", arguments: [operation.id])
+            try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [operation.table, operation.sysID])
+        }
+    }
+
+    private func rebase(_ operation: PendingOperation, on current: [String: String]) async throws {
+        try await database.write { db in
+            var base = operation.base
+            for field in operation.values.keys { base[field] = current[field] ?? "" }
+            try db.execute(
+                sql: "UPDATE operation SET base = ?, base_version = ?, state = 'queued', last_error = NULL WHERE id = ?",
+                arguments: [Self.encode(base), current["sys_mod_count"].flatMap { Int($0) }, operation.id]
+            )
+            try Self.storeServer(current, table: operation.table, sysID: operation.sysID, db: db)
+            try Self.rebuild(operation.table, operation.sysID, db: db)
+        }
+    }
+
+    private func markConflict(
+        _ operation: PendingOperation, _ conflicts: [OfflineConflict], current: [String: String], version: Int?
+    ) async throws {
+        try await database.write { db in
+            try db.execute(sql: "DELETE FROM conflict WHERE operation_id = ?", arguments: [operation.id])
+            for conflict in conflicts {
+                try db.execute(
+                    sql: "INSERT INTO conflict (operation_id, field, kind, base, mine, theirs, their_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    arguments: [operation.id, conflict.field, conflict.kind.rawValue, conflict.base, conflict.mine, conflict.theirs, version]
+                )
+            }
+            try db.execute(
+                sql: "UPDATE operation SET state = 'conflict', last_error = ? WHERE id = ?",
+                arguments: [conflicts.first?.kind == .field ? "changed on the server too" : "the record changed on the server", operation.id]
+            )
+            if !current.isEmpty { try Self.storeServer(current, table: operation.table, sysID: operation.sysID, db: db) }
+            try Self.rebuild(operation.table, operation.sysID, db: db)
+        }
+    }
+
+    private func mark(_ operation: PendingOperation, state: PendingOperation.State, error: String) async throws {
+        try await database.write { db in
+            try db.execute(sql: "UPDATE operation SET state = ?, last_error = ? WHERE id = ?", arguments: [state.rawValue, error, operation.id])
+        }
+    }
+
+    // MARK: Catching up
+
+    private func cursor() async throws -> Int? {
+        try await database.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'cursor'").flatMap { Int($0) } }
+    }
+
+    private func setCursor(_ value: Int) async throws {
+        try await database.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES ('cursor', ?)", arguments: [String(value)])
+        }
+    }
+
+    private func pull(into report: inout SyncReport) async throws {
+        guard let since = try await cursor() else {
+            // Nothing was read from this server yet: follow from now.
+            if case .changes(_, let through) = try await client.changes(since: nil) { try await setCursor(through) }
+            return
+        }
+        let answer: ChangesSince
+        do {
+            answer = try await client.changes(since: since)
+        } catch let error as DocketError {
+            if error.kind == .loginExpired || error.status == 401 { report.needsSignIn = true } else { report.unreachable = error.description }
+            return
+        }
+        switch answer {
+        case .changes(let changes, let through):
+            let applied = try await apply(changes)
+            report.applied += applied
+            try await setCursor(through)
+        case .resync:
+            // The log no longer reaches back: read every record the store holds again.
+            guard case .changes(_, let through) = try await client.changes(since: nil) else { return }
+            try await refetchAll()
+            try await setCursor(through)
+            report.refetched = true
+        }
+    }
+
+    /// Applies the server's changes to the records the store holds (and new records of the tables it follows);
+    /// the user's pending changes stay on top.
+    private func apply(_ changes: [RecordChange]) async throws -> Int {
+        guard !changes.isEmpty else { return 0 }
+        return try await database.write { db in
+            let tracked = Set(try String.fetchAll(db, sql: "SELECT table_name FROM tracked"))
+            var applied = 0
+            for change in changes {
+                let held = try Row.fetchOne(
+                    db, sql: "SELECT 1 FROM record WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID]
+                ) != nil
+                switch change.kind {
+                case .deleted, .left:
+                    guard held else { continue }
+                    let pending = try Int.fetchOne(
+                        db, sql: "SELECT COUNT(*) FROM operation WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID]
+                    ) ?? 0
+                    if pending == 0 {
+                        try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID])
+                    }
+                    // With pending operations the record stays: sending them finds it gone, and says so.
+                    applied += 1
+                case .entered, .changed:
+                    guard held || tracked.contains(change.table) else { continue }
+                    var values = held
+                        ? Self.decode(try String.fetchOne(
+                            db, sql: "SELECT server FROM record WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID]
+                        ))
+                        : [:]
+                    values.merge(change.record) { _, new in new }
+                    for field in Self.journalFields where change.fields.contains(field) { values[field] = "" }
+                    try Self.storeServer(values, table: change.table, sysID: change.sysID, db: db)
+                    try Self.rebuild(change.table, change.sysID, db: db)
+                    applied += 1
+                }
+            }
+            return applied
+        }
+    }
+
+    private func refetchAll() async throws {
+        let held = try await database.read { db in
+            try Row.fetchAll(db, sql: "SELECT table_name, sys_id FROM record WHERE server != '{}'").map { ($0["table_name"] as String, $0["sys_id"] as String) }
+        }
+        for (table, ids) in Dictionary(grouping: held, by: \.0).mapValues({ $0.map(\.1) }) {
+            var found: Set<String> = []
+            for start in stride(from: 0, to: ids.count, by: 200) {
+                let chunk = Array(ids[start..<min(ids.count, start + 200)])
+                let query = EncodedQuery.where("sys_id", .in, chunk.joined(separator: ","))
+                for try await page in client.table.paginator(in: table, query: query, pageSize: 200) {
+                    try await store(page.records.map(\.rawValues), table: table)
+                    found.formUnion(page.records.map(\.sysID))
+                }
+            }
+            let missing = ids.filter { !found.contains($0) }
+            try await database.write { db in
+                for sysID in missing {
+                    let pending = try Int.fetchOne(
+                        db, sql: "SELECT COUNT(*) FROM operation WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID]
+                    ) ?? 0
+                    if pending == 0 { try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID]) }
+                }
+            }
+        }
+    }
+
+    func store(_ records: [[String: String]], table: String) async throws {
+        try await database.write { db in
+            for values in records {
+                guard let sysID = values["sys_id"], !sysID.isEmpty else { continue }
+                try Self.storeServer(values, table: table, sysID: sysID, db: db)
+                try Self.rebuild(table, sysID, db: db)
+            }
+        }
+    }
+
+    static func storeServer(_ values: [String: String], table: String, sysID: String, db: Database) throws {
+        let version = values["sys_mod_count"].flatMap { Int($0) }
+        try db.execute(
+            sql: """
+                INSERT INTO record (table_name, sys_id, server, local, version, fetched_at) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT (table_name, sys_id) DO UPDATE SET server = excluded.server, version = excluded.version,
+                fetched_at = excluded.fetched_at
+                """,
+            arguments: [table, sysID, encode(values), encode(values), version, Date().timeIntervalSince1970]
+        )
+    }
+}
+
+extension DocketKit.TableRecord {
+    /// Every field as its stored value (a reference as its sys_id).
+    var rawValues: [String: String] {
+        fieldNames.reduce(into: [:]) { values, name in values[name] = self[name] ?? "" }
+    }
+}

@@ -1,0 +1,200 @@
+import DocketKit
+import DocketModel
+import DocketOffline
+import DocketTestSupport
+import Foundation
+import Testing
+
+/// DocketOffline against a live docketd: local writes are kept and sent once, conflicts are reported with their three
+/// values, and the server's changes reach the store under the user's pending ones.
+@Suite("Offline store")
+struct OfflineStoreTests {
+    static func client(_ base: String, _ user: String = "john.doe") throws -> DocketClient {
+        try DocketClient(instance: base, credentials: .basic(userName: user, password: user == "admin" ? "admin" : "password"))
+    }
+
+    /// A store in a fresh folder; the folder goes when `body` ends.
+    static func withStore<T: Sendable>(
+        _ base: String, _ body: @Sendable (OfflineStore, String) async throws -> T
+    ) async throws -> T {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-offline-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("store.sqlite").path
+        return try await body(try OfflineStore(path: path, client: try client(base)), path)
+    }
+
+    static func count(_ client: DocketClient, _ text: String) async throws -> Int {
+        try await client.table.records(in: "incident", query: .where("short_description", .equals, text), limit: 1).totalCount ?? -1
+    }
+
+    @Test("a record created, changed and commented on here is sent once with sync; sending again writes nothing more", .timeLimit(.minutes(2)))
+    func createAndSend() async throws {
+        try await withLiveServer { base in
+            try await Self.withStore(base) { store, _ in
+                let admin = try Self.client(base, "admin")
+                let id = try await store.create(in: "incident", values: ["short_description": "typed on the train"])
+                try await store.update(id, in: "incident", values: ["urgency": "1"])
+                try await store.comment(id, in: "incident", text: "no signal here")
+                #expect(try await store.pendingCount() == 3)
+                let local = try #require(try await store.record(id, in: "incident"))
+                #expect(local.values["short_description"] == "typed on the train" && local.values["urgency"] == "1" && local.hasPendingChanges)
+                let report = try await store.sync()
+                #expect(report.sent == 3 && report.remaining == 0 && report.conflicts == 0 && report.unreachable == nil)
+                let server = try await admin.table.record(id, in: "incident")
+                #expect(server["short_description"] == "typed on the train" && server["urgency"] == "1")
+                let journal = try await admin.table.records(in: "sys_journal_field", query: .where("element_id", .equals, id))
+                #expect(journal.records.count == 1)
+                #expect(try await store.sync().sent == 0)
+                #expect(try await Self.count(admin, "typed on the train") == 1)
+                let synced = try #require(try await store.record(id, in: "incident"))
+                #expect(!synced.hasPendingChanges && synced.version == Int(server["sys_mod_count"] ?? ""))
+            }
+        }
+    }
+
+    @Test("an operation sent before a crash (the answer lost) is sent again with its key after reopening: written once", .timeLimit(.minutes(2)))
+    func crashAfterSend() async throws {
+        try await withLiveServer { base in
+            try await Self.withStore(base) { store, path in
+                let admin = try Self.client(base, "admin")
+                let id = try await store.create(in: "incident", values: ["short_description": "sent before the crash"])
+                let operation = try #require(try await store.operations().first)
+                // The request reached the server (with the operation's key); the process died before the answer.
+                _ = try await Self.client(base).table.createRecord(
+                    with: operation.values, in: "incident", idempotencyKey: operation.idempotencyKey
+                )
+                let reopened = try OfflineStore(path: path, client: try Self.client(base))
+                #expect(try await reopened.pendingCount() == 1)
+                let report = try await reopened.sync()
+                #expect(report.sent == 1 && report.remaining == 0)
+                #expect(try await Self.count(admin, "sent before the crash") == 1)
+                #expect(try await reopened.record(id, in: "incident")?.hasPendingChanges == false)
+            }
+        }
+    }
+
+    @Test("edits to different fields merge; the same field changed on both sides is a conflict with base, mine and theirs, settled by mine, theirs or a value", .timeLimit(.minutes(2)))
+    func conflicts() async throws {
+        try await withLiveServer { base in
+            try await Self.withStore(base) { store, _ in
+                let beth = try Self.client(base, "beth.anglin")
+                let id = try await beth.table.createRecord(
+                    with: ["short_description": "shared", "description": "first"], in: "incident"
+                ).sysID
+                #expect(try await store.refresh("incident", query: .where("sys_id", .equals, id)) == 1)
+                // Offline: john changes the description and the urgency; beth meanwhile changes the description and
+                // the impact.
+                try await store.update(id, in: "incident", values: ["description": "john's", "urgency": "1"])
+                _ = try await beth.table.updateRecord(id, in: "incident", with: ["description": "beth's", "impact": "1"])
+                let report = try await store.sync()
+                #expect(report.conflicts == 1 && report.sent == 0)
+                let conflicts = try await store.conflicts()
+                #expect(conflicts.count == 1)
+                let conflict = try #require(conflicts.first)
+                #expect(conflict.field == "description" && conflict.base == "first" && conflict.mine == "john's" && conflict.theirs == "beth's")
+                #expect(conflict.number?.hasPrefix("INC") == true)
+                // What john typed stays on screen; beth's impact is there too.
+                let shown = try #require(try await store.record(id, in: "incident"))
+                #expect(shown.values["description"] == "john's" && shown.values["impact"] == "1" && shown.values["urgency"] == "1")
+                let operation = try #require(try await store.operations().first)
+                #expect(operation.state == .conflict && operation.lastError != nil)
+                try await store.resolve(conflict, with: .value("both"))
+                #expect(try await store.sync().sent == 1)
+                let server = try await beth.table.record(id, in: "incident")
+                #expect(server["description"] == "both" && server["urgency"] == "1" && server["impact"] == "1")
+                // Edits to different fields only: merged without asking.
+                try await store.update(id, in: "incident", values: ["urgency": "2"])
+                _ = try await beth.table.updateRecord(id, in: "incident", with: ["impact": "2"])
+                let merged = try await store.sync()
+                #expect(merged.sent == 1 && merged.conflicts == 0)
+                let after = try await beth.table.record(id, in: "incident")
+                #expect(after["urgency"] == "2" && after["impact"] == "2")
+                // Theirs: the operation's part is dropped.
+                try await store.update(id, in: "incident", values: ["description": "mine again"])
+                _ = try await beth.table.updateRecord(id, in: "incident", with: ["description": "theirs again"])
+                _ = try await store.sync()
+                try await store.resolve(try #require(try await store.conflicts().first), with: .theirs)
+                #expect(try await store.pendingCount() == 0)
+                #expect(try await store.record(id, in: "incident")?.values["description"] == "theirs again")
+            }
+        }
+    }
+
+    @Test("a delete against an edit, and an edit of a record deleted on the server, are reported, not settled silently", .timeLimit(.minutes(2)))
+    func deleteConflicts() async throws {
+        try await withLiveServer { base in
+            try await Self.withStore(base) { store, _ in
+                let admin = try Self.client(base, "admin")
+                let first = try await admin.table.createRecord(with: ["short_description": "to be deleted here"], in: "incident").sysID
+                let second = try await admin.table.createRecord(with: ["short_description": "deleted on the server"], in: "incident").sysID
+                _ = try await store.refresh("incident", query: .where("sys_id", .in, "\(first),\(second)"))
+                try await store.delete(first, in: "incident")
+                try await store.update(second, in: "incident", values: ["short_description": "edited here"])
+                #expect(try await store.record(first, in: "incident") == nil)
+                _ = try await admin.table.updateRecord(first, in: "incident", with: ["urgency": "1"])
+                try await admin.table.deleteRecord(second, in: "incident")
+                let report = try await store.sync()
+                #expect(report.conflicts == 2)
+                let kinds = try await store.conflicts().map { "\($0.sysID == first ? "first" : "second"):\($0.kind)" }.sorted()
+                #expect(kinds == ["first:changedOnServer", "second:deletedOnServer"])
+                #expect(try await admin.table.record(first, in: "incident")["urgency"] == "1")
+                // Mine: delete what the server has now; create the other again.
+                for conflict in try await store.conflicts() { try await store.resolve(conflict, with: .mine) }
+                #expect(try await store.sync().sent == 2)
+                await #expect(throws: DocketError.self) { try await admin.table.record(first, in: "incident") }
+                #expect(try await admin.table.record(second, in: "incident")["short_description"] == "edited here")
+            }
+        }
+    }
+
+    @Test("with the server down, writes queue and sync says unreachable, losing nothing; when it is back they are sent once", .timeLimit(.minutes(2)))
+    func serverDown() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-offline-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("store.sqlite").path
+        // Port 9 (discard) on loopback: nothing listens there.
+        let down = try OfflineStore(path: path, client: try Self.client("http://127.0.0.1:9"))
+        var created: [String] = []
+        for index in 0..<20 { created.append(try await down.create(in: "incident", values: ["short_description": "queued \(index)"])) }
+        let ids = created
+        let report = try await down.sync()
+        #expect(report.unreachable != nil && report.sent == 0 && report.remaining == 20)
+        let first = try #require(try await down.operations().first)
+        #expect(first.state == .queued && first.lastError != nil && first.attempts == 1)
+        try await withLiveServer { base in
+            let store = try OfflineStore(path: path, client: try Self.client(base))
+            let admin = try Self.client(base, "admin")
+            let report = try await store.sync()
+            #expect(report.sent == 20 && report.remaining == 0)
+            for id in ids { #expect(try await admin.table.record(id, in: "incident")["short_description"]?.hasPrefix("queued") == true) }
+            #expect(try await store.sync().sent == 0)
+            #expect(try await admin.table.records(in: "incident", query: .where("short_description", .startsWith, "queued"), limit: 1).totalCount == 20)
+        }
+    }
+
+    @Test("the server's changes reach the store from the event log, under pending local changes; observers see local edits at once", .timeLimit(.minutes(2)))
+    func catchUp() async throws {
+        try await withLiveServer { base in
+            try await Self.withStore(base) { store, _ in
+                let beth = try Self.client(base, "beth.anglin")
+                let id = try await beth.table.createRecord(with: ["short_description": "watched"], in: "incident").sysID
+                _ = try await store.refresh("incident", query: .where("sys_id", .equals, id))
+                var updates = store.observe(id, in: "incident").makeAsyncIterator()
+                #expect(try await updates.next()??.values["short_description"] == "watched")
+                try await store.update(id, in: "incident", values: ["short_description": "typed here"])
+                #expect(try await updates.next()??.values["short_description"] == "typed here")
+                _ = try await beth.table.updateRecord(id, in: "incident", with: ["impact": "1"])
+                // Pull without sending: the server's impact arrives, the typed text stays.
+                _ = try await beth.table.createRecord(with: ["short_description": "new one"], in: "incident")
+                let report = try await store.sync()
+                #expect(report.applied >= 1)
+                let shown = try #require(try await store.record(id, in: "incident"))
+                #expect(shown.values["short_description"] == "typed here" && shown.values["impact"] == "1")
+                // New records of a followed table arrive too.
+                #expect(try await store.records(in: "incident").contains { $0.values["short_description"] == "new one" })
+            }
+        }
+    }
+}
