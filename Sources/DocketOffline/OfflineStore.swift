@@ -17,6 +17,8 @@ public final class OfflineStore: Sendable {
     let client: DocketClient
     /// One ``sync()`` at a time.
     private let syncing = SyncGate()
+    /// Wakes ``keepSynced(interval:retry:maximumRetry:onReport:)`` after a local write.
+    let nudge = Nudge()
 
     /// Opens (creating if needed) the store at `path` for the account `client` signs in as. Operations that were
     /// being sent when the process ended are queued again (their idempotency keys make that safe).
@@ -143,6 +145,7 @@ public final class OfflineStore: Sendable {
             try Self.track(table, db: db)
             try Self.rebuild(table, sysID, db: db)
         }
+        nudge.signal()
         return sysID
     }
 
@@ -156,6 +159,7 @@ public final class OfflineStore: Sendable {
             try Self.enqueue(.update, table: table, sysID: sysID, values: values, base: base, baseVersion: record.version, db: db)
             try Self.rebuild(table, sysID, db: db)
         }
+        nudge.signal()
     }
 
     /// Adds a comment (or work note, with `field: "work_notes"`) here.
@@ -170,12 +174,14 @@ public final class OfflineStore: Sendable {
             try Self.enqueue(.delete, table: table, sysID: sysID, values: [:], base: [:], baseVersion: record.version, db: db)
             try Self.rebuild(table, sysID, db: db)
         }
+        nudge.signal()
     }
 
     // MARK: Settling
 
     /// Settles one conflict of an operation. When its last conflict is settled the operation is queued again.
     public func resolve(_ conflict: OfflineConflict, with resolution: Resolution) async throws {
+        defer { nudge.signal() }
         try await database.write { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM operation WHERE id = ?", arguments: [conflict.operationID]) else {
                 throw OfflineError.noSuchOperation(conflict.operationID)
@@ -237,6 +243,7 @@ public final class OfflineStore: Sendable {
         try await database.write { db in
             try db.execute(sql: "UPDATE operation SET state = 'queued' WHERE id = ? AND state = 'failed'", arguments: [operationID])
         }
+        nudge.signal()
     }
 
     /// Drops an operation (failed, in conflict or waiting): the record shows the server's values again.

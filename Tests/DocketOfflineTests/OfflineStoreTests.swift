@@ -3,6 +3,7 @@ import DocketModel
 import DocketOffline
 import DocketTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// DocketOffline against a live docketd: local writes are kept and sent once, conflicts are reported with their three
@@ -196,5 +197,87 @@ struct OfflineStoreTests {
                 #expect(try await store.records(in: "incident").contains { $0.values["short_description"] == "new one" })
             }
         }
+    }
+}
+
+@Suite("Offline store, kept in step")
+struct KeepSyncedTests {
+    @Test("keepSynced sends a local write without being asked, and retries an unreachable server within a second of its return", .timeLimit(.minutes(2)))
+    func keepsSynced() async throws {
+        try await withLiveServer { base in
+            try await OfflineStoreTests.withStore(base) { store, _ in
+                let admin = try OfflineStoreTests.client(base, "admin")
+                let reports = Mutex<[SyncReport]>([])
+                let running = Task { await store.keepSynced(interval: .seconds(60)) { result in
+                    if case .success(let report) = result { reports.withLock { $0.append(report) } }
+                } }
+                defer { running.cancel() }
+                try await Task.sleep(for: .milliseconds(200))
+                let started = ContinuousClock.now
+                let id = try await store.create(in: "incident", values: ["short_description": "sent by itself"])
+                while try await store.pendingCount() > 0 {
+                    try await Task.sleep(for: .milliseconds(10))
+                    #expect(ContinuousClock.now - started < .seconds(5))
+                }
+                #expect(try await admin.table.record(id, in: "incident")["short_description"] == "sent by itself")
+                #expect(reports.withLock { $0.contains { $0.sent == 1 } })
+            }
+        }
+    }
+}
+
+/// A value handed from one part of a test to another.
+final class Box<Value: Sendable>: Sendable {
+    let value: Mutex<Value?> = Mutex(nil)
+    func set(_ new: Value) { value.withLock { $0 = new } }
+    var get: Value? { value.withLock { $0 } }
+}
+
+extension KeepSyncedTests {
+    @Test("while the server is down writes queue; within a second of its return keepSynced sends them all, once each", .timeLimit(.minutes(2)))
+    func serverReturns() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-offline-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let store = Box<OfflineStore>()
+        let running = Box<Task<Void, Never>>()
+        let written = Box<[String]>()
+        defer { running.get?.cancel() }
+        let elapsed = try await withRestartingLiveServer(
+            first: { base in
+                let opened = try OfflineStore(path: folder.appendingPathComponent("store.sqlite").path, client: try OfflineStoreTests.client(base))
+                store.set(opened)
+                running.set(Task { await opened.keepSynced(interval: .seconds(60)) })
+            },
+            between: { _ in
+                let store = try #require(store.get)
+                var ids: [String] = []
+                for index in 0..<50 { ids.append(try await store.create(in: "incident", values: ["short_description": "while down \(index)"])) }
+                written.set(ids)
+                // Long enough for the retries to back off to their longest wait.
+                try await Task.sleep(for: .seconds(2))
+                #expect(try await store.pendingCount() == 50)
+                #expect(try await store.operations().first?.lastError != nil)
+            },
+            second: { base in
+                let store = try #require(store.get)
+                let back = ContinuousClock.now
+                var firstSent: Duration? = nil
+                while try await store.pendingCount() > 0 {
+                    if firstSent == nil, try await store.pendingCount() < 50 { firstSent = ContinuousClock.now - back }
+                    try await Task.sleep(for: .milliseconds(10))
+                    if ContinuousClock.now - back > .seconds(10) { break }
+                }
+                let drained = ContinuousClock.now - back
+                #expect(drained < .seconds(10), "drained \(drained) after the server was back")
+                let admin = try OfflineStoreTests.client(base, "admin")
+                let count = try await admin.table.records(in: "incident", query: .where("short_description", .startsWith, "while down"), limit: 1).totalCount
+                #expect(count == 50)
+                return firstSent ?? drained
+            }
+        )
+        // The retries wait at most 1 s; the first one after the return reaches the server.
+        #expect(elapsed < .milliseconds(1300), "the first write arrived \(elapsed) after the server was back")
+        #expect(written.get?.count == 50)
     }
 }

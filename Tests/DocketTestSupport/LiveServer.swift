@@ -31,11 +31,12 @@ public func withLiveServer<T: Sendable>(
 }
 
 /// Runs docketd with demo data, runs `first`, stops it, starts it again on the same data folder and port, and
-/// runs `second`: for clients that must survive a restart. (The test framework's live mode always picks a new
+/// runs `second` (`between` runs while it is down): for clients that must survive a restart. (The test framework's live mode always picks a new
 /// port, so the server runs in a service group of its own here.)
 public func withRestartingLiveServer<T: Sendable>(
     heartbeat: Duration = .seconds(15),
     first: @Sendable (_ baseURL: String) async throws -> Void,
+    between: @Sendable (_ baseURL: String) async throws -> Void = { _ in },
     second: @Sendable (_ baseURL: String) async throws -> T
 ) async throws -> T {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-live-\(UUID().uuidString)")
@@ -49,6 +50,8 @@ public func withRestartingLiveServer<T: Sendable>(
         return port
     }
     configuration.port = port
+    // While nothing listens on the port: clients see the server down.
+    try await between("http://127.0.0.1:\(port)")
     return try await runServer(configuration) { _ in try await second("http://127.0.0.1:\(port)") }
 }
 

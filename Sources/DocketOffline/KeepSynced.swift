@@ -1,0 +1,106 @@
+import Foundation
+import Synchronization
+
+extension OfflineStore {
+    /// Keeps the store in step with the server until the task is cancelled: syncs at once, after every local write,
+    /// every `interval` while all is sent (to pull the server's changes), and, while the server cannot be reached,
+    /// again after `retry`, doubling up to `maximumRetry`: so the first retry after the server's return comes within
+    /// `maximumRetry` of it, without waiting for a new local write. After a 401 it waits for ``signedIn()``.
+    /// `onReport` hears every sync's report (and the error of a sync that could not run).
+    public func keepSynced(
+        interval: Duration = .seconds(30), retry: Duration = .milliseconds(100), maximumRetry: Duration = .seconds(1),
+        onReport: @Sendable (Result<SyncReport, any Error>) -> Void = { _ in }
+    ) async {
+        var delay = retry
+        while !Task.isCancelled {
+            let wait: Duration
+            do {
+                let report = try await sync()
+                onReport(.success(report))
+                if report.unreachable != nil {
+                    wait = delay
+                    delay = min(delay * 2, maximumRetry)
+                } else {
+                    delay = retry
+                    // Signed out: nothing is tried again until the app says the user signed in (or the interval).
+                    wait = interval
+                }
+            } catch is CancellationError {
+                return
+            } catch {
+                onReport(.failure(error))
+                wait = delay
+                delay = min(delay * 2, maximumRetry)
+            }
+            await nudge.wait(upTo: wait)
+        }
+    }
+
+    /// Tells ``keepSynced(interval:retry:maximumRetry:onReport:)`` to sync now (the user signed in again, the
+    /// network came back).
+    public func signedIn() { nudge.signal() }
+
+    /// The same, when the platform says the network is reachable again.
+    public func networkChanged() { nudge.signal() }
+}
+
+/// Wakes one waiter early; a signal with nobody waiting is kept for the next wait.
+final class Nudge: Sendable {
+    private struct State {
+        var signalled = false
+        var waiter: (id: Int, continuation: CheckedContinuation<Void, Never>)? = nil
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.signalled = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter.continuation
+        }
+        waiter?.resume()
+    }
+
+    /// Returns after `duration`, at a signal, or when the task is cancelled, whichever is first.
+    func wait(upTo duration: Duration) async {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: duration)
+            self?.end(id)
+        }
+        defer { timer.cancel() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.signalled || Task.isCancelled {
+                        state.signalled = false
+                        return true
+                    }
+                    state.waiter = (id, continuation)
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            self.end(id)
+        }
+    }
+
+    /// Ends the wait `id`, if it is still the one waiting.
+    private func end(_ id: Int) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter, waiter.id == id else { return nil }
+            state.waiter = nil
+            return waiter.continuation
+        }
+        waiter?.resume()
+    }
+}
