@@ -109,7 +109,7 @@ let package = Package(
         .target(
             name: "DocketCLI",
             dependencies: [
-                "DocketKit", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "DocketKit", "DocketOffline", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // The loopback listener `docket login --sso --browser` receives the browser's answer on.
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -15,14 +15,26 @@ public struct CLIEnvironment: Sendable {
     public var stderrIsTerminal: Bool
     /// Folder of `config.json`.
     public var configDirectory: URL
+    /// Folder of the offline copies (one SQLite file per login): `$XDG_DATA_HOME/docket`, else
+    /// `~/.local/share/docket`.
+    public var dataDirectory: URL
     public var credentialStore: any CredentialStore
     public var transport: any Transport
     /// Opens an address in the user's browser; false when there is none to open it (the address is printed anyway).
     public var openInBrowser: @Sendable (URL) -> Bool = CLIEnvironment.systemBrowser
 
+    /// The standard folder of offline copies.
+    public static func defaultDataDirectory() -> URL {
+        let variables = ProcessInfo.processInfo.environment
+        if let xdg = variables["XDG_DATA_HOME"], xdg.hasPrefix("/") {
+            return URL(fileURLWithPath: xdg).appendingPathComponent("docket")
+        }
+        return FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".local/share/docket")
+    }
+
     /// The environment of a real run: the process's streams, `~/.config/docket`, the platform store.
     public static func standard() -> CLIEnvironment {
-        CLIEnvironment(
+        var environment = CLIEnvironment(
             out: { text in FileHandle.standardOutput.write(Data(text.utf8)) },
             err: { text in FileHandle.standardError.write(Data(text.utf8)) },
             readLine: { Swift.readLine(strippingNewline: true) },
@@ -32,6 +44,8 @@ public struct CLIEnvironment: Sendable {
             credentialStore: defaultCredentialStore(),
             transport: URLSessionTransport()
         )
+        environment.dataDirectory = defaultDataDirectory()
+        return environment
     }
 
     /// Opens an address with the desktop's opener (`open` on macOS, `xdg-open` elsewhere); false without one.
@@ -71,6 +85,7 @@ public struct CLIEnvironment: Sendable {
         self.readPassword = readPassword
         self.stderrIsTerminal = stderrIsTerminal
         self.configDirectory = configDirectory
+        dataDirectory = configDirectory.appendingPathComponent("data")
         self.credentialStore = credentialStore
         self.transport = transport
     }

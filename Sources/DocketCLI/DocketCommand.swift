@@ -20,7 +20,8 @@ public struct DocketCommand: AsyncParsableCommand {
             LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
             CommentCommand.self, RecordsCommand.self, WatchCommand.self, DefectsCommand.self, CreateCommand.self,
             EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self, ContextCommand.self, ParticipantsCommand.self,
-            ParticipantCommand.self, TouchPointCommand.self, NotificationsCommand.self, NotifyCommand.self,
+            ParticipantCommand.self, TouchPointCommand.self, NotificationsCommand.self, NotifyCommand.self, SyncCommand.self,
+            ConflictsCommand.self, ResolveCommand.self,
         ]
     )
 

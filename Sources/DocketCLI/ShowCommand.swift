@@ -1,6 +1,7 @@
 import ArgumentParser
 import DocketKit
 import DocketModel
+import DocketOffline
 import Foundation
 
 struct ShowCommand: AsyncParsableCommand {
@@ -31,8 +32,42 @@ struct ShowCommand: AsyncParsableCommand {
         ("sys_updated_on", "Updated"), ("description", "Description"),
     ]
 
+    @OptionGroup var offline: OfflineOptions
+
     func run() async throws {
         let client = try connection.client()
+        if !offline.online, !client.session.credentials.isETO, client.session.credentials.compassDatabase == nil {
+            do {
+                try await show(client)
+            } catch where OfflineCopy.isUnreachable(error) {
+                try await showOffline(client, because: error)
+            }
+            return
+        }
+        try await show(client)
+    }
+
+    /// The item from the offline copy: stored values (no display values), saying so and how old they are.
+    private func showOffline(_ client: DocketClient, because error: any Error) async throws {
+        let found = try await OfflineQueue.record(task, client: client, because: error)
+        guard let record = try await found.store.record(found.sysID, in: found.table) else { throw CLIFailure("no task \(task)") }
+        let environment = CLIEnvironment.current
+        environment.err("docket: cannot reach the instance; \(found.name) from the offline copy, \(OfflineCopy.age(record.fetchedAt))\n")
+        if output.json {
+            return environment.print(WorkOutput.text(.object([
+                "record": JSONValue(members: record.values.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }),
+                "pending": .bool(record.hasPendingChanges),
+            ])))
+        }
+        let width = Self.fields.map(\.1.count).max() ?? 0
+        for (field, label) in Self.fields {
+            guard let value = record.values[field], !value.isEmpty else { continue }
+            environment.print("\(label.padding(toLength: width, withPad: " ", startingAt: 0))  \(value)")
+        }
+        if record.hasPendingChanges { environment.print("\nChanges made offline wait to be sent ('docket sync').") }
+    }
+
+    private func show(_ client: DocketClient) async throws {
         if client.session.credentials.isETO {
             return WorkOutput.show(try await client.workBackend().item(task), json: output.json)
         }
@@ -120,6 +155,8 @@ struct CommentCommand: AsyncParsableCommand {
     @Flag(help: "Add a work note, seen only by those who work on the task (through the My Work API).")
     var workNote = false
 
+    @OptionGroup var offline: OfflineOptions
+
     func validate() throws {
         if text.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { throw ValidationError("the comment is empty") }
     }
@@ -131,13 +168,39 @@ struct CommentCommand: AsyncParsableCommand {
             try await client.workBackend().comment(on: task, text)
             return CLIEnvironment.current.print("Added a note to \(task).")
         }
-        let record = try await ShowCommand.find(task, client: client)
-        if workNote {
-            try await client.myWork.addComment(text, to: record.sysID)
-            CLIEnvironment.current.print("Added a work note to \(record["number"] ?? task).")
-        } else {
-            try await client.myWork.addCustomerComment(text, to: record.sysID)
-            CLIEnvironment.current.print("Added a comment to \(record["number"] ?? task).")
+        do {
+            let record = try await ShowCommand.find(task, client: client)
+            if workNote {
+                try await client.myWork.addComment(text, to: record.sysID)
+                CLIEnvironment.current.print("Added a work note to \(record["number"] ?? task).")
+            } else {
+                try await client.myWork.addCustomerComment(text, to: record.sysID)
+                CLIEnvironment.current.print("Added a comment to \(record["number"] ?? task).")
+            }
+        } catch where !offline.online && OfflineCopy.isUnreachable(error) {
+            let record = try await OfflineQueue.record(task, client: client, because: error)
+            try await record.store.comment(record.sysID, in: record.table, text: text, field: workNote ? "work_notes" : "comments")
+            CLIEnvironment.current.print(
+                "Queued a \(workNote ? "work note" : "comment") to \(record.name): the instance cannot be reached; 'docket sync' sends it."
+            )
         }
+    }
+}
+
+/// Finding an item in the offline copy, to queue a change to it.
+enum OfflineQueue {
+    struct Found {
+        let store: OfflineStore
+        let table: String
+        let sysID: String
+        /// Its number, or the reference given.
+        let name: String
+    }
+
+    static func record(_ reference: String, client: DocketClient, because error: any Error) async throws -> Found {
+        guard let store = try OfflineCopy.existing(client), let record = try await store.find(reference) else {
+            throw CLIFailure("\(error), and \(reference) is not in the offline copy (it keeps the items 'docket tasks' listed while online)")
+        }
+        return Found(store: store, table: record.table, sysID: record.sysID, name: record.values["number"] ?? reference)
     }
 }

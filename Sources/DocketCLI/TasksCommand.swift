@@ -15,10 +15,19 @@ struct TasksCommand: AsyncParsableCommand {
     @Flag(help: "Keep the list current: after each change to your tasks, say what changed and show the list again (Ctrl-C stops).")
     var watch = false
 
+    @OptionGroup var offline: OfflineOptions
+
     func run() async throws {
         let client = try connection.serviceNowClient("tasks")
         let environment = CLIEnvironment.current
-        render(try await client.myWork.myTasks())
+        let groups: [TaskGroup]
+        do {
+            groups = try await client.myWork.myTasks()
+        } catch where !offline.online && !watch && OfflineCopy.isUnreachable(error) {
+            return try await renderOffline(client, because: error)
+        }
+        render(groups)
+        if !offline.online { await keepCopy(groups, client: client) }
         guard watch else { return }
         // The My Work list: active tasks assigned to me. A task that leaves it (reassigned, closed) is told too.
         var since: Int? = nil
@@ -54,6 +63,43 @@ struct TasksCommand: AsyncParsableCommand {
         case .deleted: what = "was deleted"
         }
         return "\(name) \(what) by \(change.user)"
+    }
+
+    /// Keeps the listed tasks in the offline copy, to show them when the instance cannot be reached.
+    private func keepCopy(_ groups: [TaskGroup], client: DocketClient) async {
+        let ids = groups.flatMap { $0.tasks.map(\.sysID) }
+        do {
+            let store = try OfflineCopy.open(client)
+            if !ids.isEmpty { try await store.refresh("task", query: .where("sys_id", .in, ids.joined(separator: ",")), limit: ids.count) }
+            try await store.saveList("my_work", table: "task", ids: ids)
+        } catch {
+            CLIEnvironment.current.err("docket: warning: the offline copy could not be updated (\(error))\n")
+        }
+    }
+
+    /// The list from the offline copy, saying so and how old it is.
+    private func renderOffline(_ client: DocketClient, because error: any Error) async throws {
+        guard let store = try OfflineCopy.existing(client), let (records, asOf) = try await store.list("my_work") else {
+            throw CLIFailure("\(error) and there is no offline copy of your tasks yet (run 'docket tasks' once while online)")
+        }
+        CLIEnvironment.current.err("docket: cannot reach the instance; your tasks from the offline copy, \(OfflineCopy.age(asOf))\n")
+        var groups: [(label: String, tasks: [MyTask])] = []
+        for record in records where record.values["active"] != "false" {
+            let label = Self.label(of: record.values["sys_class_name"] ?? record.table)
+            let task = MyTask(
+                number: record.values["number"] ?? record.sysID, shortDescription: record.values["short_description"] ?? "",
+                sysID: record.sysID, link: "", created: record.values["sys_created_on"] ?? ""
+            )
+            if let index = groups.firstIndex(where: { $0.label == label }) { groups[index].tasks.append(task) } else { groups.append((label, [task])) }
+        }
+        render(groups.map { TaskGroup(label: $0.label, tasks: $0.tasks) })
+        let waiting = try await store.pendingCount()
+        if waiting > 0 { CLIEnvironment.current.err("docket: \(SyncCommand.count(waiting, "change")) wait to be sent ('docket sync')\n") }
+    }
+
+    /// "change_request" → "Change Request".
+    static func label(of table: String) -> String {
+        table.split(separator: "_").map { $0.prefix(1).uppercased() + $0.dropFirst() }.joined(separator: " ")
     }
 
     private func render(_ groups: [TaskGroup]) {

@@ -153,16 +153,27 @@ struct EditCommand: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
+    @OptionGroup var offline: OfflineOptions
+
     func validate() throws {
         if fields.isEmpty { throw ValidationError("give at least one field=value") }
     }
 
     func run() async throws {
         let values = try FieldArguments.parse(fields)
-        let (_, backend) = try connection.backend()
-        let item = try await backend.edit(id, fields: values)
-        if output.json { return WorkOutput.show(item, json: true) }
-        CLIEnvironment.current.print("Updated \(item.id)\(WorkOutput.state(item)): \(item.title)")
+        let (client, backend) = try connection.backend()
+        do {
+            let item = try await backend.edit(id, fields: values)
+            if output.json { return WorkOutput.show(item, json: true) }
+            CLIEnvironment.current.print("Updated \(item.id)\(WorkOutput.state(item)): \(item.title)")
+        } catch where !offline.online && client.session.credentials.compassDatabase == nil && !client.session.credentials.isETO
+            && OfflineCopy.isUnreachable(error)
+        {
+            // Offline, values are stored values (a choice's value, a reference's sys_id), as the Table API takes them.
+            let record = try await OfflineQueue.record(id, client: client, because: error)
+            try await record.store.update(record.sysID, in: record.table, values: Dictionary(values, uniquingKeysWith: { $1 }))
+            CLIEnvironment.current.print("Queued the change to \(record.name): the instance cannot be reached; 'docket sync' sends it.")
+        }
     }
 }
 

@@ -401,3 +401,41 @@ final class SyncGate: Sendable {
         return try await body()
     }
 }
+
+extension OfflineStore {
+    /// Remembers a named list of records (the user's work, for instance) to show it again offline.
+    public func saveList(_ name: String, table: String, ids: [String]) async throws {
+        let encoded = Self.encode(["table": table, "ids": ids.joined(separator: ",")])
+        try await database.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", arguments: ["list:" + name, encoded])
+        }
+    }
+
+    /// A list saved with ``saveList(_:table:ids:)``: its records as the user sees them now (those deleted here left
+    /// out), and when the oldest of them was read from the server; nil when the list was never saved.
+    public func list(_ name: String) async throws -> (records: [OfflineRecord], asOf: Date?)? {
+        try await database.read { db in
+            guard let text = try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: ["list:" + name]) else {
+                return nil
+            }
+            let saved = Self.decode(text)
+            let table = saved["table"] ?? ""
+            let ids = (saved["ids"] ?? "").split(separator: ",").map(String.init)
+            let records = try ids.compactMap { try Self.record($0, in: table, db: db) }
+            return (records, records.compactMap(\.fetchedAt).min())
+        }
+    }
+
+    /// A record by its number (`INC0010001`) or sys_id, as the user sees it.
+    public func find(_ reference: String) async throws -> OfflineRecord? {
+        try await database.read { db in
+            if let row = try Row.fetchOne(
+                db, sql: "SELECT * FROM record WHERE deleted = 0 AND (sys_id = ? OR json_extract(local, '$.number') = ?) LIMIT 1",
+                arguments: [reference, reference.uppercased()]
+            ) {
+                return Self.record(row)
+            }
+            return nil
+        }
+    }
+}

@@ -14,6 +14,14 @@ public struct MyTask: Sendable, Equatable {
     /// When it was created (UTC `YYYY-MM-DD HH:MM:SS`).
     public var created: String
 
+    public init(number: String, shortDescription: String, sysID: String, link: String, created: String) {
+        self.number = number
+        self.shortDescription = shortDescription
+        self.sysID = sysID
+        self.link = link
+        self.created = created
+    }
+
     /// The table of the record, from its link (`incident`).
     public var table: String? {
         let parts = link.split(separator: "/")
@@ -27,6 +35,11 @@ public struct TaskGroup: Sendable, Equatable {
     public var label: String
     /// The tasks, oldest first.
     public var tasks: [MyTask]
+
+    public init(label: String, tasks: [MyTask]) {
+        self.label = label
+        self.tasks = tasks
+    }
 }
 
 /// A journal entry (comment or work note).
