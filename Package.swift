@@ -136,6 +136,8 @@ let package = Package(
         .testTarget(name: "DocketKitTests", dependencies: ["DocketKit", "DocketTestSupport"]),
         .testTarget(name: "DocketCLITests", dependencies: ["DocketCLI", "DocketTestSupport"]),
         .testTarget(name: "DocketOfflineTests", dependencies: ["DocketOffline", "DocketTestSupport"]),
+        // The client Tests/Offline/kill_client.py kills with SIGKILL mid-writes.
+        .executableTarget(name: "offline-writer", dependencies: ["DocketOffline"], path: "Tests/OfflineWriter"),
         .testTarget(
             name: "DocketServerTests",
             dependencies: [
