@@ -44,56 +44,120 @@ extension OfflineStore {
 
     // MARK: Sending
 
+    /// How many operations go in one Batch API request.
+    static let batchSize = 50
+
     private func flush(into report: inout SyncReport) async throws {
         var stalled: Set<String> = []
-        while let operation = try await nextOperation(skipping: stalled) {
-            let outcome = await send(operation)
-            switch outcome {
-            case .done(let values):
-                try await settle(operation, server: values)
-                report.sent += 1
-            case .gone:
-                try await settleGone(operation)
-                report.sent += 1
-            case .merged(let current):
-                // The server's changes were to other fields: sent again on the version it has now.
-                try await rebase(operation, on: current)
-            case .conflict(let conflicts, let current, let version):
-                try await markConflict(operation, conflicts, current: current, version: version)
-                report.conflicts += 1
-                stalled.insert(operation.table + "/" + operation.sysID)
-            case .refused(let message):
-                try await mark(operation, state: .failed, error: message)
-                report.failed += 1
-                stalled.insert(operation.table + "/" + operation.sysID)
-            case .signIn(let message):
-                try await mark(operation, state: .queued, error: message)
-                report.needsSignIn = true
-                return
-            case .unreachable(let message):
-                try await mark(operation, state: .queued, error: message)
-                report.unreachable = message
-                return
+        while true {
+            let ready = try await nextOperations(skipping: stalled, limit: Self.batchSize)
+            if ready.isEmpty { return }
+            // One operation goes on its own; several share one round trip through the Batch API.
+            let outcomes = ready.count == 1 ? [(ready[0], await send(ready[0]))] : await send(batch: ready)
+            var stop = false
+            for (operation, outcome) in outcomes {
+                switch outcome {
+                case .done(let values):
+                    try await settle(operation, server: values)
+                    report.sent += 1
+                case .gone:
+                    try await settleGone(operation)
+                    report.sent += 1
+                case .merged(let current):
+                    // The server's changes were to other fields: sent again on the version it has now.
+                    try await rebase(operation, on: current)
+                case .conflict(let conflicts, let current, let version):
+                    try await markConflict(operation, conflicts, current: current, version: version)
+                    report.conflicts += 1
+                    stalled.insert(operation.table + "/" + operation.sysID)
+                case .refused(let message):
+                    try await mark(operation, state: .failed, error: message)
+                    report.failed += 1
+                    stalled.insert(operation.table + "/" + operation.sysID)
+                case .later:
+                    try await mark(operation, state: .queued, error: nil)
+                case .signIn(let message):
+                    try await mark(operation, state: .queued, error: message)
+                    report.needsSignIn = true
+                    stop = true
+                case .unreachable(let message):
+                    try await mark(operation, state: .queued, error: message)
+                    report.unreachable = message
+                    stop = true
+                }
             }
+            if stop { return }
         }
     }
 
-    /// The first queued operation of a record whose earlier operations are all sent (one record's operations go in
-    /// order; a record in conflict or refused holds back only its own).
-    private func nextOperation(skipping stalled: Set<String>) async throws -> PendingOperation? {
+    /// The first queued operation of each record whose earlier operations are all sent (one record's operations go
+    /// in order; a record in conflict or refused holds back only its own), up to `limit`, marked as being sent.
+    private func nextOperations(skipping stalled: Set<String>, limit: Int) async throws -> [PendingOperation] {
         try await database.write { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT * FROM operation o WHERE o.id = (SELECT MIN(id) FROM operation p WHERE p.table_name = o.table_name AND p.sys_id = o.sys_id)
                 AND o.state = 'queued' ORDER BY o.id
                 """)
-            guard let operation = rows.map(Self.operation).first(where: { !stalled.contains($0.table + "/" + $0.sysID) }) else { return nil }
-            try db.execute(sql: "UPDATE operation SET state = 'sending', attempts = attempts + 1 WHERE id = ?", arguments: [operation.id])
-            return operation
+            let ready = rows.map(Self.operation).filter { !stalled.contains($0.table + "/" + $0.sysID) }.prefix(limit)
+            for operation in ready {
+                try db.execute(sql: "UPDATE operation SET state = 'sending', attempts = attempts + 1 WHERE id = ?", arguments: [operation.id])
+            }
+            return Array(ready)
         }
+    }
+
+    /// Sends several operations (of different records) in one Batch API request.
+    private func send(batch operations: [PendingOperation]) async -> [(PendingOperation, Outcome)] {
+        let requests = operations.map { operation -> BatchService.Request in
+            var path = "/api/now/table/" + Self.escape(operation.table)
+            if operation.kind != .create { path += "/" + Self.escape(operation.sysID) }
+            path += "?sysparm_display_value=false&sysparm_exclude_reference_link=true"
+            var headers = ["Idempotency-Key": operation.idempotencyKey]
+            if operation.kind != .create, let version = operation.baseVersion { headers["If-Match"] = "\"\(version)\"" }
+            let method = operation.kind == .create ? "POST" : operation.kind == .update ? "PATCH" : "DELETE"
+            return BatchService.Request(
+                id: String(operation.id), method: method, url: path, headers: headers,
+                body: operation.kind == .delete ? nil : Self.body(operation.values)
+            )
+        }
+        let result: BatchService.Result
+        do {
+            result = try await client.batch.send(requests)
+        } catch let error as DocketError {
+            let outcome = outcome(status: nil, body: nil, error: error, for: operations[0])
+            return operations.map { ($0, outcome) }
+        } catch {
+            return operations.map { ($0, .unreachable("\(error)")) }
+        }
+        let answers = Dictionary(result.answers.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        return operations.map { operation in
+            guard let answer = answers[String(operation.id)] else { return (operation, .later) }
+            if (200..<300).contains(answer.status) {
+                if operation.kind == .delete { return (operation, .gone) }
+                guard let json = try? JSONValue.parse(answer.body), let result = json["result"], case .object = result else {
+                    return (operation, .refused("the instance's answer had no record"))
+                }
+                return (operation, .done(DocketKit.TableRecord(json: result).rawValues))
+            }
+            return (operation, outcome(status: answer.status, body: answer.body, error: nil, for: operation))
+        }
+    }
+
+    static func escape(_ text: String) -> String {
+        text.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? text
+    }
+
+    /// A record body, its members in name order (the same operation is always the same bytes).
+    static func body(_ values: [String: String]) -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return (try? encoder.encode(values)) ?? Data("{}".utf8)
     }
 
     enum Outcome {
         case done([String: String])
+        /// Not handled this time (a batch ran out of time before it): sent again next round.
+        case later
         case gone
         case merged([String: String])
         case conflict([OfflineConflict], current: [String: String], version: Int?)
@@ -130,19 +194,36 @@ extension OfflineStore {
     }
 
     private func outcome(of error: DocketError, for operation: PendingOperation) -> Outcome {
-        if error.kind == .loginExpired { return .signIn(error.description) }
-        guard error.kind == .http, let status = error.status else { return .unreachable(error.description) }
+        outcome(status: nil, body: nil, error: error, for: operation)
+    }
+
+    /// What an error answer means for an operation: from a request's error, or a batch answer's status and body.
+    private func outcome(status: Int?, body: Data?, error: DocketError?, for operation: PendingOperation) -> Outcome {
+        if let error, error.kind == .loginExpired { return .signIn(error.description) }
+        if let error, error.kind != .http { return .unreachable(error.description) }
+        guard let status = status ?? error?.status else { return .unreachable(error?.description ?? "no answer") }
+        let body = body ?? error?.responseBody
+        let message = error?.description ?? Self.message(status: status, body: body)
         switch status {
-        case 401: return .signIn(error.description)
+        case 401: return .signIn(message)
         case 404 where operation.kind == .delete: return .gone
         case 404 where operation.kind == .update:
             return .conflict([conflict(operation, kind: .deletedOnServer, field: "")], current: [:], version: nil)
         case 412:
-            guard let current = TableService.currentRecord(of: error)?.rawValues else { return .refused(error.description) }
-            return merge(operation, with: current)
-        case 408, 429, 500...599: return .unreachable(error.description)
-        default: return .refused(error.description)
+            guard let body, let json = try? JSONValue.parse(body), let result = json["result"], case .object = result else {
+                return .refused(message)
+            }
+            return merge(operation, with: DocketKit.TableRecord(json: result).rawValues)
+        case 408, 429, 500...599: return .unreachable(message)
+        default: return .refused(message)
         }
+    }
+
+    /// "Invalid field (HTTP 400)", from an error answer's ServiceNow envelope.
+    static func message(status: Int, body: Data?) -> String {
+        let json = body.flatMap { try? JSONValue.parse($0) }
+        let text = [json?["error"]?["message"]?.stringValue, json?["error"]?["detail"]?.stringValue].compactMap { $0 }.joined(separator: ": ")
+        return (text.isEmpty ? "the instance answered" : text) + " (HTTP \(status))"
     }
 
     /// Three-way merge of an operation with the record the server has now: fields only the user changed are sent
@@ -227,7 +308,7 @@ extension OfflineStore {
         }
     }
 
-    private func mark(_ operation: PendingOperation, state: PendingOperation.State, error: String) async throws {
+    private func mark(_ operation: PendingOperation, state: PendingOperation.State, error: String?) async throws {
         try await database.write { db in
             try db.execute(sql: "UPDATE operation SET state = ?, last_error = ? WHERE id = ?", arguments: [state.rawValue, error, operation.id])
         }

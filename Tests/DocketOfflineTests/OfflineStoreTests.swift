@@ -220,6 +220,10 @@ struct KeepSyncedTests {
                     #expect(ContinuousClock.now - started < .seconds(5))
                 }
                 #expect(try await admin.table.record(id, in: "incident")["short_description"] == "sent by itself")
+                // The report comes once the sync that sent it has returned.
+                while !reports.withLock({ $0.contains { $0.sent == 1 } }), ContinuousClock.now - started < .seconds(5) {
+                    try await Task.sleep(for: .milliseconds(10))
+                }
                 #expect(reports.withLock { $0.contains { $0.sent == 1 } })
             }
         }
