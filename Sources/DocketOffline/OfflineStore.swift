@@ -157,7 +157,11 @@ public final class OfflineStore: Sendable {
             // The base of each field is what the user saw when changing it.
             let base = values.keys.reduce(into: [String: String]()) { $0[$1] = record.values[$1] ?? "" }
             try Self.enqueue(.update, table: table, sysID: sysID, values: values, base: base, baseVersion: record.version, db: db)
-            try Self.rebuild(table, sysID, db: db)
+            // The new operation goes on top of what the user sees: no need to apply every pending one again.
+            try db.execute(
+                sql: "UPDATE record SET local = ?, pending = 1 WHERE table_name = ? AND sys_id = ?",
+                arguments: [Self.encode(record.values.merging(values) { _, mine in mine }), table, sysID]
+            )
         }
         nudge.signal()
     }

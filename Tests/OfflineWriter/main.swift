@@ -4,6 +4,9 @@
 //     offline-writer INSTANCE STORE FROM COUNT        writes w-FROM … w-(FROM+COUNT-1), prints "ACK i" after each
 //                                                     local write returns, then "DRAINED" once all are sent
 //     offline-writer INSTANCE STORE --drain           only sends what is queued, then prints "DRAINED"
+//     offline-writer INSTANCE STORE FROM COUNT --queue-only   writes without sending, then exits
+//     offline-writer INSTANCE STORE --observe COUNT   times COUNT local edits from the call to their observation
+//                                                     (p50, p99, max), without sending anything
 import DocketKit
 import DocketOffline
 import Foundation
@@ -19,18 +22,38 @@ guard arguments.count >= 4 else {
 }
 let client = try DocketClient(instance: arguments[1], credentials: .basic(userName: "john.doe", password: "password"))
 let store = try OfflineStore(path: arguments[2], client: client)
-let syncing = Task { await store.keepSynced(interval: .seconds(5)) }
+if arguments[3] == "--observe", arguments.count >= 5, let count = Int(arguments[4]) {
+    let id = try await store.create(in: "incident", values: ["short_description": "observed"])
+    var updates = store.observe(id, in: "incident").makeAsyncIterator()
+    _ = try await updates.next()
+    var times: [Double] = []
+    for index in 0..<count {
+        let text = "edit \(index)"
+        let started = ContinuousClock.now
+        try await store.update(id, in: "incident", values: ["short_description": text])
+        while let record = try await updates.next(), record?.values["short_description"] != text {}
+        let elapsed = ContinuousClock.now - started
+        times.append(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000)
+    }
+    times.sort()
+    func percentile(_ p: Double) -> Double { times[min(times.count - 1, Int(Double(times.count) * p))] }
+    say(String(format: "observed %d local edits: p50 %.2f ms, p99 %.2f ms, max %.2f ms", count, percentile(0.5), percentile(0.99), times.last ?? 0))
+    exit(0)
+}
+let queueOnly = arguments.contains("--queue-only")
+let syncing = queueOnly ? nil : Task { await store.keepSynced(interval: .seconds(5)) }
 if arguments[3] != "--drain", arguments.count >= 5, let from = Int(arguments[3]), let count = Int(arguments[4]) {
     for index in from..<(from + count) {
         try await store.create(in: "incident", values: ["short_description": "w-\(index)"])
         say("ACK \(index)")
     }
 }
+if queueOnly { exit(0) }
 // Until nothing waits to be sent (an operation the server refused, or in conflict, is reported, not waited for).
 while true {
     let operations = try await store.operations()
     if !operations.contains(where: { $0.state == .queued || $0.state == .sending }) {
-        syncing.cancel()
+        syncing?.cancel()
         for operation in operations { say("STUCK \(operation.state.rawValue) \(operation.values["short_description"] ?? ""): \(operation.lastError ?? "")") }
         break
     }
