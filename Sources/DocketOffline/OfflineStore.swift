@@ -15,6 +15,8 @@ import Synchronization
 public final class OfflineStore: Sendable {
     let database: DatabasePool
     let client: DocketClient
+    /// The file, for connections of its own (watching for other processes' commits).
+    let path: String
     /// One ``sync()`` at a time.
     private let syncing = SyncGate()
     /// Wakes ``keepSynced(interval:retry:maximumRetry:onReport:)`` after a local write.
@@ -27,6 +29,7 @@ public final class OfflineStore: Sendable {
         configuration.busyMode = .timeout(5)
         database = try DatabasePool(path: path, configuration: configuration)
         self.client = client
+        self.path = path
         try Self.migrator.migrate(database)
         try database.write { db in
             try db.execute(sql: "UPDATE operation SET state = 'queued' WHERE state = 'sending'")
@@ -70,30 +73,67 @@ public final class OfflineStore: Sendable {
         try await database.read { db in try Self.records(in: table, db: db) }
     }
 
-    /// A record, now and after every change to it (local or from the server), until the task is cancelled.
+    /// A record, now and after every change to it (local or from the server, made by this process or by another on
+    /// the same file, such as an app extension or the CLI), until the task is cancelled.
     public func observe(_ sysID: String, in table: String) -> AsyncThrowingStream<OfflineRecord?, any Error> {
-        stream(ValueObservation.tracking { db in try Self.record(sysID, in: table, db: db) }.removeDuplicates())
+        stream { db in try Self.record(sysID, in: table, db: db) }
     }
 
     /// A table's records, now and after every change.
     public func observeRecords(in table: String) -> AsyncThrowingStream<[OfflineRecord], any Error> {
-        stream(ValueObservation.tracking { db in try Self.records(in: table, db: db) }.removeDuplicates())
+        stream { db in try Self.records(in: table, db: db) }
     }
 
-    private func stream<Value: Sendable>(_ observation: ValueObservation<ValueReducers.RemoveDuplicates<ValueReducers.Fetch<Value>>>)
+    /// How often a change committed by another process is looked for.
+    static let otherProcessesPoll = Duration.milliseconds(200)
+
+    /// GRDB's observation sees this process's commits at once; another process's are found by watching SQLite's
+    /// `data_version` on a connection of the stream's own, which moves with every commit of any other connection.
+    private func stream<Value: Sendable & Equatable>(_ fetch: @escaping @Sendable (Database) throws -> Value)
         -> AsyncThrowingStream<Value, any Error>
     {
-        let values = observation.values(in: database)
+        let values = ValueObservation.tracking(fetch).removeDuplicates().values(in: database)
+        let (database, path) = (self.database, self.path)
         return AsyncThrowingStream { continuation in
-            let task = Task {
+            let last = Mutex<Value?>(nil)
+            let send: @Sendable (Value) -> Void = { value in
+                let changed = last.withLock { last -> Bool in
+                    guard last != value else { return false }
+                    last = value
+                    return true
+                }
+                if changed { continuation.yield(value) }
+            }
+            let local = Task {
                 do {
-                    for try await value in values { continuation.yield(value) }
+                    for try await value in values { send(value) }
                     continuation.finish()
                 } catch {
                     continuation.finish(throwing: error)
                 }
             }
-            continuation.onTermination = { _ in task.cancel() }
+            let others = Task {
+                do {
+                    var configuration = Configuration()
+                    configuration.readonly = true
+                    let watcher = try DatabaseQueue(path: path, configuration: configuration)
+                    var version = try await watcher.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") }
+                    while !Task.isCancelled {
+                        try await Task.sleep(for: Self.otherProcessesPoll)
+                        let now = try await watcher.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") }
+                        guard now != version else { continue }
+                        version = now
+                        send(try await database.read(fetch))
+                    }
+                } catch is CancellationError {
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in
+                local.cancel()
+                others.cancel()
+            }
         }
     }
 

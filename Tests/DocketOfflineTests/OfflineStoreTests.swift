@@ -285,3 +285,27 @@ extension KeepSyncedTests {
         #expect(written.get?.count == 50)
     }
 }
+
+extension OfflineStoreTests {
+    @Test("a change made through another store on the same file (another process: an app extension, the CLI) reaches this one's observers", .timeLimit(.minutes(1)))
+    func otherProcess() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-offline-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("store.sqlite").path
+        let app = try OfflineStore(path: path, client: try Self.client("http://127.0.0.1:9"))
+        let id = try await app.create(in: "incident", values: ["short_description": "seen by both"])
+        var updates = app.observe(id, in: "incident").makeAsyncIterator()
+        #expect(try await updates.next()??.values["short_description"] == "seen by both")
+        // Its own pool of connections, as another process has: GRDB's observation of `app` does not see its commits.
+        let extensionStore = try OfflineStore(path: path, client: try Self.client("http://127.0.0.1:9"))
+        let started = ContinuousClock.now
+        try await extensionStore.update(id, in: "incident", values: ["short_description": "changed by the extension"])
+        #expect(try await updates.next()??.values["short_description"] == "changed by the extension")
+        #expect(ContinuousClock.now - started < .seconds(2))
+        var lists = app.observeRecords(in: "incident").makeAsyncIterator()
+        #expect(try await lists.next()?.count == 1)
+        try await extensionStore.create(in: "incident", values: ["short_description": "a second one"])
+        #expect(try await lists.next()?.count == 2)
+    }
+}
