@@ -129,12 +129,25 @@ struct CreateCommand: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
+    @OptionGroup var offline: OfflineOptions
+
     func run() async throws {
         let values = try FieldArguments.parse(fields)
-        let (_, backend) = try connection.backend()
-        let item = try await backend.create(type: type, fields: values)
-        if output.json { return WorkOutput.show(item, json: true) }
-        CLIEnvironment.current.print("Created \(item.id)\(WorkOutput.state(item)): \(item.title)")
+        let (client, backend) = try connection.backend()
+        do {
+            let item = try await backend.create(type: type, fields: values)
+            if output.json { return WorkOutput.show(item, json: true) }
+            CLIEnvironment.current.print("Created \(item.id)\(WorkOutput.state(item)): \(item.title)")
+        } catch where !offline.online && client.session.credentials.compassDatabase == nil && !client.session.credentials.isETO
+            && OfflineCopy.isUnreachable(error)
+        {
+            // Offline the record gets its sys_id here (the instance keeps it) and its number when it is sent; values
+            // are stored values, as the Table API takes them.
+            let store = try OfflineCopy.open(client)
+            let sysID = try await store.create(in: type, values: Dictionary(values, uniquingKeysWith: { $1 }))
+            if output.json { return CLIEnvironment.current.print(WorkOutput.text(.object(["sys_id": .string(sysID), "queued": .bool(true)]))) }
+            CLIEnvironment.current.print("Queued the new \(type) \(sysID): the instance cannot be reached; 'docket sync' sends it.")
+        }
     }
 }
 

@@ -30,10 +30,12 @@ struct OfflineCommandTests {
                 #expect(comment.code == 0 && comment.out.contains("Queued a comment to INC0010001"), "\(comment.err)")
                 let edit = await cli.run("edit", "INC0010001", "short_description=fixed offline")
                 #expect(edit.code == 0 && edit.out.contains("Queued the change to INC0010001"), "\(edit.err)")
+                let created = await cli.run("create", "incident", "short_description=made in a tunnel")
+                #expect(created.code == 0 && created.out.contains("Queued the new incident"), "\(created.err)")
                 let shown = await cli.run("show", "INC0010001")
                 #expect(shown.out.contains("fixed offline") && shown.out.contains("wait to be sent"))
                 let sync = await cli.run("sync")
-                #expect(sync.code == 1 && sync.err.contains("could not reach the instance") && sync.err.contains("2 changes wait"))
+                #expect(sync.code == 1 && sync.err.contains("could not reach the instance") && sync.err.contains("3 changes wait"))
                 // --online: no answer from the copy.
                 #expect(await cli.run("tasks", "--online").code == 1)
                 // An item the copy does not hold cannot be queued.
@@ -46,7 +48,8 @@ struct OfflineCommandTests {
                 _ = try await admin.table.updateRecord(Demo.incident1, in: "incident", with: ["short_description": "fixed by the desk"])
                 let sync = await cli.run("sync")
                 #expect(sync.code == 0, "\(sync.err)")
-                #expect(sync.out.contains("Sent 1 change") && sync.out.contains("1 conflict to settle"), "\(sync.out)")
+                #expect(sync.out.contains("Sent 2 changes") && sync.out.contains("1 conflict to settle"), "\(sync.out)")
+                #expect(try await admin.table.records(in: "incident", query: .where("short_description", .equals, "made in a tunnel")).records.count == 1)
                 let conflicts = await cli.run("conflicts")
                 #expect(conflicts.out.contains("INC0010001  short_description:"), "\(conflicts.out)")
                 #expect(conflicts.out.contains("yours 'fixed offline', theirs 'fixed by the desk'"))
