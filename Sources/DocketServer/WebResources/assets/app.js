@@ -5,6 +5,32 @@
   var body = document.body;
   var me = body.dataset.user || '';
   var notices = document.getElementById('notices');
+  // A copy the service worker kept, shown because the network failed.
+  var offlineAsOf = body.dataset.offlineAsOf;
+
+  // Pages a signed-in user opens are kept for reading offline (sw.js); signed out, the kept ones are forgotten.
+  if ('serviceWorker' in navigator && offlineAsOf === undefined) {
+    if (me) {
+      navigator.serviceWorker.register('/app/sw.js', { scope: '/app/' }).catch(function () {});
+    } else if (window.caches) {
+      caches.delete('docket-pages-v1').catch(function () {});
+    }
+  }
+  if (offlineAsOf !== undefined && offlineAsOf !== 'none') {
+    var banner = document.createElement('div');
+    banner.className = 'offline-banner';
+    banner.setAttribute('role', 'status');
+    var saved = new Date(offlineAsOf);
+    var when = isNaN(saved.getTime()) ? 'an earlier visit' : saved.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' });
+    banner.textContent = 'Offline: this page as of ' + when + '. Changes cannot be made until the connection is back. ';
+    var again = document.createElement('a');
+    again.href = location.href;
+    again.textContent = 'Try again';
+    banner.appendChild(again);
+    var main = document.querySelector('main') || body;
+    main.insertBefore(banner, main.firstChild);
+    body.dataset.liveState = 'offline';
+  }
 
   function notice(text) {
     if (!notices) return;
@@ -330,7 +356,7 @@
     });
   }
 
-  if (table && window.EventSource) {
+  if (table && window.EventSource && offlineAsOf === undefined) {
     connect();
     window.addEventListener('pagehide', function () {
       disconnect();

@@ -1,8 +1,69 @@
-// Docket's service worker: shows a pushed notification (one per notification id: a repeat replaces it) and opens
-// its item when it is clicked. It caches nothing: the pages are always fetched.
+// Docket's service worker: keeps the pages a signed-in user opened readable offline (always fetched from the
+// network first; a copy of each is kept, and shown with the time it was saved when the network fails), shows a
+// pushed notification (one per notification id: a repeat replaces it) and opens its item when it is clicked.
 'use strict';
 
-self.addEventListener('install', function () { self.skipWaiting(); });
+var PAGES = 'docket-pages-v1';
+// Pages never kept: signing in and out, and the device sign-in.
+var NEVER = /^\/app\/(login|logout|device|sw\.js|manifest)/;
+
+self.addEventListener('fetch', function (event) {
+  var request = event.request;
+  if (request.method !== 'GET') return;
+  var url = new URL(request.url);
+  if (url.origin !== self.location.origin || url.pathname.indexOf('/app/') !== 0 || NEVER.test(url.pathname)) return;
+  if (request.mode === 'navigate') {
+    event.respondWith(fetch(request).then(function (response) {
+      // A page as the signed-in user saw it (not a redirect to sign-in, not an error).
+      if (response.ok && !response.redirected && (response.headers.get('Content-Type') || '').indexOf('text/html') === 0) {
+        event.waitUntil(keep(url.pathname + url.search, response.clone()));
+      }
+      return response;
+    }, function () { return saved(url.pathname + url.search); }));
+  } else if (url.pathname.indexOf('/app/assets/') === 0) {
+    event.respondWith(fetch(request).then(function (response) {
+      if (response.ok) event.waitUntil(caches.open(PAGES).then(function (cache) { return cache.put(url.pathname, response.clone()); }));
+      return response;
+    }, function () {
+      return caches.open(PAGES).then(function (cache) { return cache.match(url.pathname); }).then(function (found) { return found || Response.error(); });
+    }));
+  }
+});
+
+function keep(key, response) {
+  return response.text().then(function (text) {
+    return caches.open(PAGES).then(function (cache) {
+      return cache.put(key, new Response(text, { headers: { 'Content-Type': 'text/html; charset=utf-8', 'X-Docket-Saved': new Date().toISOString() } }));
+    });
+  });
+}
+
+// The kept copy, marked with when it was saved (the page says so); a short page when there is none.
+function saved(key) {
+  return caches.open(PAGES).then(function (cache) { return cache.match(key); }).then(function (found) {
+    if (!found) {
+      return new Response('<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">' +
+        '<title>Offline</title><link rel="stylesheet" href="/app/assets/app.css"></head><body data-offline-as-of="none"><main class="page">' +
+        '<h1>You are offline</h1><p>This page was not opened on this device while online, so there is no copy of it here.</p>' +
+        '<p><a href="/app/work">My work</a> and the items you opened are kept.</p></main></body></html>',
+        { status: 200, headers: { 'Content-Type': 'text/html; charset=utf-8' } });
+    }
+    var when = found.headers.get('X-Docket-Saved') || '';
+    return found.text().then(function (text) {
+      return new Response(text.replace(/<body/, '<body data-offline-as-of="' + when + '"'), { headers: { 'Content-Type': 'text/html; charset=utf-8' } });
+    });
+  });
+}
+// Signing out forgets the kept pages: the sign-in page deletes this cache (see app.js).
+
+// The script and styles every page needs, kept at install (a page may take them from the memory cache instead of
+// asking this worker, so they would not be seen otherwise).
+var ASSETS = ['/app/assets/app.css', '/app/assets/app.js', '/app/assets/icon.svg'];
+
+self.addEventListener('install', function (event) {
+  self.skipWaiting();
+  event.waitUntil(caches.open(PAGES).then(function (cache) { return cache.addAll(ASSETS); }).catch(function () {}));
+});
 self.addEventListener('activate', function (event) { event.waitUntil(self.clients.claim()); });
 
 self.addEventListener('push', function (event) {

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""The web UI offline, in headless Chromium (Selenium) against a live docketd with demo data:
+
+  - john.doe signs in and opens My work and an item (INC0010001): the service worker keeps both;
+  - docketd stops (the network to it is cut: every request is refused): My work and the item still show, each
+    with a banner saying it is offline and as of when, without live updates; an item never opened says there is
+    no copy of it here; Back and Forward move through the kept pages;
+  - docketd starts again on the same port: the pages are live again, without the banner;
+  - signing out forgets the kept pages: stopped again, My work is not shown to whoever uses the browser next.
+
+Usage: Tests/Browser/offline.py --binary PATH
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from web_ui import Run, browser  # noqa: E402
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+INCIDENT = "cdb04ffc53247d4908555def767adca7"  # INC0010001, john's
+
+
+def serve(binary, folder, port):
+    """docketd with demo data on `port` (0: a free one); its process and port."""
+    out = open(os.path.join(folder, "stdout-%d" % time.time_ns()), "w+")
+    err = open(os.path.join(folder, "stderr"), "a")
+    process = subprocess.Popen([binary, "--demo", "--port", str(port), "--data-dir", os.path.join(folder, "data"),
+                                "--log-level", "warning"], stdout=out, stderr=err)
+    for _ in range(600):
+        out.seek(0)
+        text = out.read()
+        if "listening on" in text:
+            return process, int(text.strip().rsplit(":", 1)[1])
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    sys.exit("docketd did not start: " + open(os.path.join(folder, "stderr")).read())
+
+
+def stop(process):
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--binary", required=True)
+    args = parser.parse_args()
+    folder = tempfile.mkdtemp(prefix="docket-offline-web-")
+    process, port = serve(args.binary, folder, 0)
+    base = f"http://127.0.0.1:{port}"
+    driver = None
+    try:
+        driver = browser()
+        run = Run(driver, base, port, "/tmp")
+        print("The web UI offline, in headless Chromium against", base, flush=True)
+
+        run.step("john signs in; the service worker takes the pages; My work and INC0010001 are opened")
+        driver.get(base + "/")
+        driver.find_element(By.ID, "user_name").send_keys("john.doe")
+        driver.find_element(By.ID, "password").send_keys("password")
+        driver.find_element(By.CSS_SELECTOR, ".signin form button[type=submit]").click()
+        run.until_text("main h1", "My work")
+        WebDriverWait(driver, 15).until(lambda d: d.execute_script("return !!navigator.serviceWorker.controller"))
+        for path in ["/app/work", "/app/item/incident/" + INCIDENT, "/app/work"]:
+            driver.get(base + path)
+            run.until_text("main", "INC0010001")
+        # The copies are kept (asynchronously) once the pages were answered.
+        kept = "return caches.open('docket-pages-v1').then(c => c.keys()).then(k => k.map(r => new URL(r.url).pathname))"
+        WebDriverWait(driver, 15).until(lambda d: {"/app/work", "/app/item/incident/" + INCIDENT, "/app/assets/app.js",
+                                                   "/app/assets/app.css"} <= set(d.execute_script(kept)))
+
+        run.step("docketd stops: My work and the item still show, saying offline and as of when")
+        stop(process)
+        driver.get(base + "/app/work")
+        run.until_text("main h1", "My work")
+        run.until_text(".offline-banner", "Offline: this page as of")
+        if "INC0010001" not in run.text("main"):
+            sys.exit("My work offline does not list INC0010001")
+        if driver.execute_script("return document.body.dataset.liveState") != "offline":
+            sys.exit("the offline page tries to follow live changes")
+        driver.find_element(By.PARTIAL_LINK_TEXT, "INC0010001").click()
+        run.until_text("main", "Unable to connect to office wifi")
+        run.until_text(".offline-banner", "Offline")
+        run.step("an item never opened: no copy here, said plainly")
+        driver.get(base + "/app/item/incident/" + "0" * 32)
+        run.until_text("main h1", "You are offline")
+        run.step("Back and Forward move through the kept pages")
+        driver.back()
+        run.until_text("main", "Unable to connect to office wifi")
+        driver.back()
+        run.until_text("main h1", "My work")
+        driver.forward()
+        run.until_text("main", "Unable to connect to office wifi")
+
+        run.step("docketd is back: the pages are live again, without the banner")
+        process, _ = serve(args.binary, folder, port)
+        driver.get(base + "/app/work")
+        run.until_text("main h1", "My work")
+        if driver.find_elements(By.CSS_SELECTOR, ".offline-banner"):
+            sys.exit("the banner stays once the network is back")
+        run.live_open()
+
+        run.step("signing out forgets the kept pages")
+        driver.find_element(By.CSS_SELECTOR, "form[action='/app/logout'] button").click()
+        WebDriverWait(driver, 15).until(lambda d: d.find_elements(By.ID, "user_name"))
+        WebDriverWait(driver, 15).until(lambda d: d.execute_script(
+            "return caches.has('docket-pages-v1').then(h => !h)"))
+        stop(process)
+        driver.get(base + "/app/work")
+        body = driver.find_element(By.TAG_NAME, "body").text
+        if "INC0010001" in body:
+            sys.exit("after signing out, the kept My work is still shown")
+        run.collect_console()
+        # Refused connections while docketd was stopped are the point of this test, not errors of the page.
+        errors = [e for e in run.console if e["level"] == "SEVERE" and e.get("source") != "network"
+                  and "ERR_CONNECTION_REFUSED" not in e.get("message", "") and "Failed to fetch" not in e.get("message", "")]
+        if errors:
+            sys.exit("JavaScript console errors:\n" + "\n".join(e["message"] for e in errors))
+        print("offline: all checks passed")
+    finally:
+        if driver:
+            driver.quit()
+        if process.poll() is None:
+            stop(process)
+
+
+if __name__ == "__main__":
+    main()
