@@ -5,7 +5,9 @@
   - docketd stops (the network to it is cut: every request is refused): My work and the item still show, each
     with a banner saying it is offline and as of when, without live updates; an item never opened says there is
     no copy of it here; Back and Forward move through the kept pages;
-  - docketd starts again on the same port: the pages are live again, without the banner;
+  - a comment typed on the kept item page is queued on the device (IndexedDB);
+  - docketd starts again on the same port: the pages are live again, without the banner, and the queued comment is
+    sent, once (with an Idempotency-Key, so that a lost answer does not add it twice);
   - signing out forgets the kept pages: stopped again, My work is not shown to whoever uses the browser next.
 
 Usage: Tests/Browser/offline.py --binary PATH
@@ -18,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from web_ui import Run, browser  # noqa: E402
+from web_ui import Run, api, browser  # noqa: E402
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -88,6 +90,10 @@ def main():
         driver.find_element(By.PARTIAL_LINK_TEXT, "INC0010001").click()
         run.until_text("main", "Unable to connect to office wifi")
         run.until_text(".offline-banner", "Offline")
+        run.step("a comment typed offline is queued on the device")
+        driver.find_element(By.ID, "comment-text").send_keys("Typed in the lift, no signal")
+        driver.find_element(By.CSS_SELECTOR, "form.comment button[name=element][value=comments]").click()
+        run.until_text("form.comment .queued", "Queued: your comment will be sent when the connection is back")
         run.step("an item never opened: no copy here, said plainly")
         driver.get(base + "/app/item/incident/" + "0" * 32)
         run.until_text("main h1", "You are offline")
@@ -99,13 +105,24 @@ def main():
         driver.forward()
         run.until_text("main", "Unable to connect to office wifi")
 
-        run.step("docketd is back: the pages are live again, without the banner")
+        run.step("docketd is back: the pages are live again, without the banner; the queued comment is sent, once")
         process, _ = serve(args.binary, folder, port)
         driver.get(base + "/app/work")
         run.until_text("main h1", "My work")
         if driver.find_elements(By.CSS_SELECTOR, ".offline-banner"):
             sys.exit("the banner stays once the network is back")
         run.live_open()
+        run.until_text("#notices", "Sent the comment you wrote offline on")
+        query = "/api/now/table/sys_journal_field?sysparm_query=element_id%3D" + INCIDENT + "%5Evalue%3DTyped%20in%20the%20lift%2C%20no%20signal"
+        if len(api(port, "GET", query, user="admin")["result"]) != 1:
+            sys.exit("the comment typed offline is not on the server once")
+        driver.get(base + "/app/item/incident/" + INCIDENT)
+        run.until_text("main", "Typed in the lift, no signal")
+        driver.get(base + "/app/work")
+        run.until_text("main h1", "My work")
+        time.sleep(1)
+        if len(api(port, "GET", query, user="admin")["result"]) != 1:
+            sys.exit("the comment typed offline was sent twice")
 
         run.step("signing out forgets the kept pages")
         driver.find_element(By.CSS_SELECTOR, "form[action='/app/logout'] button").click()

@@ -47,8 +47,22 @@ struct WebEdits {
         guard let text = form.text("text") else {
             return try await items.itemPage(table: table, sysID: sysID, context: context, formError: "Write something first.", status: .badRequest)
         }
+        // A comment typed offline and sent by the page once the connection is back carries an Idempotency-Key: sent
+        // again (its answer lost), it is not added twice.
+        var options = WriteOptions()
+        if let header = request.headers[.idempotencyKey] {
+            guard let key = IdempotencyClaim.key(fromHeader: header) else { throw WebError(.badRequest, "The Idempotency-Key is not valid.") }
+            options.idempotency = IdempotencyClaim(
+                userID: caller.userID, key: key,
+                fingerprint: IdempotencyClaim.fingerprint(method: "POST", target: request.uri.path, body: Array((element + "\u{0}" + text).utf8))
+            )
+        }
         do {
-            try await store.update(sysID, in: table, values: [element: text], caller: caller)
+            try await store.update(sysID, in: table, values: [element: text], caller: caller, options: options)
+        } catch let used as IdempotencyRecords.Used {
+            guard used.record.fingerprint == options.idempotency?.fingerprint else {
+                throw WebError(.unprocessableContent, "This Idempotency-Key was used for another comment.")
+            }
         } catch let error as EngineError where error.code == .badRequest || error.code == .forbidden {
             return try await items.itemPage(
                 table: table, sysID: sysID, context: context, formError: WebError(error).message,

@@ -16,13 +16,92 @@
       caches.delete('docket-pages-v1').catch(function () {});
     }
   }
+  // Comments typed on a kept page while offline wait in IndexedDB ('docket-outbox'), each with its own
+  // Idempotency-Key, and are sent once the pages load from docketd again: once each, even when an answer is lost.
+  var outbox = {
+    open: function () {
+      return new Promise(function (resolve, reject) {
+        if (!window.indexedDB) return reject(new Error('no IndexedDB'));
+        var request = indexedDB.open('docket-outbox', 1);
+        request.onupgradeneeded = function () { request.result.createObjectStore('comments', { keyPath: 'key' }); };
+        request.onsuccess = function () { resolve(request.result); };
+        request.onerror = function () { reject(request.error); };
+      });
+    },
+    run: function (mode, work) {
+      return outbox.open().then(function (db) {
+        return new Promise(function (resolve, reject) {
+          var transaction = db.transaction('comments', mode);
+          var result = work(transaction.objectStore('comments'));
+          transaction.oncomplete = function () { db.close(); resolve(result && result.result); };
+          transaction.onerror = function () { db.close(); reject(transaction.error); };
+        });
+      });
+    },
+    add: function (entry) { return outbox.run('readwrite', function (store) { store.put(entry); }); },
+    all: function () { return outbox.run('readonly', function (store) { return store.getAll(); }); },
+    remove: function (key) { return outbox.run('readwrite', function (store) { store.delete(key); }); }
+  };
+  function newKey() {
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return Array.prototype.map.call(bytes, function (b) { return ('0' + b.toString(16)).slice(-2); }).join('');
+  }
+  var flushing = false;
+  function flushOutbox() {
+    if (flushing || !me || offlineAsOf !== undefined) return;
+    flushing = true;
+    outbox.all().then(function (entries) {
+      entries = (entries || []).filter(function (entry) { return entry.user === me; });
+      return entries.reduce(function (previous, entry) {
+        return previous.then(function (stop) {
+          if (stop) return true;
+          return fetch(entry.action, {
+            method: 'POST', credentials: 'same-origin',
+            headers: { 'Content-Type': 'application/x-www-form-urlencoded', 'Idempotency-Key': entry.key },
+            body: new URLSearchParams(entry.fields).toString()
+          }).then(function (response) {
+            if (response.ok) {
+              notice('Sent the comment you wrote offline on ' + entry.title + '.');
+              return outbox.remove(entry.key).then(function () { return false; });
+            }
+            notice('A comment written offline on ' + entry.title + ' was refused (' + response.status + '); it is kept.');
+            return false;
+          }, function () { return true; });  // Still no connection: the rest waits too.
+        });
+      }, Promise.resolve(false));
+    }).catch(function () {}).then(function () { flushing = false; });
+  }
+  flushOutbox();
+  window.addEventListener('online', flushOutbox);
+  var commentForm = document.querySelector('form.comment');
+  if (commentForm && offlineAsOf !== undefined && offlineAsOf !== 'none') {
+    commentForm.addEventListener('submit', function (event) {
+      event.preventDefault();
+      var data = new FormData(commentForm, event.submitter);
+      var fields = {};
+      data.forEach(function (value, name) { fields[name] = String(value); });
+      if (!fields.text || !fields.text.trim()) return;
+      var title = (document.querySelector('main h1') || {}).textContent || 'this item';
+      outbox.add({ key: newKey(), user: me, action: commentForm.action, fields: fields, title: title.trim(), queuedAt: new Date().toISOString() })
+        .then(function () {
+          commentForm.reset();
+          var status = document.createElement('p');
+          status.className = 'queued';
+          status.setAttribute('role', 'status');
+          status.textContent = 'Queued: your ' + (fields.element === 'work_notes' ? 'work note' : 'comment') +
+            ' will be sent when the connection is back.';
+          commentForm.appendChild(status);
+        }, function (error) { notice('The comment could not be kept (' + error.message + ').'); });
+    });
+  }
   if (offlineAsOf !== undefined && offlineAsOf !== 'none') {
     var banner = document.createElement('div');
     banner.className = 'offline-banner';
     banner.setAttribute('role', 'status');
     var saved = new Date(offlineAsOf);
     var when = isNaN(saved.getTime()) ? 'an earlier visit' : saved.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' });
-    banner.textContent = 'Offline: this page as of ' + when + '. Changes cannot be made until the connection is back. ';
+    banner.textContent = 'Offline: this page as of ' + when + '. Comments you add are sent when the connection is back. ';
     var again = document.createElement('a');
     again.href = location.href;
     again.textContent = 'Try again';

@@ -209,4 +209,29 @@ struct ConditionalWriteTests {
             #expect(try await client.get("/api/now/table/incident/\(id)").result.string("short_description") == "batched offline")
         }
     }
+
+    @Test("the web UI's comment form with an Idempotency-Key (a comment typed offline, sent again): added once; the key with another text is a 422; a bad key is a 400")
+    func webComment() async throws {
+        try await TestApp.withRouter { client in
+            var john = WebBrowser(client)
+            try await john.signIn()
+            let path = "/app/item/incident/\(Demo.incident1)"
+            try await john.get(path)
+            func post(_ text: String, key: String) async throws -> TestResponse {
+                var headers = john.cookieHeader
+                headers[.contentType] = "application/x-www-form-urlencoded"
+                headers[HTTPField.Name("Idempotency-Key")!] = key
+                let body = "csrf=\(john.csrf)&element=comments&text=" + (text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text)
+                return try await client.execute(uri: path + "/comment", method: .post, headers: headers, body: ByteBuffer(string: body))
+            }
+            #expect(try await post("sent from the outbox", key: "outbox-1").status == .seeOther)
+            #expect(try await post("sent from the outbox", key: "outbox-1").status == .seeOther)
+            #expect(try await post("another text", key: "outbox-1").status == .unprocessableContent)
+            #expect(try await post("bad key", key: "has space").status == .badRequest)
+            let journal = try await client.get("/api/now/table/sys_journal_field?sysparm_query=element_id=\(Demo.incident1)^value=sent from the outbox", .admin)
+            #expect(try journal.results.count == 1)
+            let others = try await client.get("/api/now/table/sys_journal_field?sysparm_query=element_id=\(Demo.incident1)^valueINanother text,bad key", .admin)
+            #expect(try others.results.isEmpty)
+        }
+    }
 }
