@@ -58,6 +58,12 @@ public final class OfflineStore: Sendable {
                 CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);
                 """)
         }
+        migrator.registerMigration("v2-refresh-queries") { db in
+            try db.execute(sql: """
+                CREATE TABLE refresh_query (table_name TEXT NOT NULL, query TEXT NOT NULL, row_limit INTEGER NOT NULL,
+                    PRIMARY KEY (table_name, query));
+                """)
+        }
         return migrator
     }
 

@@ -31,13 +31,15 @@ extension OfflineStore {
             if try await self.cursor() == nil, case .changes(_, let through) = try await self.client.changes(since: nil) {
                 try await self.setCursor(through)
             }
-            var count = 0
-            for try await page in self.client.table.paginator(in: table, query: query, pageSize: min(limit, 1000)) {
-                try await self.store(page.records.map(\.rawValues), table: table)
-                count += page.records.count
-                if count >= limit { break }
+            let count = try await self.read(table, query: query, limit: limit).count
+            try await self.database.write { db in
+                try Self.track(table, db: db)
+                // Read again after a resync, so that the store answers as the server does for the same query.
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO refresh_query (table_name, query, row_limit) VALUES (?, ?, ?)",
+                    arguments: [table, query?.description ?? "", limit]
+                )
             }
-            try await self.database.write { db in try Self.track(table, db: db) }
             return count
         }
     }
@@ -359,46 +361,67 @@ extension OfflineStore {
         guard !changes.isEmpty else { return 0 }
         return try await database.write { db in
             let tracked = Set(try String.fetchAll(db, sql: "SELECT table_name FROM tracked"))
+            // Records with pending operations: the only ones whose view must be worked out again.
+            var pending = Set(try Row.fetchAll(db, sql: "SELECT DISTINCT table_name, sys_id FROM operation").map {
+                ($0["table_name"] as String) + "/" + ($0["sys_id"] as String)
+            })
+            let select = try db.cachedStatement(sql: "SELECT server FROM record WHERE table_name = ? AND sys_id = ?")
             var applied = 0
             for change in changes {
-                let held = try Row.fetchOne(
-                    db, sql: "SELECT 1 FROM record WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID]
-                ) != nil
+                let key = change.table + "/" + change.sysID
+                let server = try String.fetchOne(select, arguments: [change.table, change.sysID])
                 switch change.kind {
                 case .deleted, .left:
-                    guard held else { continue }
-                    let pending = try Int.fetchOne(
-                        db, sql: "SELECT COUNT(*) FROM operation WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID]
-                    ) ?? 0
-                    if pending == 0 {
+                    guard server != nil else { continue }
+                    // With pending operations the record stays: sending them finds it gone, and says so.
+                    if !pending.contains(key) {
                         try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID])
                     }
-                    // With pending operations the record stays: sending them finds it gone, and says so.
                     applied += 1
                 case .entered, .changed:
-                    guard held || tracked.contains(change.table) else { continue }
-                    var values = held
-                        ? Self.decode(try String.fetchOne(
-                            db, sql: "SELECT server FROM record WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID]
-                        ))
-                        : [:]
+                    guard server != nil || tracked.contains(change.table) else { continue }
+                    var values = server.map { Self.decode($0) } ?? [:]
                     values.merge(change.record) { _, new in new }
                     for field in Self.journalFields where change.fields.contains(field) { values[field] = "" }
-                    try Self.storeServer(values, table: change.table, sysID: change.sysID, db: db)
-                    try Self.rebuild(change.table, change.sysID, db: db)
+                    try Self.storeServer(values, table: change.table, sysID: change.sysID, db: db, settled: !pending.contains(key))
+                    if pending.contains(key) { try Self.rebuild(change.table, change.sysID, db: db) }
                     applied += 1
                 }
             }
+            pending.removeAll()
             return applied
         }
     }
 
-    private func refetchAll() async throws {
-        let held = try await database.read { db in
-            try Row.fetchAll(db, sql: "SELECT table_name, sys_id FROM record WHERE server != '{}'").map { ($0["table_name"] as String, $0["sys_id"] as String) }
+    /// Reads the records a query selects into the store; returns their sys_ids.
+    private func read(_ table: String, query: EncodedQuery?, limit: Int) async throws -> Set<String> {
+        var found: Set<String> = []
+        for try await page in client.table.paginator(in: table, query: query, pageSize: min(limit, 1000)) {
+            try await store(page.records.map(\.rawValues), table: table)
+            found.formUnion(page.records.map(\.sysID))
+            if found.count >= limit { break }
         }
-        for (table, ids) in Dictionary(grouping: held, by: \.0).mapValues({ $0.map(\.1) }) {
-            var found: Set<String> = []
+        return found
+    }
+
+    /// After a resync: every query the store was filled with is read again (new records come in), then every other
+    /// record it holds; records the server no longer has (or no longer shows) leave, unless operations concern them.
+    private func refetchAll() async throws {
+        let (held, queries) = try await database.read { db in
+            (
+                try Row.fetchAll(db, sql: "SELECT table_name, sys_id FROM record WHERE server != '{}'").map { ($0["table_name"] as String, $0["sys_id"] as String) },
+                try Row.fetchAll(db, sql: "SELECT table_name, query, row_limit FROM refresh_query").map {
+                    ($0["table_name"] as String, $0["query"] as String, $0["row_limit"] as Int)
+                }
+            )
+        }
+        var seen: [String: Set<String>] = [:]
+        for (table, text, limit) in queries {
+            seen[table, default: []].formUnion(try await read(table, query: text.isEmpty ? nil : try EncodedQuery(text), limit: limit))
+        }
+        for (table, all) in Dictionary(grouping: held, by: \.0).mapValues({ $0.map(\.1) }) {
+            var found = seen[table] ?? []
+            let ids = all.filter { !found.contains($0) }
             for start in stride(from: 0, to: ids.count, by: 200) {
                 let chunk = Array(ids[start..<min(ids.count, start + 200)])
                 let query = EncodedQuery.where("sys_id", .in, chunk.joined(separator: ","))
@@ -429,16 +452,16 @@ extension OfflineStore {
         }
     }
 
-    static func storeServer(_ values: [String: String], table: String, sysID: String, db: Database) throws {
+    /// Stores the server's values of a record. `settled`: no operation of this process or another concerns it, so what
+    /// the user sees is the server's values too (otherwise ``rebuild(_:_:db:)`` works that out).
+    static func storeServer(_ values: [String: String], table: String, sysID: String, db: Database, settled: Bool = false) throws {
         let version = values["sys_mod_count"].flatMap { Int($0) }
-        try db.execute(
-            sql: """
-                INSERT INTO record (table_name, sys_id, server, local, version, fetched_at) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (table_name, sys_id) DO UPDATE SET server = excluded.server, version = excluded.version,
-                fetched_at = excluded.fetched_at
-                """,
-            arguments: [table, sysID, encode(values), encode(values), version, Date().timeIntervalSince1970]
-        )
+        let encoded = encode(values)
+        try db.cachedStatement(sql: """
+            INSERT INTO record (table_name, sys_id, server, local, version, fetched_at) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (table_name, sys_id) DO UPDATE SET server = excluded.server, version = excluded.version,
+            fetched_at = excluded.fetched_at\(settled ? ", local = excluded.local" : "")
+            """).execute(arguments: [table, sysID, encoded, encoded, version, Date().timeIntervalSince1970])
     }
 }
 

@@ -14,35 +14,19 @@ Usage: Tests/Browser/offline.py --binary PATH
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "Offline"))
+from kill_client import start_docketd as serve  # noqa: E402
 from web_ui import Run, api, browser  # noqa: E402
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 INCIDENT = "cdb04ffc53247d4908555def767adca7"  # INC0010001, john's
-
-
-def serve(binary, folder, port):
-    """docketd with demo data on `port` (0: a free one); its process and port."""
-    out = open(os.path.join(folder, "stdout-%d" % time.time_ns()), "w+")
-    err = open(os.path.join(folder, "stderr"), "a")
-    process = subprocess.Popen([binary, "--demo", "--port", str(port), "--data-dir", os.path.join(folder, "data"),
-                                "--log-level", "warning"], stdout=out, stderr=err)
-    for _ in range(600):
-        out.seek(0)
-        text = out.read()
-        if "listening on" in text:
-            return process, int(text.strip().rsplit(":", 1)[1])
-        if process.poll() is not None:
-            break
-        time.sleep(0.1)
-    sys.exit("docketd did not start: " + open(os.path.join(folder, "stderr")).read())
 
 
 def stop(process):
@@ -55,7 +39,7 @@ def main():
     parser.add_argument("--binary", required=True)
     args = parser.parse_args()
     folder = tempfile.mkdtemp(prefix="docket-offline-web-")
-    process, port = serve(args.binary, folder, 0)
+    process, port = serve(args.binary, folder)
     base = f"http://127.0.0.1:{port}"
     driver = None
     try:

@@ -394,3 +394,29 @@ struct SeededGenerator: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+extension OfflineStoreTests {
+    @Test("after a resync (the log no longer reaches back) the store reads its queries again: it then answers as the server does", .timeLimit(.minutes(2)))
+    func resync() async throws {
+        try await withLiveServer(configure: { $0.liveReplayMaxEvents = 5 }) { base in
+            try await Self.withStore(base) { store, _ in
+                let beth = try Self.client(base, "beth.anglin")
+                var ids: [String] = []
+                for index in 0..<3 { ids.append(try await beth.table.createRecord(with: ["short_description": "kept \(index)"], in: "incident").sysID) }
+                #expect(try await store.refresh("incident", query: .where("short_description", .startsWith, "kept")) == 3)
+                // While the store is away: more than the replay limit changes.
+                for index in 3..<10 { _ = try await beth.table.createRecord(with: ["short_description": "kept \(index)"], in: "incident") }
+                _ = try await beth.table.updateRecord(ids[0], in: "incident", with: ["description": "changed meanwhile"])
+                try await beth.table.deleteRecord(ids[1], in: "incident")
+                let report = try await store.sync()
+                #expect(report.refetched)
+                let held = try await store.records(in: "incident").compactMap { $0.values["short_description"] }.sorted()
+                let server = try await beth.table.records(in: "incident", query: .where("short_description", .startsWith, "kept"), limit: 100)
+                #expect(held == server.records.compactMap { $0["short_description"] }.sorted())
+                #expect(held.count == 9)
+                #expect(try await store.record(ids[0], in: "incident")?.values["description"] == "changed meanwhile")
+                #expect(try await store.record(ids[1], in: "incident") == nil)
+            }
+        }
+    }
+}

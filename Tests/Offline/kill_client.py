@@ -35,11 +35,13 @@ ADMIN = "Basic " + base64.b64encode(b"admin:admin").decode()
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "host", "content-length"}
 
 
-def start_docketd(binary, folder):
+def start_docketd(binary, folder, port=0, extra=()):
+    """A demo docketd on `port` (0: a free one) with its data in `folder`, and `extra` arguments: its process and port.
+    Started again on the same folder and port, it serves the same data."""
     out = open(os.path.join(folder, "stdout"), "w+")
-    err = open(os.path.join(folder, "stderr"), "w")
-    process = subprocess.Popen([binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning"],
-                               stdout=out, stderr=err)
+    err = open(os.path.join(folder, "stderr"), "a")
+    process = subprocess.Popen([binary, "--demo", "--port", str(port), "--data-dir", os.path.join(folder, "data"),
+                                "--log-level", "warning", *extra], stdout=out, stderr=err)
     for _ in range(600):
         out.seek(0)
         line = out.read()

@@ -5,6 +5,8 @@
 //                                                     local write returns, then "DRAINED" once all are sent
 //     offline-writer INSTANCE STORE --drain           only sends what is queued, then prints "DRAINED"
 //     offline-writer INSTANCE STORE FROM COUNT --queue-only   writes without sending, then exits
+//     offline-writer INSTANCE STORE --catch-up [PREFIX]  follows incidents (first reading those whose short description
+//                                                     starts with PREFIX), then times one sync after "GO" on stdin
 //     offline-writer INSTANCE STORE --observe COUNT   times COUNT local edits from the call to their observation
 //                                                     (p50, p99, max), without sending anything
 import DocketKit
@@ -38,6 +40,25 @@ if arguments[3] == "--observe", arguments.count >= 5, let count = Int(arguments[
     times.sort()
     func percentile(_ p: Double) -> Double { times[min(times.count - 1, Int(Double(times.count) * p))] }
     say(String(format: "observed %d local edits: p50 %.2f ms, p99 %.2f ms, max %.2f ms", count, percentile(0.5), percentile(0.99), times.last ?? 0))
+    exit(0)
+}
+if arguments[3] == "--catch-up" {
+    // Follows incidents from now; after "GO" on stdin, times one sync (the changes made meanwhile, or a resync).
+    // With a prefix, the incidents whose short description starts with it are read into the store first.
+    let prefix = arguments.count >= 5 ? arguments[4] : nil
+    _ = try await store.refresh(
+        "incident", query: prefix.map { .where("short_description", .startsWith, $0) } ?? .where("short_description", .equals, "nothing matches this"),
+        limit: 50_000
+    )
+    say("READY")
+    _ = readLine()
+    let started = ContinuousClock.now
+    let report = try await store.sync()
+    let elapsed = ContinuousClock.now - started
+    let held = try await store.records(in: "incident").count
+    say(String(format: "applied %d changes%@ in %.2f s; the store holds %d incidents", report.applied,
+               report.refetched ? " (a resync: every record read again)" : "",
+               Double(elapsed.components.attoseconds) / 1e18 + Double(elapsed.components.seconds), held))
     exit(0)
 }
 let queueOnly = arguments.contains("--queue-only")
