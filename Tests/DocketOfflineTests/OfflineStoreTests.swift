@@ -420,3 +420,47 @@ extension OfflineStoreTests {
         }
     }
 }
+
+extension OfflineStoreTests {
+    @Test("a 401 during sync stops it and loses nothing: the operations wait, and go once signed in; a refused operation is kept with its error for retry or discard", .timeLimit(.minutes(2)))
+    func signInAndRefusals() async throws {
+        try await withLiveServer { base in
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-offline-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: folder) }
+            let path = folder.appendingPathComponent("store.sqlite").path
+            // The password was changed elsewhere: the instance answers 401.
+            let expired = try OfflineStore(
+                path: path, client: try DocketClient(instance: base, credentials: .basic(userName: "john.doe", password: "old password"))
+            )
+            try await expired.create(in: "incident", values: ["short_description": "waits for sign-in"])
+            let refused = try await expired.sync()
+            #expect(refused.needsSignIn && refused.sent == 0 && refused.remaining == 1)
+            #expect(try await expired.operations().first?.state == .queued)
+            let store = try OfflineStore(path: path, client: try Self.client(base))
+            #expect(try await store.sync().sent == 1)
+            // The server refuses a value: the operation is kept, failed, with the instance's words.
+            let id = try await store.create(in: "incident", values: ["short_description": "bad value", "urgency": "not a choice"])
+            let report = try await store.sync()
+            #expect(report.failed == 1 && report.remaining == 1)
+            let failed = try #require(try await store.operations().first)
+            #expect(failed.state == .failed && failed.lastError?.contains("HTTP 400") == true)
+            // Later operations on the same record wait behind it; other records go on.
+            try await store.update(id, in: "incident", values: ["description": "after the refusal"])
+            let other = try await store.create(in: "incident", values: ["short_description": "unaffected"])
+            let next = try await store.sync()
+            #expect(next.sent == 1 && next.remaining == 2)
+            #expect(try await store.record(other, in: "incident")?.hasPendingChanges == false)
+            // Retry sends it again (refused again); discard drops it, and the record created here goes with it once
+            // nothing else concerns it.
+            try await store.retry(failed.id)
+            #expect(try await store.sync().failed == 1)
+            try await store.discard(failed.id)
+            let rest = try await store.operations()
+            #expect(rest.count == 1 && rest.first?.kind == .update)
+            try await store.discard(try #require(rest.first).id)
+            #expect(try await store.pendingCount() == 0)
+            #expect(try await store.record(id, in: "incident") == nil)
+        }
+    }
+}
