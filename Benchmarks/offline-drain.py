@@ -10,6 +10,7 @@ docketd and times `offline-writer --drain` (Batch API, 50 operations a request) 
 
 import argparse
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,29 @@ def main():
     print("queued %d writes locally in %.2f s (%.2f ms each, process start included); drained them in %.2f s "
           "(%.0f operations/s); %d on the server" % (args.writes, queued, queued * 1000 / args.writes, elapsed,
                                                      args.writes / elapsed, on_server))
+    # The first retry after the server's return: a writer kept in sync (keepSynced) with nothing listening on its
+    # instance's port until docketd starts there.
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    later = tempfile.mkdtemp(prefix="docket-offline-return-")
+    writer = subprocess.Popen([args.writer, "http://127.0.0.1:%d" % port, os.path.join(later, "store.sqlite"), "0", "20"],
+                              stdout=subprocess.PIPE, text=True)
+    while writer.stdout.readline().strip() != "ACK 19":
+        pass
+    time.sleep(3)  # the retries back off to their longest wait
+    docketd, _ = start_docketd(args.binary, later, port=port)
+    try:
+        back = time.monotonic()
+        while not server_labels(port):
+            time.sleep(0.01)
+        first = time.monotonic() - back
+        writer.wait(timeout=60)
+    finally:
+        docketd.terminate()
+        docketd.wait(timeout=30)
+    print("the first queued write was on the server %.2f s after docketd was back (keepSynced retries at most every 1 s)" % first)
 
 
 if __name__ == "__main__":

@@ -50,8 +50,17 @@ public func withRestartingLiveServer<T: Sendable>(
         return port
     }
     configuration.port = port
-    // While nothing listens on the port: clients see the server down.
-    try await between("http://127.0.0.1:\(port)")
+    // While nothing listens on the port: clients see the server down (connections refused). The port is held, bound
+    // but not listening, so that no other test's listener takes it meanwhile (one that never answers would make
+    // clients hang instead of seeing a refusal).
+    let hold = try PortHold(port)
+    do {
+        try await between("http://127.0.0.1:\(port)")
+    } catch {
+        hold.release()
+        throw error
+    }
+    hold.release()
     return try await runServer(configuration) { _ in try await second("http://127.0.0.1:\(port)") }
 }
 
@@ -129,4 +138,33 @@ public struct TestCertificates: Sendable {
     }
 
     public func remove() { try? FileManager.default.removeItem(at: folder) }
+}
+
+/// A TCP port bound without listening: connecting to it is refused, and nothing else can bind it.
+final class PortHold: Sendable {
+    private let descriptor: Int32
+
+    init(_ port: Int) throws {
+        #if os(Linux)
+            descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+            descriptor = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard descriptor >= 0 else { throw LiveServerError.noPort }
+        var yes: Int32 = 1
+        setsockopt(descriptor, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0 else {
+            close(descriptor)
+            throw LiveServerError.noPort
+        }
+    }
+
+    func release() { close(descriptor) }
 }
