@@ -318,7 +318,7 @@ extension OfflineStoreTests {
         "impact": ["1", "2", "3"], "category": ["network", "software", "hardware"],
     ]
 
-    @Test("300 random interleavings of an offline edit and a server edit: fields changed on one side merge, the same field changed differently on both is a conflict with the three values, what the user typed never regresses", .timeLimit(.minutes(3)))
+    @Test("random interleavings (300; DOCKET_INTERLEAVINGS sets how many) of an offline edit and a server edit: fields changed on one side merge, the same field changed differently on both is a conflict with the three values, what the user typed never regresses", .timeLimit(.minutes(10)))
     func interleavings() async throws {
         try await withLiveServer { base in
             try await Self.withStore(base) { store, _ in
@@ -326,7 +326,9 @@ extension OfflineStoreTests {
                 var generator = SeededGenerator(seed: 14)
                 let id = try await beth.table.createRecord(with: ["short_description": "alpha"], in: "incident").sysID
                 _ = try await store.refresh("incident", query: .where("sys_id", .equals, id))
-                for round in 0..<300 {
+                // 300 in the suite; DOCKET_INTERLEAVINGS=1000 for the full run.
+                let rounds = Int(ProcessInfo.processInfo.environment["DOCKET_INTERLEAVINGS"] ?? "") ?? 300
+                for round in 0..<rounds {
                     let before = try #require(try await store.record(id, in: "incident")).values
                     let fields = Self.fuzzFields.keys.sorted()
                     var mine: [String: String] = [:]
