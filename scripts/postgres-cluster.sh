@@ -3,7 +3,10 @@
 #
 #   scripts/postgres-cluster.sh start [PORT]   installs PostgreSQL from Debian when missing, creates a cluster in
 #                                              a new temporary folder and starts it on 127.0.0.1:PORT (default
-#                                              55432); prints the URL to use as DOCKET_TEST_POSTGRES_URL
+#                                              25432, below Linux's range of ports handed to outgoing connections,
+#                                              so a test's client socket never holds it; when it is taken anyway,
+#                                              the next ones are tried); prints the URL to use as
+#                                              DOCKET_TEST_POSTGRES_URL
 #   scripts/postgres-cluster.sh stop           stops it and removes its folder
 #   scripts/postgres-cluster.sh pause          stops the server, keeping its data (an outage, for tests)
 #   scripts/postgres-cluster.sh resume         starts it again after pause
@@ -13,7 +16,7 @@
 set -euo pipefail
 
 state=/tmp/docket-postgres-cluster
-port="${2:-55432}"
+port="${2:-25432}"
 
 bindir() {
     if command -v pg_config >/dev/null && [ -x "$(pg_config --bindir)/initdb" ]; then pg_config --bindir; return; fi
@@ -34,7 +37,18 @@ start)
     chown postgres "$data"
     run() { if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$*"; else sh -c "$*"; fi; }
     run "'$bin/initdb' -D '$data/db' -U postgres -A trust -E UTF8 --locale=C.UTF-8 >'$data/initdb.log' 2>&1"
-    run "'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=off\" start >/dev/null"
+    # A port someone else holds: the next one (a few times) rather than no cluster.
+    for attempt in 1 2 3 4 5; do
+        if run "'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=off\" start >/dev/null"; then
+            break
+        fi
+        if [ "$attempt" = 5 ] || ! grep -q "could not bind\|could not create any TCP/IP sockets" "$data/server.log"; then
+            echo "PostgreSQL did not start; its log:" >&2
+            tail -20 "$data/server.log" >&2
+            exit 1
+        fi
+        port=$((port + 1))
+    done
     echo "$data" >"$state/data"
     echo "$bin" >"$state/bin"
     echo "$port" >"$state/port"
