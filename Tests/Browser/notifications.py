@@ -42,11 +42,7 @@ def main():
         john = api(port, "GET", "/api/now/table/sys_user?sysparm_query=user_name%3Djohn.doe&sysparm_fields=sys_id")["result"][0]["sys_id"]
 
         run.step("john signs in; the bell shows nothing unread")
-        driver.get(base + "/")
-        driver.find_element(By.ID, "user_name").send_keys("john.doe")
-        driver.find_element(By.ID, "password").send_keys("password")
-        driver.find_element(By.CSS_SELECTOR, ".signin form button[type=submit]").click()
-        run.until_text("main h1", "My work")
+        run.sign_in()
         run.live_open()
         if driver.find_element(By.CSS_SELECTOR, "[data-unread]").is_displayed():
             sys.exit("the bell shows a count before anything happened")

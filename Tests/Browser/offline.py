@@ -48,11 +48,7 @@ def main():
         print("The web UI offline, in headless Chromium against", base, flush=True)
 
         run.step("john signs in; the service worker takes the pages; My work and INC0010001 are opened")
-        driver.get(base + "/")
-        driver.find_element(By.ID, "user_name").send_keys("john.doe")
-        driver.find_element(By.ID, "password").send_keys("password")
-        driver.find_element(By.CSS_SELECTOR, ".signin form button[type=submit]").click()
-        run.until_text("main h1", "My work")
+        run.sign_in()
         WebDriverWait(driver, 15).until(lambda d: d.execute_script("return !!navigator.serviceWorker.controller"))
         for path in ["/app/work", "/app/item/incident/" + INCIDENT, "/app/work"]:
             driver.get(base + path)

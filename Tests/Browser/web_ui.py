@@ -125,6 +125,14 @@ class Run:
     def until_text(self, selector, text, timeout=15):
         WebDriverWait(self.driver, timeout, ignored_exceptions=PAGE_CHANGES).until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text))
 
+    def sign_in(self, user="john.doe", password="password"):
+        """Signs in through the sign-in page and waits for My work."""
+        self.driver.get(self.base + "/")
+        self.driver.find_element(By.ID, "user_name").send_keys(user)
+        self.driver.find_element(By.ID, "password").send_keys(password)
+        self.driver.find_element(By.CSS_SELECTOR, ".signin form button[type=submit]").click()
+        self.until_text("main h1", "My work")
+
     def mark_page(self):
         """A marker that a reload would lose."""
         self.driver.execute_script("window.__docketMarker = 42;")
