@@ -74,6 +74,10 @@ enum IdempotencyRecords {
     /// the key, or throws ``Used`` when it was recorded before, which rolls the write back.
     static func claim(_ claim: IdempotencyClaim, table: String, sysID: String, db: SQLExecutor) async throws {
         if let stored = try await find(userID: claim.userID, key: claim.key, db: db) { throw Used(record: stored) }
+        // A record of the key older than the retention that the hourly pruning has not removed yet: the key is free.
+        try await db.run(
+            "DELETE FROM docket_idempotency WHERE user_id = " + .bind(claim.userID) + " AND idempotency_key = " + .bind(claim.key)
+        )
         try await db.run(
             "INSERT INTO docket_idempotency (user_id, idempotency_key, fingerprint, table_name, record_id, created) VALUES ("
                 + .bind(claim.userID) + ", " + .bind(claim.key) + ", " + .bind(claim.fingerprint) + ", " + .bind(table) + ", "

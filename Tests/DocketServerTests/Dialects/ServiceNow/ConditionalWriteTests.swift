@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import Synchronization
 import Testing
 
 @testable import DocketServer
@@ -114,7 +115,13 @@ struct ConditionalWriteTests {
 
     @Test("Idempotency-Key: the same request again is answered as the first (Idempotent-Replayed), written once; another body with the key is a 422; keys are per user")
     func idempotency() async throws {
-        try await TestApp.withRouter { client in
+        let storage = Mutex<(any Storage)?>(nil)
+        try await TestApp.withRouter(configure: { configuration in
+            configuration.wrapStorage = { opened in
+                storage.withLock { $0 = opened }
+                return opened
+            }
+        }) { client in
             let body = #"{"short_description":"offline create"}"#
             let headers = Self.with([("Idempotency-Key", "key-1")])
             let first = try await client.send(.post, "/api/now/table/incident", json: body, headers: headers)
@@ -142,6 +149,13 @@ struct ConditionalWriteTests {
             #expect(other.status == .unprocessableContent)
             #expect(other.errorMessage == "Idempotency-Key reused")
             #expect(try await Self.incidents(client, "other") == 0)
+            // A key older than 24 hours, not yet pruned, is free again (a new write, not a replay or an error).
+            try await #require(storage.withLock { $0 }).write { db in
+                try await db.run("UPDATE docket_idempotency SET created = 0 WHERE idempotency_key = 'key-1'")
+            }
+            let afterRetention = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"other"}"#, headers: headers)
+            #expect(afterRetention.status == .created && afterRetention.headers[.idempotentReplayed] == nil)
+            #expect(try await Self.incidents(client, "other") == 1)
             // The same key from another user is that user's own.
             let beths = try await client.send(.post, "/api/now/table/incident", json: body, headers: Self.with([("Idempotency-Key", "key-1")], as: .beth))
             #expect(beths.status == .created && beths.headers[.idempotentReplayed] == nil)
