@@ -21,7 +21,7 @@ public struct DocketCommand: AsyncParsableCommand {
             CommentCommand.self, RecordsCommand.self, WatchCommand.self, DefectsCommand.self, CreateCommand.self,
             EditCommand.self, TransitionCommand.self, DeleteCommand.self, ChoicesCommand.self, ContextCommand.self, ParticipantsCommand.self,
             ParticipantCommand.self, TouchPointCommand.self, NotificationsCommand.self, NotifyCommand.self, SyncCommand.self,
-            ConflictsCommand.self, ResolveCommand.self,
+            ConflictsCommand.self, ResolveCommand.self, QueueCommand.self,
         ]
     )
 

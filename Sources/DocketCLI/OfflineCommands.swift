@@ -87,7 +87,10 @@ struct SyncCommand: AsyncParsableCommand {
                 if open > 0 { environment.print("\(Self.count(open, "conflict")) to settle: see 'docket conflicts'.") }
                 for operation in try await store.operations() where operation.state == .failed {
                     let number = try await store.record(operation.sysID, in: operation.table)?.values["number"] ?? operation.sysID
-                    environment.print("Refused: \(operation.kind.rawValue) of \(number): \(operation.lastError ?? "")")
+                    environment.print(
+                        "Refused: change \(operation.id), \(operation.kind.rawValue) of \(number): \(operation.lastError ?? "")"
+                            + " ('docket queue --retry \(operation.id)' or '--discard \(operation.id)')"
+                    )
                 }
             }
         }
@@ -183,6 +186,79 @@ struct ResolveCommand: AsyncParsableCommand {
             }
             try await store.resolve(conflict, with: .value(value))
             environment.print("Settled \(field) of \(item): '\(value)'. 'docket sync' sends it.")
+        }
+    }
+}
+
+struct QueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "queue",
+        abstract: "List the changes waiting in the offline copy; --retry or --discard one the instance refused.",
+        discussion: """
+            Each line: the change's number, the item, what it does, its state (queued, sending, conflict, failed) and \
+            the instance's last answer. A refused change (failed) holds back the later changes to the same item until \
+            it is sent again (--retry N, after fixing the cause) or dropped (--discard N: the item shows the \
+            instance's values again). Conflicts are settled with 'docket resolve'.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+
+    @Option(help: "Queue change N again (sent by the next 'docket sync').")
+    var retry: Int64?
+
+    @Option(help: "Drop change N.")
+    var discard: Int64?
+
+    func validate() throws {
+        if retry != nil && discard != nil { throw ValidationError("choose one of --retry and --discard") }
+    }
+
+    func run() async throws {
+        let client = try connection.serviceNowClient("queue")
+        let environment = CLIEnvironment.current
+        guard let store = try OfflineCopy.existing(client) else {
+            if retry != nil || discard != nil { throw CLIFailure("no change \(retry ?? discard ?? 0): nothing was changed offline") }
+            return environment.print(output.json ? "[]" : "Nothing waits to be sent.")
+        }
+        let operations = try await store.operations()
+        if let id = retry ?? discard {
+            guard let operation = operations.first(where: { $0.id == id }) else {
+                throw CLIFailure("no change \(id) waits (see 'docket queue')")
+            }
+            if let retry {
+                guard operation.state == .failed else {
+                    throw CLIFailure("change \(retry) was not refused (it is \(operation.state.rawValue)): 'docket sync' sends it")
+                }
+                try await store.retry(retry)
+                return environment.print("Change \(retry) is queued again: 'docket sync' sends it.")
+            }
+            try await store.discard(id)
+            return environment.print("Dropped change \(id).")
+        }
+        var rows: [(PendingOperation, String)] = []
+        for operation in operations {
+            let name = try await store.record(operation.sysID, in: operation.table)?.values["number"].flatMap { $0.isEmpty ? nil : $0 }
+            rows.append((operation, name ?? operation.sysID))
+        }
+        if output.json {
+            return environment.print(WorkOutput.text(.array(rows.map { operation, name in
+                JSONValue(members: [
+                    ("id", .integer(Int(operation.id))), ("item", .string(name)), ("table", .string(operation.table)),
+                    ("sys_id", .string(operation.sysID)), ("kind", .string(operation.kind.rawValue)),
+                    ("state", .string(operation.state.rawValue)), ("attempts", .integer(operation.attempts)),
+                    ("fields", JSONValue(members: operation.values.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })),
+                    ("last_error", operation.lastError.map(JSONValue.string) ?? .null),
+                ])
+            })))
+        }
+        if rows.isEmpty { return environment.print("Nothing waits to be sent.") }
+        for (operation, name) in rows {
+            let fields = operation.values.keys.sorted().joined(separator: ", ")
+            var line = "\(operation.id)  \(name)  \(operation.kind.rawValue)\(fields.isEmpty ? "" : " (\(fields))")  \(operation.state.rawValue)"
+            if let error = operation.lastError { line += ": \(error)" }
+            environment.print(line)
         }
     }
 }

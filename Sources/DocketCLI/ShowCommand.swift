@@ -47,22 +47,46 @@ struct ShowCommand: AsyncParsableCommand {
         try await show(client)
     }
 
-    /// The item from the offline copy: stored values (no display values), saying so and how old they are.
+    /// The item from the offline copy, saying so and how old it is: the fields as they were last shown (a value
+    /// changed since shows its choice label, or itself), and the journal kept with the comments queued here.
     private func showOffline(_ client: DocketClient, because error: any Error) async throws {
         let found = try await OfflineQueue.record(task, client: client, because: error)
-        guard let record = try await found.store.record(found.sysID, in: found.table) else { throw CLIFailure("no task \(task)") }
+        guard let details = try await found.store.details(found.sysID, in: found.table) else { throw CLIFailure("no task \(task)") }
+        let record = details.record
         let environment = CLIEnvironment.current
         environment.err("docket: cannot reach the instance; \(found.name) from the offline copy, \(OfflineCopy.age(record.fetchedAt))\n")
+        let entries = Array(details.journal.prefix(comments))
         if output.json {
             return environment.print(WorkOutput.text(.object([
                 "record": JSONValue(members: record.values.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }),
+                "display": JSONValue(members: details.displayValues.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }),
+                "journal": .array(entries.map {
+                    JSONValue(members: [
+                        ("element", .string($0.element)), ("value", .string($0.value)), ("sys_created_on", .string($0.createdOn)),
+                        ("sys_created_by", .string($0.createdBy)), ("pending", .bool($0.isPending)),
+                    ])
+                }),
                 "pending": .bool(record.hasPendingChanges),
             ])))
         }
         let width = Self.fields.map(\.1.count).max() ?? 0
         for (field, label) in Self.fields {
-            guard let value = record.values[field], !value.isEmpty else { continue }
+            let value = details.display(field)
+            guard !value.isEmpty else { continue }
             environment.print("\(label.padding(toLength: width, withPad: " ", startingAt: 0))  \(value)")
+        }
+        if comments > 0 {
+            environment.print("")
+            if entries.isEmpty {
+                environment.print(details.journalFetchedAt == nil
+                    ? "The comments and work notes were not kept (open the item once while online)." : "No comments or work notes.")
+            }
+            for entry in entries {
+                let kind = entry.element == "work_notes" ? "work note" : "comment"
+                let who = entry.isPending ? "you, queued" : entry.createdBy
+                environment.print("\(entry.createdOn)  \(who)  (\(kind))")
+                for line in entry.value.split(separator: "\n", omittingEmptySubsequences: false) { environment.print("  \(line)") }
+            }
         }
         if record.hasPendingChanges { environment.print("\nChanges made offline wait to be sent ('docket sync').") }
     }
@@ -90,13 +114,16 @@ struct ShowCommand: AsyncParsableCommand {
             }
             return
         }
-        let record = try await Self.find(task, client: client)
-        let entries = comments == 0 ? [] : try await client.myWork.comments(for: record.sysID, limit: comments)
+        // Values and display values: the offline copy keeps both.
+        let record = try await Self.find(task, client: client, displayValue: .all)
+        let entries = comments == 0 ? [] : try await client.myWork.comments(for: record.sysID, limit: max(comments, keptEntries))
+        if !offline.online { await keep(record, journal: comments == 0 ? nil : entries, client: client) }
         let environment = CLIEnvironment.current
+        let shownEntries = entries.prefix(comments)
         if output.json {
             let value = JSONValue.object([
-                "record": record.json,
-                "journal": .array(entries.map {
+                "record": Self.displayShaped(record.json),
+                "journal": .array(shownEntries.map {
                     .object([
                         "element": .string($0.element), "value": .string($0.value),
                         "sys_created_on": .string($0.createdOn), "sys_created_by": .string($0.createdBy)])
@@ -111,27 +138,52 @@ struct ShowCommand: AsyncParsableCommand {
         }
         guard comments > 0 else { return }
         environment.print("")
-        if entries.isEmpty {
+        if shownEntries.isEmpty {
             environment.print("No comments or work notes.")
         }
-        for entry in entries {
+        for entry in shownEntries {
             let kind = entry.element == "work_notes" ? "work note" : entry.element == "comments" ? "comment" : entry.element
             environment.print("\(entry.createdOn)  \(entry.createdBy)  (\(kind))")
             for line in entry.value.split(separator: "\n", omittingEmptySubsequences: false) { environment.print("  \(line)") }
         }
     }
 
+    /// How many journal entries an opened item keeps in the offline copy.
+    private var keptEntries: Int { 20 }
+
+    /// Keeps the item just shown in the offline copy (with its journal), to show it again offline. A copy that
+    /// cannot be written costs a warning, never the answer just printed.
+    private func keep(_ record: TableRecord, journal: [JournalEntry]?, client: DocketClient) async {
+        do {
+            try await OfflineCopy.open(client).keep(record, in: "task", journal: journal)
+        } catch {
+            CLIEnvironment.current.err("docket: warning: the offline copy could not be updated (\(error))\n")
+        }
+    }
+
+    /// A record read with `sysparm_display_value=all`, as `sysparm_display_value=true` shows it: each field its
+    /// display value, a reference its display value and link.
+    static func displayShaped(_ json: JSONValue) -> JSONValue {
+        guard let members = json.objectValue else { return json }
+        return JSONValue(members: members.map { name, value in
+            guard case .object = value else { return (name, value) }
+            let shown = JSONValue.string(value["display_value"]?.stringValue ?? value["value"]?.stringValue ?? "")
+            if let link = value["link"] { return (name, .object(["display_value": shown, "link": link])) }
+            return (name, shown)
+        })
+    }
+
     /// A task by number or sys_id, with display values.
-    static func find(_ reference: String, client: DocketClient) async throws -> TableRecord {
+    static func find(_ reference: String, client: DocketClient, displayValue: DisplayValue = .true) async throws -> TableRecord {
         let looksLikeID = reference.count == 32 && reference.allSatisfy(\.isHexDigit)
         if looksLikeID {
             do {
-                return try await client.myWork.task(reference)
+                return try await client.myWork.task(reference, displayValue: displayValue)
             } catch let error as DocketError where error.status == 404 {
                 throw CLIFailure("no task \(reference)")
             }
         }
-        guard let record = try await client.myWork.task(number: reference.uppercased()) else {
+        guard let record = try await client.myWork.task(number: reference.uppercased(), displayValue: displayValue) else {
             throw CLIFailure("no task \(reference)")
         }
         return record

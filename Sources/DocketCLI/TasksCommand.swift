@@ -72,6 +72,9 @@ struct TasksCommand: AsyncParsableCommand {
             let store = try OfflineCopy.open(client)
             if !ids.isEmpty { try await store.refresh("task", query: .where("sys_id", .in, ids.joined(separator: ",")), limit: ids.count) }
             try await store.saveList("my_work", table: "task", ids: ids)
+            // The choice lists of the listed classes (read once a day): states and labels offline.
+            let classes = Set(try await store.list("my_work")?.records.compactMap { $0.values["sys_class_name"] } ?? [])
+            for recordClass in classes.sorted() where !recordClass.isEmpty { try await store.keepChoices(of: recordClass) }
         } catch {
             CLIEnvironment.current.err("docket: warning: the offline copy could not be updated (\(error))\n")
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DocketKit
 import DocketModel
+import DocketOffline
 import Foundation
 
 // The commands that work the same against both backends (ServiceNow tables and Compass) through `WorkBackend`.
@@ -197,7 +198,8 @@ struct TransitionCommand: AsyncParsableCommand {
         discussion: """
             With Compass, ACTION is one of the record's legal actions (Assign, Open, Resolve…), and fields the action \
             makes mandatory (Resolve needs Resolution) are given as field=value. With ServiceNow tables ACTION is the \
-            state to move to (Resolved, or its value 6).
+            state to move to (Resolved, or its value 6); when the instance cannot be reached, the change is queued \
+            in the offline copy (its states are those kept when an item was last listed or shown) for 'docket sync'.
             """
     )
 
@@ -211,11 +213,14 @@ struct TransitionCommand: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
+    @OptionGroup var offline: OfflineOptions
+
     func run() async throws {
         let environment = CLIEnvironment.current
         let action = rest.first.flatMap { $0.contains("=") ? nil : $0 }
         let values = try FieldArguments.parse(action == nil ? rest : Array(rest.dropFirst()))
-        let (_, backend) = try connection.backend()
+        let (client, backend) = try connection.backend()
+        let queues = !offline.online && client.session.credentials.compassDatabase == nil && !client.session.credentials.isETO
         guard let action else {
             if !values.isEmpty { throw ValidationError("name the action before the fields") }
             let actions = try await backend.actions(for: id)
@@ -232,9 +237,35 @@ struct TransitionCommand: AsyncParsableCommand {
             }
             return
         }
-        let item = try await backend.transition(id, action: action, fields: values)
+        let item: WorkItem
+        do {
+            item = try await backend.transition(id, action: action, fields: values)
+        } catch where queues && OfflineCopy.isUnreachable(error) {
+            return try await queue(action, values: values, client: client, because: error)
+        }
         if output.json { return WorkOutput.show(item, json: true) }
         environment.print("\(item.id) is now \(item.state): \(item.title)")
+    }
+
+    /// Offline: the state is found in the choice list the offline copy keeps for the item's class, and the change
+    /// queued (other fields as stored values, as with 'docket edit' offline).
+    private func queue(_ action: String, values: [(String, String)], client: DocketClient, because error: any Error) async throws {
+        let found = try await OfflineQueue.record(id, client: client, because: error)
+        guard let record = try await found.store.record(found.sysID, in: found.table) else { throw CLIFailure("no task \(id)") }
+        let recordClass = record.values["sys_class_name"].flatMap { $0.isEmpty ? nil : $0 } ?? found.table
+        let states = try await found.store.choices(in: recordClass, field: "state")
+        guard !states.isEmpty else {
+            throw CLIFailure("\(error), and the offline copy has no states for \(recordClass) (open an item once while online: 'docket show \(found.name)')")
+        }
+        guard let state = states.first(where: { $0.label.caseInsensitiveCompare(action) == .orderedSame || $0.value == action }) else {
+            throw CLIFailure("\(found.name) has no state '\(action)'; its states are: " + states.map(\.label).joined(separator: ", "))
+        }
+        var changes = Dictionary(values, uniquingKeysWith: { $1 })
+        changes["state"] = state.value
+        try await found.store.update(found.sysID, in: found.table, values: changes)
+        CLIEnvironment.current.print(
+            "Queued: \(found.name) to \(state.label): the instance cannot be reached; 'docket sync' sends it."
+        )
     }
 }
 

@@ -62,6 +62,11 @@ public struct DocketError: Error, Sendable, CustomStringConvertible {
         self.responseBody = responseBody
     }
 
+    /// A transport failure: no answer within `limit` (for a caller that bounds a request itself).
+    public static func noAnswer(within limit: Duration) -> DocketError {
+        DocketError(kind: .transport, message: "the instance did not answer within \(limit)")
+    }
+
     static func transport(_ error: any Error, request: HTTPRequestData) -> DocketError {
         let host = request.url.host ?? request.url.absoluteString
         let port = request.url.port.map { ":\($0)" } ?? ""

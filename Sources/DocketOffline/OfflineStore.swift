@@ -22,9 +22,17 @@ public final class OfflineStore: Sendable {
     /// Wakes ``keepSynced(interval:retry:maximumRetry:onReport:)`` after a local write.
     let nudge = Nudge()
 
+    /// How long one request of a ``sync()`` may take before the server counts as unreachable this time.
+    let requestTimeout: Duration
+
     /// Opens (creating if needed) the store at `path` for the account `client` signs in as. Operations that were
     /// being sent when the process ended are queued again (their idempotency keys make that safe).
-    public init(path: String, client: DocketClient) throws {
+    ///
+    /// `requestTimeout` bounds each request of a ``sync()``: a server that accepts connections and never answers
+    /// holds the outbox that long (not for the transport's own timeout), and what was being sent is sent again later
+    /// with the same idempotency key.
+    public init(path: String, client: DocketClient, requestTimeout: Duration = .seconds(20)) throws {
+        self.requestTimeout = requestTimeout
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         database = try DatabasePool(path: path, configuration: configuration)
@@ -64,6 +72,7 @@ public final class OfflineStore: Sendable {
                     PRIMARY KEY (table_name, query));
                 """)
         }
+        registerDetailMigrations(&migrator)
         return migrator
     }
 
@@ -124,12 +133,18 @@ public final class OfflineStore: Sendable {
                     configuration.readonly = true
                     let watcher = try DatabaseQueue(path: path, configuration: configuration)
                     var version = try await watcher.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") }
+                    // GRDB's observation fetches again when told of a change: every value comes from it, in the
+                    // order of the commits. Told once after the first look too, for a commit of another process
+                    // between the observation's first fetch and that look. (Telling commits nothing, so it moves no
+                    // other process's data_version.)
+                    let tell = { try await database.write { db in try db.notifyChanges(in: .fullDatabase) } }
+                    try await tell()
                     while !Task.isCancelled {
                         try await Task.sleep(for: Self.otherProcessesPoll)
                         let now = try await watcher.read { db in try Int.fetchOne(db, sql: "PRAGMA data_version") }
                         guard now != version else { continue }
                         version = now
-                        send(try await database.read(fetch))
+                        try await tell()
                     }
                 } catch is CancellationError {
                 } catch {
@@ -404,6 +419,24 @@ public final class OfflineStore: Sendable {
 
     func withSyncGate<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
         try await syncing.run(body)
+    }
+
+    /// A request to the server, given up after ``requestTimeout`` (the request is cancelled, and the failure is a
+    /// transport error: the server could not be reached this time).
+    func timed<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let limit = requestTimeout
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else {
+                throw DocketError.noAnswer(within: limit)
+            }
+            return value
+        }
     }
 }
 

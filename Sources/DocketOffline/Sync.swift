@@ -28,9 +28,7 @@ extension OfflineStore {
     public func refresh(_ table: String, query: EncodedQuery? = nil, limit: Int = 1000) async throws -> Int {
         try await withSyncGate {
             // Where the log stands before reading: a change made while reading is applied on the next pull.
-            if try await self.cursor() == nil, case .changes(_, let through) = try await self.client.changes(since: nil) {
-                try await self.setCursor(through)
-            }
+            try await self.startFollowingIfNeeded()
             let count = try await self.read(table, query: query, limit: limit).count
             try await self.database.write { db in
                 try Self.track(table, db: db)
@@ -124,7 +122,7 @@ extension OfflineStore {
         }
         let result: BatchService.Result
         do {
-            result = try await client.batch.send(requests)
+            result = try await timed { [client] in try await client.batch.send(requests) }
         } catch let error as DocketError {
             let outcome = outcome(status: nil, body: nil, error: error, for: operations[0])
             return operations.map { ($0, outcome) }
@@ -156,7 +154,7 @@ extension OfflineStore {
         return (try? encoder.encode(values)) ?? Data("{}".utf8)
     }
 
-    enum Outcome {
+    enum Outcome: Sendable {
         case done([String: String])
         /// Not handled this time (a batch ran out of time before it): sent again next round.
         case later
@@ -169,6 +167,16 @@ extension OfflineStore {
     }
 
     private func send(_ operation: PendingOperation) async -> Outcome {
+        do {
+            return try await timed { [self] in try await self.sendAlone(operation) }
+        } catch let error as DocketError {
+            return outcome(of: error, for: operation)
+        } catch {
+            return .unreachable("\(error)")
+        }
+    }
+
+    private func sendAlone(_ operation: PendingOperation) async throws -> Outcome {
         do {
             switch operation.kind {
             case .create:
@@ -318,6 +326,13 @@ extension OfflineStore {
 
     // MARK: Catching up
 
+    /// Takes where the event log stands as the cursor, when the store has none yet.
+    func startFollowingIfNeeded() async throws {
+        if try await cursor() == nil, case .changes(_, let through) = try await timed({ [client] in try await client.changes(since: nil) }) {
+            try await setCursor(through)
+        }
+    }
+
     private func cursor() async throws -> Int? {
         try await database.read { db in try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'cursor'").flatMap { Int($0) } }
     }
@@ -329,29 +344,28 @@ extension OfflineStore {
     }
 
     private func pull(into report: inout SyncReport) async throws {
-        guard let since = try await cursor() else {
-            // Nothing was read from this server yet: follow from now.
-            if case .changes(_, let through) = try await client.changes(since: nil) { try await setCursor(through) }
-            return
-        }
-        let answer: ChangesSince
+        let client = client
         do {
-            answer = try await client.changes(since: since)
+            guard let since = try await cursor() else {
+                // Nothing was read from this server yet: follow from now.
+                if case .changes(_, let through) = try await timed({ try await client.changes(since: nil) }) { try await setCursor(through) }
+                return
+            }
+            switch try await timed({ try await client.changes(since: since) }) {
+            case .changes(let changes, let through):
+                let applied = try await apply(changes)
+                report.applied += applied
+                try await setCursor(through)
+            case .resync:
+                // The log no longer reaches back: read every record the store holds again.
+                guard case .changes(_, let through) = try await timed({ try await client.changes(since: nil) }) else { return }
+                try await refetchAll()
+                try await setCursor(through)
+                report.refetched = true
+            }
         } catch let error as DocketError {
+            // The server's failure is in the report (the store's own failures are thrown).
             if error.kind == .loginExpired || error.status == 401 { report.needsSignIn = true } else { report.unreachable = error.description }
-            return
-        }
-        switch answer {
-        case .changes(let changes, let through):
-            let applied = try await apply(changes)
-            report.applied += applied
-            try await setCursor(through)
-        case .resync:
-            // The log no longer reaches back: read every record the store holds again.
-            guard case .changes(_, let through) = try await client.changes(since: nil) else { return }
-            try await refetchAll()
-            try await setCursor(through)
-            report.refetched = true
         }
     }
 
@@ -365,26 +379,37 @@ extension OfflineStore {
             var pending = Set(try Row.fetchAll(db, sql: "SELECT DISTINCT table_name, sys_id FROM operation").map {
                 ($0["table_name"] as String) + "/" + ($0["sys_id"] as String)
             })
-            let select = try db.cachedStatement(sql: "SELECT server FROM record WHERE table_name = ? AND sys_id = ?")
+            // A change names the record's class (`incident`); the store may hold it under a table it extends
+            // (`task`, as My Work reads it). sys_ids are unique across tables, so the record is found by its id.
+            let select = try db.cachedStatement(sql: "SELECT table_name, server FROM record WHERE sys_id = ? ORDER BY table_name = ? DESC LIMIT 1")
             var applied = 0
             for change in changes {
-                let key = change.table + "/" + change.sysID
-                let server = try String.fetchOne(select, arguments: [change.table, change.sysID])
+                let held = try Row.fetchOne(select, arguments: [change.sysID, change.table])
+                let table: String = held?["table_name"] ?? change.table
+                let server: String? = held?["server"]
+                let key = table + "/" + change.sysID
                 switch change.kind {
                 case .deleted, .left:
                     guard server != nil else { continue }
                     // With pending operations the record stays: sending them finds it gone, and says so.
                     if !pending.contains(key) {
-                        try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [change.table, change.sysID])
+                        try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [table, change.sysID])
+                        try Self.forgetDetails(table, change.sysID, db: db)
                     }
                     applied += 1
                 case .entered, .changed:
                     guard server != nil || tracked.contains(change.table) else { continue }
                     var values = server.map { Self.decode($0) } ?? [:]
                     values.merge(change.record) { _, new in new }
-                    for field in Self.journalFields where change.fields.contains(field) { values[field] = "" }
-                    try Self.storeServer(values, table: change.table, sysID: change.sysID, db: db, settled: !pending.contains(key))
-                    if pending.contains(key) { try Self.rebuild(change.table, change.sysID, db: db) }
+                    for field in Self.journalFields where change.fields.contains(field) {
+                        // The entry joins the record's journal (when the store keeps it); the field itself stays empty.
+                        try Self.addJournalEntry(
+                            table, change.sysID, element: field, value: values[field] ?? "", createdOn: change.time, createdBy: change.user, db: db
+                        )
+                        values[field] = ""
+                    }
+                    try Self.storeServer(values, table: table, sysID: change.sysID, db: db, settled: !pending.contains(key))
+                    if pending.contains(key) { try Self.rebuild(table, change.sysID, db: db) }
                     applied += 1
                 }
             }
@@ -436,7 +461,10 @@ extension OfflineStore {
                     let pending = try Int.fetchOne(
                         db, sql: "SELECT COUNT(*) FROM operation WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID]
                     ) ?? 0
-                    if pending == 0 { try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID]) }
+                    if pending == 0 {
+                        try db.execute(sql: "DELETE FROM record WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID])
+                        try Self.forgetDetails(table, sysID, db: db)
+                    }
                 }
             }
         }

@@ -76,4 +76,61 @@ struct OfflineCommandTests {
             }
         )
     }
+
+    @Test("an item shown online reads the same offline: labels, journal and queued comments; a transition queues the state its choice list names", .timeLimit(.minutes(3)))
+    func detailsAndTransition() async throws {
+        let cli = CLIHarness()
+        try await withRestartingLiveServer(
+            first: { base in
+                #expect(await cli.login(base) == 0)
+                #expect(await cli.run("comment", "INC0010001", "said while online").code == 0)
+                let show = await cli.run("show", "INC0010001")
+                #expect(show.code == 0 && show.out.contains("said while online"), "\(show.err)")
+            },
+            between: { _ in
+                let show = await cli.run("show", "INC0010001")
+                #expect(show.code == 0 && show.err.contains("offline copy"), "\(show.err)")
+                let state = show.out.split(separator: "\n").first { $0.hasPrefix("State") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) }
+                #expect(state != nil && state?.allSatisfy(\.isNumber) == false, "\(show.out)")
+                #expect(show.out.contains("said while online") && show.out.contains("(comment)"))
+                let unknown = await cli.run("transition", "INC0010001", "Teleported")
+                #expect(unknown.code == 1 && unknown.err.contains("no state 'Teleported'") && unknown.err.contains("Resolved"), "\(unknown.err)")
+                let moved = await cli.run("transition", "INC0010001", "resolved", "close_notes=fixed in the field")
+                #expect(moved.code == 0 && moved.out.contains("Queued: INC0010001 to Resolved"), "\(moved.out) \(moved.err)")
+                #expect(await cli.run("comment", "INC0010001", "queued in the field").code == 0)
+                let after = await cli.run("show", "INC0010001", "--json")
+                let parsed = try JSONValue.parse(Array(after.out.utf8))
+                #expect(parsed["display"]?["state"] == .string("Resolved") && parsed["record"]?["state"] == .string("6"))
+                #expect(parsed["journal"]?.arrayValue?.first?["value"] == .string("queued in the field"))
+                #expect(parsed["journal"]?.arrayValue?.first?["pending"] == .bool(true))
+                let text = await cli.run("show", "INC0010001")
+                #expect(text.out.contains("you, queued") && text.out.contains("Resolved"), "\(text.out)")
+                #expect(await cli.run("transition", "INC0099999", "Resolved").err.contains("not in the offline copy"))
+                // A value the instance will refuse.
+                #expect(await cli.run("edit", "INC0010001", "urgency=banana").code == 0)
+                let queue = await cli.run("queue")
+                #expect(queue.out.contains("INC0010001  update (close_notes, state)  queued"), "\(queue.out)")
+                #expect(queue.out.split(separator: "\n").count == 3)
+            },
+            second: { base in
+                let sync = await cli.run("sync")
+                #expect(sync.code == 0 && sync.out.contains("Sent 2 changes"), "\(sync.out) \(sync.err)")
+                #expect(sync.out.contains("Refused: change 3, update of INC0010001: Invalid value for field 'urgency'"), "\(sync.out)")
+                let queue = await cli.run("queue", "--json")
+                let waiting = try JSONValue.parse(Array(queue.out.utf8)).arrayValue ?? []
+                #expect(waiting.count == 1 && waiting.first?["state"] == .string("failed") && waiting.first?["id"] == .integer(3))
+                #expect(await cli.run("queue", "--retry", "1").err.contains("no change 1 waits"))
+                #expect(await cli.run("queue", "--retry", "3", "--discard", "3").code == 2)
+                #expect(await cli.run("queue", "--retry", "3").out.contains("queued again"))
+                #expect(await cli.run("sync").out.contains("Refused: change 3"))
+                #expect(await cli.run("queue", "--discard", "3").out.contains("Dropped change 3"))
+                #expect(await cli.run("queue").out.contains("Nothing waits to be sent."))
+                let admin = try DocketClient(instance: base, credentials: .basic(userName: "admin", password: "admin"))
+                let record = try await admin.table.record(Demo.incident1, in: "incident")
+                #expect(record["state"] == "6" && record["close_notes"] == "fixed in the field")
+                let show = await cli.run("show", "INC0010001")
+                #expect(show.out.contains("queued in the field") && !show.out.contains("you, queued"))
+            }
+        )
+    }
 }

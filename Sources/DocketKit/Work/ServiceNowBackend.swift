@@ -214,6 +214,29 @@ public struct ServiceNowBackend: WorkBackend {
         return page.records.map { WorkChoice(value: $0["value"] ?? "", label: $0["label"] ?? "") }
     }
 
+    /// Every choice list of a table, by field, in order: the table's own lists and those of the tables it extends
+    /// (a list the table defines itself wins), read in one request after the table chain.
+    public func choiceLists(table: String) async throws -> [String: [WorkChoice]] {
+        var chain = [table]
+        while chain.count < 8, let parent = try await parent(of: chain[chain.count - 1]) { chain.append(parent) }
+        let rows = try await client.table.records(
+            in: "sys_choice",
+            query: try EncodedQuery("nameIN\(chain.joined(separator: ","))^inactive=false^ORDERBYsequence"),
+            fields: ["name", "element", "value", "label"], limit: 5_000
+        ).records
+        var lists: [String: (depth: Int, choices: [WorkChoice])] = [:]
+        for row in rows {
+            guard let element = row["element"], !element.isEmpty, let depth = chain.firstIndex(of: row["name"] ?? "") else { continue }
+            let choice = WorkChoice(value: row["value"] ?? "", label: row["label"] ?? "")
+            switch lists[element] {
+            case .some(let list) where list.depth == depth: lists[element]?.choices.append(choice)
+            case .some(let list) where list.depth < depth: continue
+            default: lists[element] = (depth, [choice])
+            }
+        }
+        return lists.mapValues(\.choices)
+    }
+
     static func values(_ fields: [(String, String)]) -> [String: String] {
         Dictionary(fields, uniquingKeysWith: { _, last in last })
     }
