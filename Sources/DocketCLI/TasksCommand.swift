@@ -70,7 +70,7 @@ struct TasksCommand: AsyncParsableCommand {
         let ids = groups.flatMap { $0.tasks.map(\.sysID) }
         do {
             let store = try OfflineCopy.open(client)
-            if !ids.isEmpty { try await store.refresh("task", query: .where("sys_id", .in, ids.joined(separator: ",")), limit: ids.count) }
+            if !ids.isEmpty { try await store.refresh("task", query: .where("sys_id", .in, ids.joined(separator: ",")), limit: ids.count, remember: false) }
             try await store.saveList("my_work", table: "task", ids: ids)
             // The choice lists of the listed classes (read once a day): states and labels offline.
             let classes = Set(try await store.list("my_work")?.records.compactMap { $0.values["sys_class_name"] } ?? [])

@@ -30,6 +30,18 @@ enum WorkOutput {
         return JSONValue(members: members)
     }
 
+    /// An item of the offline copy, as the ServiceNow backend shows one.
+    static func item(_ details: OfflineDetails) -> WorkItem {
+        let record = details.record
+        let caller = details.display("caller_id")
+        return WorkItem(
+            id: record.values["number"].flatMap { $0.isEmpty ? nil : $0 } ?? record.sysID,
+            type: record.values["sys_class_name"].flatMap { $0.isEmpty ? nil : $0 } ?? record.table,
+            title: details.display("short_description"), state: details.display("state"), assignee: details.display("assigned_to"),
+            reporter: caller.isEmpty ? details.display("opened_by") : caller, fields: details.displayValues
+        )
+    }
+
     /// " (State)", or nothing for an item without states.
     static func state(_ item: WorkItem) -> String { item.state.isEmpty ? "" : " (\(item.state))" }
 
@@ -100,13 +112,61 @@ struct DefectsCommand: AsyncParsableCommand {
 
     @OptionGroup var output: OutputOptions
 
+    @OptionGroup var offline: OfflineOptions
+
     func run() async throws {
-        let (_, backend) = try connection.backend()
-        if reported {
-            WorkOutput.list(try await backend.reportedByMe(type: type), person: \.assignee, personLabel: "ASSIGNED TO", json: output.json)
-        } else {
-            WorkOutput.list(try await backend.myItems(type: type), person: \.reporter, personLabel: "REPORTED BY", json: output.json)
+        let (client, backend) = try connection.backend()
+        let keeps = !offline.online && client.session.credentials.compassDatabase == nil && !client.session.credentials.isETO
+        let items: [WorkItem]
+        do {
+            items = reported ? try await backend.reportedByMe(type: type) : try await backend.myItems(type: type)
+        } catch where keeps && OfflineCopy.isUnreachable(error) {
+            return try await listOffline(client, because: error)
         }
+        show(items)
+        if keeps { await keepCopy(items, client: client) }
+    }
+
+    private func show(_ items: [WorkItem]) {
+        if reported {
+            WorkOutput.list(items, person: \.assignee, personLabel: "ASSIGNED TO", json: output.json)
+        } else {
+            WorkOutput.list(items, person: \.reporter, personLabel: "REPORTED BY", json: output.json)
+        }
+    }
+
+    /// The list's name in the offline copy.
+    private var listName: String { (reported ? "reported:" : "mine:") + type }
+
+    /// Keeps the listed items (with display values) and their table's choice lists, to list them offline.
+    private func keepCopy(_ items: [WorkItem], client: DocketClient) async {
+        let ids = items.compactMap { $0.fields["sys_id"].flatMap { $0.isEmpty ? nil : $0 } }
+        do {
+            let store = try OfflineCopy.open(client)
+            if !ids.isEmpty {
+                try await store.refresh(
+                    type, query: .where("sys_id", .in, ids.joined(separator: ",")), limit: ids.count, displayValues: true, remember: false
+                )
+            }
+            try await store.saveList(listName, table: type, ids: ids)
+            try await store.keepChoices(of: type)
+        } catch {
+            CLIEnvironment.current.err("docket: warning: the offline copy could not be updated (\(error))\n")
+        }
+    }
+
+    /// The list from the offline copy, saying so and how old it is.
+    private func listOffline(_ client: DocketClient, because error: any Error) async throws {
+        guard let store = try OfflineCopy.existing(client), let (records, asOf) = try await store.list(listName) else {
+            throw CLIFailure("\(error) and there is no offline copy of this list yet (run the same 'docket defects' once while online)")
+        }
+        CLIEnvironment.current.err("docket: cannot reach the instance; the list from the offline copy, \(OfflineCopy.age(asOf))\n")
+        var items: [WorkItem] = []
+        for record in records {
+            guard let details = try await store.details(record.sysID, in: record.table) else { continue }
+            items.append(WorkOutput.item(details))
+        }
+        show(items)
     }
 }
 

@@ -80,11 +80,7 @@ extension OfflineStore {
         // record arrives with the next sync only if the log is followed from before it; it was read a moment ago).
         try await startFollowingIfNeeded()
         let values = record.rawValues
-        var display: [String: [String]] = [:]
-        for name in record.fieldNames {
-            if let shown = record.displayValue(name), let value = values[name], shown != value { display[name] = [value, shown] }
-        }
-        let encodedDisplay = Self.encodeDisplay(display)
+        let encodedDisplay = Self.encodeDisplay(Self.displayPairs(record))
         let keptIn = try await database.write { db -> String in
             // Already held under another table (an incident kept as a task): kept there.
             let heldIn = try String.fetchOne(
@@ -240,6 +236,15 @@ extension OfflineStore {
     static func forgetDetails(_ table: String, _ sysID: String, db: Database) throws {
         try db.execute(sql: "DELETE FROM journal WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID])
         try db.execute(sql: "DELETE FROM journal_read WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID])
+    }
+
+    /// A record's display values that differ from its values, each with the value it was read with.
+    static func displayPairs(_ record: DocketKit.TableRecord) -> [String: [String]] {
+        var display: [String: [String]] = [:]
+        for name in record.fieldNames {
+            if let shown = record.displayValue(name), let value = record[name], shown != value { display[name] = [value, shown] }
+        }
+        return display
     }
 
     /// `{"state": ["6", "Resolved"]}`: each display value with the value it was read with.

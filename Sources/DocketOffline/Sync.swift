@@ -23,16 +23,23 @@ extension OfflineStore {
     }
 
     /// Reads records from the server into the store (as `sysparm_query` `query` selects them, up to `limit`), and
-    /// keeps them up to date from then on (``sync()`` follows the changes to their table).
+    /// keeps them up to date from then on (``sync()`` follows the changes to their table). With `displayValues`
+    /// they are read with `sysparm_display_value=all`, and ``details(_:in:)`` shows a reference's name offline.
     @discardableResult
-    public func refresh(_ table: String, query: EncodedQuery? = nil, limit: Int = 1000) async throws -> Int {
+    ///
+    /// The query is remembered and read again after a resync, unless `remember` is false (a list of sys_ids that
+    /// changes every time: the records it read are read again after a resync all the same, as every record held is).
+    public func refresh(
+        _ table: String, query: EncodedQuery? = nil, limit: Int = 1000, displayValues: Bool = false, remember: Bool = true
+    ) async throws -> Int {
         try await withSyncGate {
             // Where the log stands before reading: a change made while reading is applied on the next pull.
             try await self.startFollowingIfNeeded()
-            let count = try await self.read(table, query: query, limit: limit).count
+            let count = try await self.read(table, query: query, limit: limit, displayValues: displayValues).count
             try await self.database.write { db in
                 try Self.track(table, db: db)
                 // Read again after a resync, so that the store answers as the server does for the same query.
+                guard remember else { return }
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO refresh_query (table_name, query, row_limit) VALUES (?, ?, ?)",
                     arguments: [table, query?.description ?? "", limit]
@@ -419,10 +426,12 @@ extension OfflineStore {
     }
 
     /// Reads the records a query selects into the store; returns their sys_ids.
-    private func read(_ table: String, query: EncodedQuery?, limit: Int) async throws -> Set<String> {
+    private func read(_ table: String, query: EncodedQuery?, limit: Int, displayValues: Bool = false) async throws -> Set<String> {
         var found: Set<String> = []
-        for try await page in client.table.paginator(in: table, query: query, pageSize: min(limit, 1000)) {
-            try await store(page.records.map(\.rawValues), table: table)
+        for try await page in client.table.paginator(
+            in: table, query: query, pageSize: min(limit, 1000), displayValue: displayValues ? .all : .false
+        ) {
+            try await store(page.records.map(\.rawValues), table: table, display: displayValues ? page.records.map(Self.displayPairs) : nil)
             found.formUnion(page.records.map(\.sysID))
             if found.count >= limit { break }
         }
@@ -470,12 +479,19 @@ extension OfflineStore {
         }
     }
 
-    func store(_ records: [[String: String]], table: String) async throws {
+    /// Stores records read from the server (with each one's display values, when read with them).
+    func store(_ records: [[String: String]], table: String, display: [[String: [String]]]? = nil) async throws {
         try await database.write { db in
-            for values in records {
+            for (index, values) in records.enumerated() {
                 guard let sysID = values["sys_id"], !sysID.isEmpty else { continue }
                 try Self.storeServer(values, table: table, sysID: sysID, db: db)
                 try Self.rebuild(table, sysID, db: db)
+                if let display, index < display.count {
+                    try db.execute(
+                        sql: "UPDATE record SET display = ? WHERE table_name = ? AND sys_id = ?",
+                        arguments: [Self.encodeDisplay(display[index]), table, sysID]
+                    )
+                }
             }
         }
     }

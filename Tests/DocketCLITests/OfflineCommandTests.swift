@@ -3,6 +3,7 @@ import DocketKit
 import DocketModel
 import DocketTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// `docket` with the instance stopped: reads from the offline copy, queues changes, and `docket sync`, `conflicts`
@@ -80,14 +81,24 @@ struct OfflineCommandTests {
     @Test("an item shown online reads the same offline: labels, journal and queued comments; a transition queues the state its choice list names", .timeLimit(.minutes(3)))
     func detailsAndTransition() async throws {
         let cli = CLIHarness()
+        let listedOnline = Mutex("")
         try await withRestartingLiveServer(
             first: { base in
                 #expect(await cli.login(base) == 0)
+                let defects = await cli.run("defects", "--type", "incident")
+                #expect(defects.code == 0 && defects.out.contains("INC0010001"), "\(defects.err)")
+                listedOnline.withLock { $0 = defects.out }
                 #expect(await cli.run("comment", "INC0010001", "said while online").code == 0)
                 let show = await cli.run("show", "INC0010001")
                 #expect(show.code == 0 && show.out.contains("said while online"), "\(show.err)")
             },
             between: { _ in
+                // The list as it was shown online: names, not sys_ids; labels, not values.
+                let defects = await cli.run("defects", "--type", "incident")
+                #expect(defects.code == 0 && defects.err.contains("offline copy"), "\(defects.err)")
+                #expect(defects.out == listedOnline.withLock { $0 })
+                #expect(await cli.run("defects", "--type", "incident", "--reported").err.contains("no offline copy of this list yet"))
+                #expect(await cli.run("defects", "--type", "incident", "--online").code == 1)
                 let show = await cli.run("show", "INC0010001")
                 #expect(show.code == 0 && show.err.contains("offline copy"), "\(show.err)")
                 let state = show.out.split(separator: "\n").first { $0.hasPrefix("State") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) }
