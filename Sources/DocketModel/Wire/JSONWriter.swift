@@ -54,6 +54,17 @@ public struct JSONWriter: Sendable {
         JSONValue.writeString(value, to: &bytes)
     }
 
+    /// Writes a string value made of `prefix` (already escaped, without quotes) and `value`.
+    public mutating func string(prefix: [UInt8], _ value: String) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: prefix)
+        // The value written quoted, then its opening quote taken out (its closing one ends the string).
+        let opening = bytes.count
+        JSONValue.writeString(value, to: &bytes)
+        bytes.remove(at: opening)
+    }
+
     /// Writes any JSON value.
     public mutating func value(_ value: JSONValue) {
         separate()

@@ -18,11 +18,14 @@ struct ResultColumn: Sendable {
     let field: FieldDefinition
     /// The name as a JSON member name, encoded once.
     let jsonKey: [UInt8]
+    /// A dot-walk (`caller_id.email`): the field belongs to another table than the record's.
+    let isDotWalk: Bool
 
     init(name: String, field: FieldDefinition) {
         self.name = name
         self.field = field
         self.jsonKey = JSONWriter.encodedKey(name)
+        self.isDotWalk = name.utf8.contains(UInt8(ascii: "."))
     }
 }
 

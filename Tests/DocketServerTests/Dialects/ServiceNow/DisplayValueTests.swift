@@ -34,6 +34,39 @@ struct DisplayValueTests {
         }
     }
 
+    @Test("one page with dates on both sides of a daylight-saving change: each in its own offset (the renderer's offsets are per quarter hour); choice labels per class; reference links whole")
+    func pageAcrossDaylightSaving() async throws {
+        try await TestApp.withRouter { client throws in
+            // Los Angeles left PDT (UTC-7) for PST (UTC-8) at 2026-11-01 09:00 UTC.
+            let moments = ["2026-11-01 08:59:59", "2026-11-01 09:00:00", "2026-11-01 09:14:59", "2026-03-08 10:00:00", "2026-03-08 09:59:59"]
+            for (index, moment) in moments.enumerated() {
+                let created = try await client.send(
+                    .post, "/api/now/table/incident",
+                    json: #"{"short_description":"dst \#(index)","due_date":"\#(moment)","state":"2"}"#, headers: .beth
+                )
+                #expect(created.status == .created)
+            }
+            let page = try await client.get(
+                "/api/now/table/incident?sysparm_query=short_descriptionSTARTSWITHdst&sysparm_display_value=all&sysparm_fields=short_description,due_date,state,caller_id,sys_class_name&ORDERBYshort_description",
+                .beth
+            )
+            let rows = try page.results
+            #expect(rows.count == moments.count)
+            for row in rows {
+                let value = try #require(row["due_date"]?.string("value"))
+                let expected = GlideDateTime.format(try #require(GlideDateTime.parse(value)), in: Self.losAngeles)
+                #expect(row["due_date"]?.string("display_value") == expected, "\(value)")
+                #expect(row["state"]?.string("display_value") == "In Progress")
+                if let link = row["caller_id"]?.string("link"), let id = row["caller_id"]?.string("value"), !id.isEmpty {
+                    #expect(link.hasSuffix("/api/now/table/sys_user/\(id)"))
+                }
+            }
+            let shown = Set(rows.compactMap { $0["due_date"]?.string("display_value") })
+            #expect(shown.contains("2026-11-01 01:59:59") && shown.contains("2026-11-01 01:00:00") && shown.contains("2026-03-08 03:00:00"))
+            #expect(shown.contains("2026-03-08 01:59:59"))
+        }
+    }
+
     @Test("sysparm_input_display_value: choice labels, reference names and local dates are accepted on write")
     func input() async throws {
         try await TestApp.withRouter { client throws in
