@@ -19,8 +19,10 @@
 //     live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS] [PAUSE_MS]
 //
 // The subscribers are all john.doe, so that those alike share one live group, unless LIVE_FANOUT_USERS=N: then
-// N new users with the itil role are created first (through the Table API, as admin) and subscriber i is user
-// i % N, so that N groups (N = SUBSCRIBERS: none shared) each judge and render every change.
+// subscriber i is user i % N, so that N groups (N = SUBSCRIBERS: none shared) each judge and render every change.
+// With LIVE_FANOUT_USER_PREFIX=P the N users exist already (`docketd users seed N --prefix P`, password
+// "password", as live-fanout.py seeds them before docketd starts); without it they are created first through the
+// Table API as admin, a bcrypt hash each, which takes minutes for a thousand.
 import Foundation
 import Synchronization
 
@@ -330,7 +332,14 @@ let round = Round()
 do {
     var writer = try Writer(port: port)
     var names = ["john.doe"]
-    if users > 0 {
+    if users > 0, let prefix = ProcessInfo.processInfo.environment["LIVE_FANOUT_USER_PREFIX"] {
+        // Seeded: PREFIX followed by 1…N, zero-padded to N's width.
+        let width = String(users).count
+        names = (1...users).map { index in
+            let number = String(index)
+            return prefix + String(repeating: "0", count: width - number.count) + number
+        }
+    } else if users > 0 {
         let run = UUID().uuidString.prefix(8).lowercased()
         names = try (0..<users).map { index in
             let name = "fanout.\(run).\(index)"

@@ -499,8 +499,55 @@ struct RotateKeys: AsyncParsableCommand {
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self]
+        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self]
     )
+}
+
+struct SeedUsers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "seed",
+        abstract: "Create many accounts at once, for load tests and demonstrations.",
+        discussion: """
+            Creates COUNT accounts named PREFIX followed by a number (load.user.0001 …), all with the password read \
+            from the first line of standard input and the roles given. The password is hashed once and every account \
+            stores that hash, so a thousand accounts take seconds; --cost 4 also makes signing them all in cheap \
+            (never for real accounts). Refused when an account with the prefix exists. Run it while no docketd serves \
+            the data folder. Example: echo 'password' | docketd users seed 1000 --prefix load.user. --role itil --cost 4
+            """
+    )
+
+    @Argument(help: "How many accounts (1 to \(UserAdministration.seedLimit)).")
+    var count: Int
+
+    @Option(help: "The start of every user name; a number follows.")
+    var prefix: String
+
+    @Option(name: .customLong("role"), help: "A role to give every account (repeatable), e.g. --role itil.")
+    var roles: [String] = []
+
+    @Option(help: "The bcrypt cost of the shared hash (4 to 31; default the server's, 12).")
+    var cost: UInt8?
+
+    @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
+    var dataDirectory: String?
+
+    @Option(help: "The database, as for docketd serve (env DOCKET_DATABASE_URL; default the SQLite file in the data folder).")
+    var database: String?
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let password = readLine(strippingNewline: true) ?? ""
+        var configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
+        configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
+        let started = ContinuousClock.now
+        let names = try await explainingFailures {
+            try await UserAdministration.seedUsers(
+                in: configuration, prefix: prefix, count: count, password: password, roles: roles, cost: cost
+            )
+        }
+        let roleText = roles.isEmpty ? "" : " with roles: \(roles.joined(separator: ", "))"
+        print("Created \(names.count) users, \(names.first ?? "") to \(names.last ?? "")\(roleText), in \(ContinuousClock.now - started).")
+    }
 }
 
 struct CreateUser: AsyncParsableCommand {

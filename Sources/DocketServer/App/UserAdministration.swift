@@ -67,19 +67,7 @@ public enum UserAdministration {
             ).records.map(\.sysID)
         }
         guard try await ids("sys_user", "user_name", name).isEmpty else { throw Failure("A user named '\(name)' already exists.") }
-        var roleIDs: [String] = []
-        for role in roles {
-            if let id = try await ids("sys_user_role", "name", role).first {
-                roleIDs.append(id)
-            } else if let builtIn = builtInRoles.first(where: { $0.name == role }) {
-                roleIDs.append(try await store.insert(
-                    into: "sys_user_role", values: ["sys_id": builtIn.id, "name": role, "description": builtIn.description],
-                    caller: .system
-                ))
-            } else {
-                throw Failure("There is no role named '\(role)'.")
-            }
-        }
+        let roleIDs = try await roleIDs(roles, in: store)
         let first = firstName.isEmpty ? name : firstName
         let userID = try await store.insert(
             into: "sys_user",
@@ -94,5 +82,92 @@ public enum UserAdministration {
             try await store.insert(into: "sys_user_has_role", values: ["user": userID, "role": roleID], caller: .system)
         }
         return userID
+    }
+
+    /// The sys_ids of roles by name, creating the built-in ones a new data folder lacks.
+    static func roleIDs(_ roles: [String], in store: RecordStore) async throws -> [String] {
+        var found: [String] = []
+        for role in roles {
+            let existing = try await store.list(
+                RecordQuery(
+                    table: "sys_user_role", query: EncodedQuery(all: [QueryCondition("name", .equals, role)]), fields: ["sys_id"],
+                    limit: 1, count: false
+                ),
+                caller: .system
+            ).records.first?.sysID
+            if let existing {
+                found.append(existing)
+            } else if let builtIn = builtInRoles.first(where: { $0.name == role }) {
+                found.append(try await store.insert(
+                    into: "sys_user_role", values: ["sys_id": builtIn.id, "name": role, "description": builtIn.description],
+                    caller: .system
+                ))
+            } else {
+                throw Failure("There is no role named '\(role)'.")
+            }
+        }
+        return found
+    }
+
+    /// The most accounts one `docketd users seed` makes.
+    public static let seedLimit = 100_000
+
+    /// Creates `count` accounts named `prefix` followed by a number (`load.0001` …), all with `password` and
+    /// `roles`, for load tests and demonstrations: the password is hashed once, at bcrypt cost `cost` (the
+    /// server's own unless given; 4 makes signing thousands of accounts in cheap), and every account stores that
+    /// hash. Refused when any account with the prefix exists. Returns the names.
+    @discardableResult
+    public static func seedUsers(
+        in configuration: Configuration, prefix: String, count: Int, password: String, roles: [String], cost: UInt8? = nil
+    ) async throws -> [String] {
+        let width = String(count).count
+        guard (1...seedLimit).contains(count) else { throw Failure("The number of accounts is 1 to \(seedLimit).") }
+        guard !prefix.isEmpty, prefix.count + width <= 40, !prefix.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw Failure("The prefix is 1 to \(40 - width) characters without spaces (a user name is at most 40).")
+        }
+        guard password.count >= 8 else { throw Failure("The password must have at least 8 characters.") }
+        let cost = cost ?? configuration.bcryptCost
+        guard (4...31).contains(cost) else { throw Failure("A bcrypt cost is 4 to 31.") }
+        try configuration.prepareStorage()
+        let logger = Logger(label: "docketd.users")
+        let storage = try await configuration.storageLocation.open(logger: logger)
+        let hasher = PasswordHasher(cost: cost, threads: 1, queueLimit: 4)
+        do {
+            let hash = await hasher.hash(password)
+            await hasher.shutdown()
+            // Every account gets the one hash; another password (there is none here) would still be hashed.
+            let (store, _) = try await RecordStore.open(storage: storage, logger: logger) { given in
+                given == password ? hash : await PasswordHasher.hashOnce(given, cost: cost)
+            }
+            let taken = try await store.list(
+                RecordQuery(
+                    table: "sys_user", query: EncodedQuery(all: [QueryCondition("user_name", .startsWith, prefix)]),
+                    fields: ["user_name"], limit: 1, count: false
+                ),
+                caller: .system
+            ).records
+            if let name = taken.first?["user_name"] { throw Failure("An account with the prefix exists already: '\(name)'.") }
+            let roleIDs = try await roleIDs(roles, in: store)
+            var names: [String] = []
+            for index in 1...count {
+                let number = String(index)
+                let name = prefix + String(repeating: "0", count: width - number.count) + number
+                let userID = try await store.insert(
+                    into: "sys_user",
+                    values: ["user_name": name, "first_name": name, "name": name, "user_password": password, "active": "true"],
+                    caller: .system
+                )
+                for roleID in roleIDs {
+                    try await store.insert(into: "sys_user_has_role", values: ["user": userID, "role": roleID], caller: .system)
+                }
+                names.append(name)
+            }
+            try await storage.close()
+            return names
+        } catch {
+            await hasher.shutdown()
+            try? await storage.close()
+            throw error
+        }
     }
 }

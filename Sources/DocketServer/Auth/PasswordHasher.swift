@@ -55,6 +55,14 @@ struct PasswordHasher: Sendable {
         try? await pool.shutdownGracefully()
     }
 
+    /// A hash made on a pool of its own, started and stopped for it (for a tool that hashes once).
+    static func hashOnce(_ password: String, cost: UInt8) async -> String {
+        let hasher = PasswordHasher(cost: cost, threads: 1, queueLimit: 1)
+        let hash = await hasher.hash(password)
+        await hasher.shutdown()
+        return hash
+    }
+
     func hash(_ password: String) async -> String {
         let cost = self.cost
         return (try? await pool.runIfActive {

@@ -205,6 +205,43 @@ struct FirstAdministratorTests {
         }
     }
 
+    @Test("docketd users seed makes many accounts with one hash that sign in with the password and have the roles; bad counts, prefixes, costs and a taken prefix are refused")
+    func seedUsers() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = TestApp.configuration(dataDirectory: directory.path, demo: false)
+        try await UserAdministration.createUser(in: configuration, userName: "alice", password: "correct horse", roles: ["admin"])
+        let names = try await UserAdministration.seedUsers(
+            in: configuration, prefix: "load.", count: 120, password: "seeded password", roles: ["itil"], cost: 4
+        )
+        #expect(names.count == 120 && names.first == "load.001" && names.last == "load.120")
+        for (count, prefix, password, cost) in [
+            (0, "x.", "seeded password", UInt8(4)), (UserAdministration.seedLimit + 1, "x.", "seeded password", 4),
+            (3, "", "seeded password", 4), (3, "has space", "seeded password", 4), (3, String(repeating: "p", count: 40), "seeded password", 4),
+            (3, "x.", "short", 4), (3, "x.", "seeded password", 3), (3, "x.", "seeded password", 32), (3, "load.", "seeded password", 4),
+        ] {
+            await #expect(throws: UserAdministration.Failure.self, "\(count) \(prefix) \(cost)") {
+                try await UserAdministration.seedUsers(in: configuration, prefix: prefix, count: count, password: password, roles: [], cost: cost)
+            }
+        }
+        await #expect(throws: UserAdministration.Failure.self) {
+            try await UserAdministration.seedUsers(in: configuration, prefix: "y.", count: 2, password: "seeded password", roles: ["nope"], cost: 4)
+        }
+        try await buildApplication(configuration).test(.router) { client throws in
+            let users = try await client.get(
+                "/api/now/table/sys_user?sysparm_fields=user_name,user_password&sysparm_query=user_nameSTARTSWITHload.&sysparm_limit=500",
+                .basic("alice", "correct horse")
+            )
+            #expect(try users.results.count == 120)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", .basic("load.007", "seeded password")).status == .ok)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", .basic("load.120", "wrong password")).status == .unauthorized)
+            let roles = try await client.get(
+                "/api/now/table/sys_user_has_role?sysparm_query=user.user_name=load.042&sysparm_fields=role.name&sysparm_display_value=true",
+                .basic("alice", "correct horse")
+            )
+            #expect(try roles.results.map { $0.string("role.name") } == ["itil"])
+        }
+    }
+
     @Test("DOCKET_ADMIN_USER creates the first administrator only while nobody can log in")
     func initialAdmin() async throws {
         let directory = TemporaryDirectory()
