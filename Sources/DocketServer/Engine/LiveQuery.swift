@@ -67,11 +67,9 @@ extension RecordStore {
         if let judged {
             (before, after) = judged
         } else {
-            // Followers who see alike (same user, roles, table and query) share one judgement of each event.
-            let key = LiveJudgementKey(
-                sequence: event.sequence, user: live.caller.userID + "\u{0}" + live.caller.userName,
-                roles: live.caller.roles.sorted(), table: live.table?.name ?? "", query: live.queryText
-            )
+            // Followers who see alike (the same visibility, table and query as compiled for them) share one
+            // judgement of each event.
+            let key = LiveJudgementKey(sequence: event.sequence, live: judgementKey(for: live))
             (before, after) = try await judgements.value(key) {
                 (try await self.matches(event.rowBefore, of: event, as: live), try await self.matches(event.rowAfter, of: event, as: live))
             }
@@ -236,14 +234,12 @@ struct LiveChanges: AsyncSequence, Sendable {
     }
 }
 
-/// Judgements of events (did the row match before and after?) shared by the followers who see alike (same user,
-/// roles, table and query).
+/// Judgements of events (did the row match before and after?) shared by the followers who see alike (see
+/// ``RecordStore/judgementKey(for:)``).
 typealias LiveJudgements = SharedWork<LiveJudgementKey, (Bool, Bool)>
 
 struct LiveJudgementKey: SequencedKey {
     let sequence: Int
-    let user: String
-    let roles: [String]
-    let table: String
-    let query: String
+    /// ``RecordStore/judgementKey(for:)`` of the follower.
+    let live: String
 }

@@ -19,6 +19,8 @@ final class RecordStore: Sendable {
     let shared = SharedChanges()
     /// Judgements of events shared by live followers who see alike (``LiveJudgements``).
     let judgements = LiveJudgements(capacity: 20_000)
+    /// Who sees alike (see ``VisibilityKeys``).
+    let visibilityKeys = VisibilityKeys()
     /// The business rules run in the write path, cached (``BusinessRules``).
     let businessRules = BusinessRules()
     /// The most events one follower of the log may replay: one that starts further behind is told to resync

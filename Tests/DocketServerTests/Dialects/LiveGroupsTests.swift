@@ -49,7 +49,7 @@ struct LiveGroupsTests {
 
         /// Rides a group in a task of its own (stopped when the test ends, however it ends).
         func ride(_ subscription: SocketSubscription, _ rider: LiveGroups.Rider) throws -> Task<LiveGroups.Exit, Never> {
-            let key = try #require(subscription.groupKey)
+            let key = try #require(subscription.groupKey(in: store))
             let ride = Task { await groups.ride(key: key, subscription: subscription, rider: rider) }
             rides.withLock { $0.append(ride) }
             return ride
@@ -171,6 +171,52 @@ struct LiveGroupsTests {
             _ = try await fixture.create("after the logout")
             #expect(await Self.exit(of: second) == .revoked)
             #expect(socket.count == 1)
+        }
+    }
+
+    @Test("subscribers who see alike ride one group whoever they are; a caller who sees differently (roles, a rule that names the user, time zone) rides another and gets only what it may see", .timeLimit(.minutes(3)))
+    func whoRidesTogether() async throws {
+        try await Self.withFixture { fixture in
+            let store = fixture.store
+            // Each change rendered as its sequence (what a member may see is decided by its group's judgement).
+            func subscription(_ caller: Caller, after: Int) throws -> SocketSubscription {
+                var subscription = SocketSubscription(
+                    live: LiveQuery(table: try store.table("incident"), query: try EncodedQuery("short_descriptionSTARTSWITHride"), caller: caller),
+                    after: after
+                ) { change, caller in Array("\(change.event.sequence)".utf8) }
+                subscription.shareable = "test"
+                return subscription
+            }
+            var sessions: [String: (Caller, String)] = [:]
+            for name in ["john.doe", "beth.anglin", "abel.tuter"] {
+                sessions[name] = try await fixture.authenticator.login(userName: name, password: "password", address: "t")
+            }
+            // beth reads dates in Los Angeles time; abel has no itil role (he sees the tasks he is involved in).
+            let start = try await store.latestSequence()
+            var riders: [String: FakeSocket] = [:]
+            for name in ["john.doe", "beth.anglin", "abel.tuter"] {
+                let (caller, token) = try #require(sessions[name])
+                let socket = FakeSocket()
+                riders[name] = socket
+                _ = try fixture.ride(subscription(caller, after: start), socket.rider(caller, credential: .session(token), after: start, fixture: fixture))
+            }
+            // Another user with john's roles and time zone would ride john's group.
+            var other = try #require(sessions["john.doe"]).0
+            other.userID = DemoData.userID("bud.richman")
+            other.userName = "bud.richman"
+            #expect(try subscription(other, after: start).groupKey(in: store) == subscription(try #require(sessions["john.doe"]).0, after: start).groupKey(in: store))
+            try await Self.eventually { fixture.groups.members == 3 }
+            // Three groups: beth's time zone and abel's rules differ from john's, and from each other.
+            #expect(fixture.groups.count == 3)
+            let hidden = try await fixture.create("ride: not abel's")
+            let his = try await store.insert(
+                into: "incident", values: ["short_description": "ride: abel's", "caller_id": DemoData.userID("abel.tuter")], caller: Callers.admin
+            )
+            let hisSequence = try await store.events(after: 0, limit: 100_000).last { $0.sysID == his }?.sequence ?? -1
+            let (john, beth, abel) = (try #require(riders["john.doe"]), try #require(riders["beth.anglin"]), try #require(riders["abel.tuter"]))
+            try await Self.eventually { john.count == 2 && beth.count == 2 && abel.count == 1 }
+            #expect(abel.received.withLock { $0 } == [hisSequence])
+            #expect(john.received.withLock { $0 } == [hidden, hisSequence])
         }
     }
 

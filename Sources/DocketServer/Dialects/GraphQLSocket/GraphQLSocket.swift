@@ -67,15 +67,10 @@ struct SocketSubscription: Sendable {
     /// Nil for one that resumes from a sequence (it follows on its own).
     var shareable: String? = nil
 
-    /// The group key: the results' identity, what is followed, and who sees it.
-    var groupKey: String? {
-        shareable.map { shareable in
-            let caller = live.caller
-            return [
-                shareable, live.table?.name ?? "", live.queryText, caller.userID, caller.userName, caller.roles.sorted().joined(separator: ","),
-                caller.timeZoneName,
-            ].joined(separator: "\u{0}")
-        }
+    /// The group key: the results' identity and what is followed, as who sees it judges it (subscribers who see
+    /// alike share a group whoever they are: ``RecordStore/judgementKey(for:)``).
+    func groupKey(in store: RecordStore) -> String? {
+        shareable.map { $0 + "\u{0}" + store.judgementKey(for: live) }
     }
 }
 

@@ -305,7 +305,7 @@ final class GraphQLSocketConnection: Sendable {
         // Left a group because the caller changed: look at the credential again before the first change.
         var checkFirst = false
         let watch = server.credentials.watch()
-        if let key = subscription.groupKey {
+        if let key = subscription.groupKey(in: server.store) {
             let rider = LiveGroups.Rider(
                 caller: subscription.live.caller, credential: credential, after: after, checkedAt: watch.checkedAt,
                 eventLoop: channel.eventLoop

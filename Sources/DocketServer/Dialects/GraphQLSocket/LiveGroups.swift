@@ -6,8 +6,9 @@ import Synchronization
 
 /// Subscriptions that follow the head of the event log alike, served together.
 ///
-/// Subscribers that start "from now" (no `since`) with the same document, table, query and viewer (user, roles,
-/// time zone) would each judge and render every change the same way. They ride one group: one task follows the log,
+/// Subscribers that start "from now" (no `since`) with the same document, table and query, who see alike
+/// (``RecordStore/judgementKey(for:)``: not necessarily the same user), would each judge and render every change the
+/// same way. They ride one group: one task follows the log,
 /// judges and renders each change once, and writes the same result to every member's socket straight onto its
 /// channel. A change then costs one wake-up per group rather than one per subscriber (a follower task, the WebSocket
 /// writer's actor, the channel's event loop each), which is what keeps the delivery latency of a thousand
@@ -15,7 +16,7 @@ import Synchronization
 ///
 /// A member leaves the group, and its operation follows the log on its own from exactly where the group left it,
 /// when its socket cannot take more (a client that reads slowly is then paced by the log, not by memory), when its
-/// caller changed (roles), or when the group failed; it is revoked when its credential ended. A subscription that
+/// caller no longer sees alike (roles, scope), or when the group failed; it is revoked when its credential ended. A subscription that
 /// resumes from a sequence follows on its own from the start.
 final class LiveGroups: Sendable {
     /// Why a member stopped riding its group.
@@ -208,7 +209,9 @@ final class LiveGroups: Sendable {
                     }
                     switch standing {
                     case nil: release(seat, .revoked)
-                    case let current? where current != caller: release(seat, .alone(after: position))
+                    case let current? where !seesAlike(current, caller, subscription.live):
+                        // Its roles (or scope, or anything else that decides what it sees) changed.
+                        release(seat, .alone(after: position))
                     default: break
                     }
                 }
@@ -259,6 +262,13 @@ final class LiveGroups: Sendable {
                 }
             }
         }
+    }
+
+    /// Whether `member` judges and sees the group's subscription as the group's caller does.
+    private func seesAlike(_ member: Caller, _ caller: Caller, _ live: LiveQuery) -> Bool {
+        var theirs = live
+        theirs.caller = member
+        return store.judgementKey(for: theirs) == store.judgementKey(for: live)
     }
 
     private var generations: (Int, Int) {

@@ -104,10 +104,10 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
         let results = results
         let maxPageSize = controller.configuration.maxPageSize
         var stream = SocketSubscription(live: LiveQuery(table: table, query: query, caller: caller), after: after) { change, caller in
-            // Followers who see alike (same document, user and roles) share one rendering of each change.
+            // Followers who see alike (the same document and visibility) share one rendering of each change.
             let shared = RenderedResultKey(
                 sequence: change.event.sequence, kind: change.kind.rawValue, document: key,
-                viewer: caller.userID + "\u{0}" + caller.roles.sorted().joined(separator: ",")
+                viewer: store.visibility(of: caller, reaching: table)
             )
             return try await results.value(shared) {
                 let value = try await LiveChange.make(change, table: table, store: store, caller: caller)
