@@ -73,31 +73,47 @@ def ws_request(port, auth, query):
 
 
 def open_streams(port, count, auth, query, transport):
+    """`auth`: one Basic credential, or a list that subscriber i takes the (i mod len)th of. Opens them in batches
+    of 32, each batch ready before the next: a thousand first sign-ins at once would overrun docketd's bounded
+    password-check queue (503 with Retry-After), which a stream that is refused is opened again after."""
     selector = selectors.DefaultSelector()
-    request = (ws_request if transport == "ws" else sse_request)(port, auth, query)
+    auths = auth if isinstance(auth, list) else [auth]
+    requests = [(ws_request if transport == "ws" else sse_request)(port, each, query) for each in auths]
     # SSE streams say they are ready; a socket's subscription is running once its acknowledgement came (the
     # subscribe message right behind it is then handled before anything else on that socket).
     ready_marker = b"connection_ack" if transport == "ws" else b"event: ready"
     sockets = []
-    for _ in range(count):
+    deadline = time.time() + 240
+
+    def connect(index):
         sock = socket.create_connection(("127.0.0.1", port))
-        sock.sendall(request)
+        sock.sendall(requests[index % len(requests)])
         sock.setblocking(False)
-        selector.register(sock, selectors.EVENT_READ, {"buffer": b"", "ready": False})
-        sockets.append(sock)
-    # Wait until every stream said it is ready.
-    ready = 0
-    deadline = time.time() + 120
-    while ready < count and time.time() < deadline:
-        for key, _ in selector.select(timeout=1):
-            chunk = key.fileobj.recv(65536)
-            key.data["buffer"] += chunk
-            if not key.data["ready"] and ready_marker in key.data["buffer"]:
-                key.data["ready"] = True
-                key.data["buffer"] = b""
-                ready += 1
-    if ready < count:
-        raise SystemExit(f"only {ready} of {count} streams became ready")
+        selector.register(sock, selectors.EVENT_READ, {"buffer": b"", "ready": False, "index": index})
+        return sock
+
+    for batch in range(0, count, 32):
+        waiting = {connect(index) for index in range(batch, min(count, batch + 32))}
+        while waiting and time.time() < deadline:
+            for key, _ in selector.select(timeout=1):
+                if key.fileobj not in waiting:
+                    continue
+                chunk = key.fileobj.recv(65536)
+                key.data["buffer"] += chunk
+                if ready_marker in key.data["buffer"]:
+                    key.data["ready"] = True
+                    key.data["buffer"] = b""
+                    waiting.discard(key.fileobj)
+                    sockets.append(key.fileobj)
+                elif not chunk or b" 503 " in key.data["buffer"].split(b"\r\n", 1)[0]:
+                    # Refused for now (or closed): open it again shortly.
+                    waiting.discard(key.fileobj)
+                    selector.unregister(key.fileobj)
+                    key.fileobj.close()
+                    time.sleep(0.05)
+                    waiting.add(connect(key.data["index"]))
+        if waiting:
+            raise SystemExit(f"only {len(sockets)} of {count} streams became ready")
     return selector, sockets
 
 
@@ -146,7 +162,7 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory() as data:
         seeded_env = {}
-        if swift_client and args.users:
+        if args.users:
             # The demo data first (docketd seeds it into a new database), then the users, then the server again.
             server, port = start(binary, data, args.subscribers + args.idle)
             server.terminate()
@@ -173,7 +189,12 @@ def main():
                 who = f" of {args.users} users" if args.users else ""
                 rows.append((f"{args.subscribers} {kind}{who}, {args.writes} writes: mutation to delivery (Swift reader)",
                              f"p50 {p50} ms, p99 {p99} ms"))
-            selector, sockets = open_streams(port, args.subscribers, auth, "short_descriptionSTARTSWITHlive-bench",
+            # The Python reader: john.doe, or with --users and SSE (the Swift reader speaks WebSocket only) the
+            # seeded users, subscriber i as user i mod USERS.
+            python_users = args.users if (args.users and not swift_client) else 0
+            readers = [base64.b64encode(f"fanout.{str(i + 1).zfill(len(str(python_users)))}:password".encode()).decode()
+                       for i in range(python_users)] or auth
+            selector, sockets = open_streams(port, args.subscribers, readers, "short_descriptionSTARTSWITHlive-bench",
                                              args.transport)
             time.sleep(1)
             latencies = []
@@ -198,7 +219,8 @@ def main():
                 writer.join()
                 if pending:
                     raise SystemExit(f"{len(pending)} subscribers missed write {index}")
-            rows.append((f"{args.subscribers} {kind}, {args.writes} writes: mutation to delivery (Python reader)",
+            who = f" of {python_users} users" if python_users else ""
+            rows.append((f"{args.subscribers} {kind}{who}, {args.writes} writes: mutation to delivery (Python reader)",
                          f"p50 {percentile(latencies, 0.5):.1f} ms, p99 {percentile(latencies, 0.99):.1f} ms"))
             for sock in sockets:
                 sock.close()
