@@ -10,7 +10,11 @@
 public struct JSONWriter: Sendable {
     /// The JSON written so far.
     public private(set) var bytes: [UInt8] = []
-    private var needsComma: [Bool] = []
+    /// Whether the open container at each depth needs a comma before its next element: one bit per depth for
+    /// the first 64 (every response's nesting), an array beyond.
+    private var commaBits: UInt64 = 0
+    private var depth = 0
+    private var deeper: [Bool] = []
 
     /// Creates a writer, optionally reserving room.
     public init(capacity: Int = 1024) { bytes.reserveCapacity(capacity) }
@@ -30,14 +34,14 @@ public struct JSONWriter: Sendable {
         JSONValue.writeString(name, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
         // The value after a key takes no comma of its own.
-        if !needsComma.isEmpty { needsComma[needsComma.count - 1] = false }
+        setNeedsComma(false)
     }
 
     /// Writes a member name prepared with ``encodedKey(_:)`` (saves escaping the same name again and again).
     public mutating func key(encoded: [UInt8]) {
         separate()
         bytes.append(contentsOf: encoded)
-        if !needsComma.isEmpty { needsComma[needsComma.count - 1] = false }
+        setNeedsComma(false)
     }
 
     /// A member name as ``key(encoded:)`` takes it: the quoted, escaped name and a colon.
@@ -72,19 +76,36 @@ public struct JSONWriter: Sendable {
     }
 
     private mutating func separate() {
-        guard let last = needsComma.last else { return }
-        if last { bytes.append(UInt8(ascii: ",")) }
-        needsComma[needsComma.count - 1] = true
+        guard depth > 0 else { return }
+        if needsComma { bytes.append(UInt8(ascii: ",")) }
+        setNeedsComma(true)
+    }
+
+    /// The innermost open container's flag.
+    private var needsComma: Bool {
+        depth <= 64 ? commaBits & (1 << UInt64(depth - 1)) != 0 : deeper[depth - 65]
+    }
+
+    private mutating func setNeedsComma(_ value: Bool) {
+        guard depth > 0 else { return }
+        if depth <= 64 {
+            let bit: UInt64 = 1 << UInt64(depth - 1)
+            commaBits = value ? commaBits | bit : commaBits & ~bit
+        } else {
+            deeper[depth - 65] = value
+        }
     }
 
     private mutating func open(_ byte: UInt8) {
         separate()
         bytes.append(byte)
-        needsComma.append(false)
+        depth += 1
+        if depth > 64 { deeper.append(false) } else { setNeedsComma(false) }
     }
 
     private mutating func close(_ byte: UInt8) {
-        needsComma.removeLast()
+        if depth > 64 { deeper.removeLast() }
+        depth -= 1
         bytes.append(byte)
     }
 }
