@@ -24,7 +24,7 @@ struct Clients: AsyncParsableCommand {
 struct ListClients: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the registered clients.")
 
-    @OptionGroup var location: Keys.Location
+    @OptionGroup var location: StorageOptions
 
     func run() async throws {
         let configuration = try location.configuration()
@@ -43,7 +43,7 @@ struct ListClients: AsyncParsableCommand {
 struct CreateClient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "create", abstract: "Register a client.")
 
-    @OptionGroup var location: Keys.Location
+    @OptionGroup var location: StorageOptions
 
     @Argument(help: "The client id apps send (client_id).")
     var clientID: String
@@ -88,7 +88,7 @@ struct CreateClient: AsyncParsableCommand {
 struct DeleteClient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "delete", abstract: "Remove a client; its sign-ins end.")
 
-    @OptionGroup var location: Keys.Location
+    @OptionGroup var location: StorageOptions
 
     @Argument(help: "The client id.")
     var clientID: String
@@ -111,7 +111,7 @@ struct MobileConfig: AsyncParsableCommand {
             """
     )
 
-    @OptionGroup var location: Keys.Location
+    @OptionGroup var location: StorageOptions
 
     @Option(help: "The app's public client id.")
     var clientID: String

@@ -389,34 +389,6 @@ struct Migrate: AsyncParsableCommand {
     }
 }
 
-/// The database a flag or variable names; nil when none is given (the data folder's SQLite file then).
-func databaseLocation(_ text: String?) throws -> StorageLocation? {
-    guard let text, !text.isEmpty else { return nil }
-    do {
-        return try StorageLocation(parsing: text)
-    } catch {
-        throw ValidationError(error.description)
-    }
-}
-
-/// Runs `body`; a failure that is a sentence to act on (a database a newer docketd wrote, one that cannot be
-/// reached, a copy that cannot be made) is printed as `Error: …` without the usage text, and exits 1.
-@discardableResult
-func explainingFailures<T>(_ body: () async throws -> T) async throws -> T {
-    do {
-        return try await body()
-    } catch let failure as Migrations.Refusal {
-        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
-    } catch let failure as PostgresStorageError {
-        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
-    } catch let failure as DatabaseCopy.Failure {
-        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
-    } catch let failure as ClientAdministration.Failure {
-        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
-    }
-    throw ExitCode.failure
-}
-
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keys",
@@ -431,25 +403,6 @@ struct Keys: AsyncParsableCommand {
             """,
         subcommands: [ListKeys.self, RotateKeys.self]
     )
-
-    /// Where the keys live: the options every `keys` subcommand takes.
-    struct Location: ParsableArguments {
-        @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
-        var dataDirectory: String?
-
-        @Option(help: "The database, as for docketd serve (env DOCKET_DATABASE_URL; default the SQLite file in the data folder).")
-        var database: String?
-
-        func configuration() throws -> Configuration {
-            let environment = ProcessInfo.processInfo.environment
-            var configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
-            configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
-            if case .sqlite(let path) = configuration.storageLocation, !FileManager.default.fileExists(atPath: path) {
-                throw ValidationError("There is no database at \(path).")
-            }
-            return configuration
-        }
-    }
 
     static func print(_ keys: [KeyAdministration.KeyInfo]) {
         let format = ISO8601DateFormatter()
@@ -468,7 +421,7 @@ struct Keys: AsyncParsableCommand {
 struct ListKeys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "Show the signing keys, oldest first.")
 
-    @OptionGroup var location: Keys.Location
+    @OptionGroup var location: StorageOptions
 
     func run() async throws {
         let configuration = try location.configuration()
@@ -481,7 +434,7 @@ struct RotateKeys: AsyncParsableCommand {
         commandName: "rotate", abstract: "Add a new signing key; the current one keeps verifying its tokens until they expire."
     )
 
-    @OptionGroup var location: Keys.Location
+    @OptionGroup var location: StorageOptions
 
     @Option(help: "Seconds before the new key starts signing; running servers load keys at least every 30 s (default 60).")
     var lead: Int = 60
@@ -494,132 +447,5 @@ struct RotateKeys: AsyncParsableCommand {
         for new in keys where new.state() == "next" {
             Swift.print("\nNew \(new.algorithm) key \(new.id) signs from \(ISO8601DateFormatter().string(from: new.signsFrom)).")
         }
-    }
-}
-
-struct Users: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self]
-    )
-}
-
-struct SeedUsers: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "seed",
-        abstract: "Create many accounts at once, for load tests and demonstrations.",
-        discussion: """
-            Creates COUNT accounts named PREFIX followed by a number (load.user.0001 …), all with the password read \
-            from the first line of standard input and the roles given. The password is hashed once and every account \
-            stores that hash, so a thousand accounts take seconds; --cost 4 also makes signing them all in cheap \
-            (never for real accounts). Refused when an account with the prefix exists. Run it while no docketd serves \
-            the data folder. Example: echo 'password' | docketd users seed 1000 --prefix load.user. --role itil --cost 4
-            """
-    )
-
-    @Argument(help: "How many accounts (1 to \(UserAdministration.seedLimit)).")
-    var count: Int
-
-    @Option(help: "The start of every user name; a number follows.")
-    var prefix: String
-
-    @Option(name: .customLong("role"), help: "A role to give every account (repeatable), e.g. --role itil.")
-    var roles: [String] = []
-
-    @Option(help: "The bcrypt cost of the shared hash (4 to 31; default the server's, 12).")
-    var cost: UInt8?
-
-    @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
-    var dataDirectory: String?
-
-    @Option(help: "The database, as for docketd serve (env DOCKET_DATABASE_URL; default the SQLite file in the data folder).")
-    var database: String?
-
-    func run() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let password = readLine(strippingNewline: true) ?? ""
-        var configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
-        configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
-        let started = ContinuousClock.now
-        let names = try await explainingFailures {
-            try await UserAdministration.seedUsers(
-                in: configuration, prefix: prefix, count: count, password: password, roles: roles, cost: cost
-            )
-        }
-        let roleText = roles.isEmpty ? "" : " with roles: \(roles.joined(separator: ", "))"
-        print("Created \(names.count) users, \(names.first ?? "") to \(names.last ?? "")\(roleText), in \(ContinuousClock.now - started).")
-    }
-}
-
-struct CreateUser: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "create",
-        abstract: "Create an account, such as the first administrator.",
-        discussion: """
-            The password is asked for twice on the terminal (not echoed), or read from the first line of standard \
-            input with --password-stdin; it is never taken from the command line, where other users could see it. \
-            It needs at least 8 characters. Example: docketd users create --admin alice --data-dir /var/lib/docket
-            """
-    )
-
-    @Argument(help: "The user name to log in with (user_name).")
-    var userName: String
-
-    @Flag(help: "Give the account the admin role.")
-    var admin = false
-
-    @Option(name: .customLong("role"), help: "Another role to give (repeatable), e.g. --role itil.")
-    var roles: [String] = []
-
-    @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
-    var dataDirectory: String?
-
-    @Option(help: "The database, as for docketd serve (env DOCKET_DATABASE_URL; default the SQLite file in the data folder).")
-    var database: String?
-
-    @Option(help: "First name.") var firstName: String = ""
-    @Option(help: "Last name.") var lastName: String = ""
-    @Option(help: "Email address.") var email: String = ""
-
-    @Flag(help: "Read the password from the first line of standard input.")
-    var passwordStdin = false
-
-    func run() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let password: String
-        if passwordStdin {
-            password = readLine(strippingNewline: true) ?? ""
-        } else {
-            guard isatty(STDIN_FILENO) == 1 else {
-                throw ValidationError("Standard input is not a terminal: pass the password with --password-stdin.")
-            }
-            let first = Self.prompt("Password for \(userName): ")
-            guard Self.prompt("Repeat it: ") == first else { throw ValidationError("The passwords differ.") }
-            password = first
-        }
-        var configuration = Configuration(dataDirectory: dataDirectory ?? environment["DOCKET_DATA_DIR"] ?? "./.docket")
-        configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
-        try await explainingFailures {
-            try await UserAdministration.createUser(
-                in: configuration, userName: userName, password: password, roles: (admin ? ["admin"] : []) + roles,
-                firstName: firstName, lastName: lastName, email: email
-            )
-        }
-        let roleText = ((admin ? ["admin"] : []) + roles).joined(separator: ", ")
-        print("Created user \(userName)\(roleText.isEmpty ? "" : " with roles: \(roleText)") in \(configuration.storageLocation.redacted).")
-    }
-
-    /// Reads a line from the terminal without echoing it.
-    private static func prompt(_ text: String) -> String {
-        FileHandle.standardError.write(Data(text.utf8))
-        var settings = termios()
-        tcgetattr(STDIN_FILENO, &settings)
-        var quiet = settings
-        quiet.c_lflag &= ~tcflag_t(ECHO)
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
-        defer {
-            tcsetattr(STDIN_FILENO, TCSAFLUSH, &settings)
-            FileHandle.standardError.write(Data("\n".utf8))
-        }
-        return readLine(strippingNewline: true) ?? ""
     }
 }

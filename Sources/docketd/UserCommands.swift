@@ -1,0 +1,124 @@
+import ArgumentParser
+import DocketServer
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+struct Users: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self]
+    )
+}
+
+struct SeedUsers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "seed",
+        abstract: "Create many accounts at once, for load tests and demonstrations.",
+        discussion: """
+            Creates COUNT accounts named PREFIX followed by a number (load.user.0001 …), all with the password read \
+            from the first line of standard input and the roles given. The password is hashed once and every account \
+            stores that hash, so a thousand accounts take seconds; --cost 4 also makes signing them all in cheap \
+            (never for real accounts). Refused when an account with the prefix exists. Run it while no docketd serves \
+            the data folder. Example: echo 'password' | docketd users seed 1000 --prefix load.user. --role itil --cost 4
+            """
+    )
+
+    @Argument(help: "How many accounts (1 to \(UserAdministration.seedLimit)).")
+    var count: Int
+
+    @Option(help: "The start of every user name; a number follows.")
+    var prefix: String
+
+    @Option(name: .customLong("role"), help: "A role to give every account (repeatable), e.g. --role itil.")
+    var roles: [String] = []
+
+    @Option(help: "The bcrypt cost of the shared hash (4 to 31; default the server's, 12).")
+    var cost: UInt8?
+
+    @OptionGroup var location: StorageOptions
+
+    func run() async throws {
+        let password = readLine(strippingNewline: true) ?? ""
+        // The database may be new: creating users is how a data folder started without --demo gets its first.
+        let configuration = try location.configuration(mustExist: false)
+        let started = ContinuousClock.now
+        let names = try await explainingFailures {
+            try await UserAdministration.seedUsers(
+                in: configuration, prefix: prefix, count: count, password: password, roles: roles, cost: cost
+            )
+        }
+        let roleText = roles.isEmpty ? "" : " with roles: \(roles.joined(separator: ", "))"
+        print("Created \(names.count) users, \(names.first ?? "") to \(names.last ?? "")\(roleText), in \(ContinuousClock.now - started).")
+    }
+}
+
+struct CreateUser: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "create",
+        abstract: "Create an account, such as the first administrator.",
+        discussion: """
+            The password is asked for twice on the terminal (not echoed), or read from the first line of standard \
+            input with --password-stdin; it is never taken from the command line, where other users could see it. \
+            It needs at least 8 characters. Example: docketd users create --admin alice --data-dir /var/lib/docket
+            """
+    )
+
+    @Argument(help: "The user name to log in with (user_name).")
+    var userName: String
+
+    @Flag(help: "Give the account the admin role.")
+    var admin = false
+
+    @Option(name: .customLong("role"), help: "Another role to give (repeatable), e.g. --role itil.")
+    var roles: [String] = []
+
+    @OptionGroup var location: StorageOptions
+
+    @Option(help: "First name.") var firstName: String = ""
+    @Option(help: "Last name.") var lastName: String = ""
+    @Option(help: "Email address.") var email: String = ""
+
+    @Flag(help: "Read the password from the first line of standard input.")
+    var passwordStdin = false
+
+    func run() async throws {
+        let password: String
+        if passwordStdin {
+            password = readLine(strippingNewline: true) ?? ""
+        } else {
+            guard isatty(STDIN_FILENO) == 1 else {
+                throw ValidationError("Standard input is not a terminal: pass the password with --password-stdin.")
+            }
+            let first = Self.prompt("Password for \(userName): ")
+            guard Self.prompt("Repeat it: ") == first else { throw ValidationError("The passwords differ.") }
+            password = first
+        }
+        // The database may be new: creating users is how a data folder started without --demo gets its first.
+        let configuration = try location.configuration(mustExist: false)
+        try await explainingFailures {
+            try await UserAdministration.createUser(
+                in: configuration, userName: userName, password: password, roles: (admin ? ["admin"] : []) + roles,
+                firstName: firstName, lastName: lastName, email: email
+            )
+        }
+        let roleText = ((admin ? ["admin"] : []) + roles).joined(separator: ", ")
+        print("Created user \(userName)\(roleText.isEmpty ? "" : " with roles: \(roleText)") in \(configuration.storageLocation.redacted).")
+    }
+
+    /// Reads a line from the terminal without echoing it.
+    private static func prompt(_ text: String) -> String {
+        FileHandle.standardError.write(Data(text.utf8))
+        var settings = termios()
+        tcgetattr(STDIN_FILENO, &settings)
+        var quiet = settings
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSAFLUSH, &settings)
+            FileHandle.standardError.write(Data("\n".utf8))
+        }
+        return readLine(strippingNewline: true) ?? ""
+    }
+}
