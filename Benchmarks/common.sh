@@ -21,3 +21,15 @@ start_docketd() {
     base="$(sed -n 's/^docketd listening on //p' "$data/stdout")"
     [ -n "$base" ] || { echo "docketd did not start:" >&2; cat "$log" >&2; exit 1; }
 }
+
+# Adds COUNT incidents (default 120, so that a 100-record page is full) as admin, each with abel.tuter as caller
+# (a reference to render). Needs `base` (start_docketd sets it).
+fill_incidents() {
+    local count="${1:-120}" caller i
+    caller="$(curl -sf -u admin:admin "$base/api/now/table/sys_user?user_name=abel.tuter&sysparm_fields=sys_id" | sed 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/')"
+    for i in $(seq 1 "$count"); do
+        curl -sf -u admin:admin -H 'Content-Type: application/json' -o /dev/null \
+            -d "{\"short_description\":\"Benchmark incident $i\",\"impact\":\"2\",\"urgency\":\"2\",\"caller_id\":\"$caller\"}" \
+            "$base/api/now/table/incident"
+    done
+}

@@ -17,12 +17,7 @@ source "$(dirname "$0")/common.sh"
 start_docketd
 
 auth="admin:admin"
-caller="$(curl -sf -u "$auth" "$base/api/now/table/sys_user?user_name=abel.tuter&sysparm_fields=sys_id" | sed 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/')"
-for i in $(seq 1 120); do
-    curl -sf -u "$auth" -H 'Content-Type: application/json' -o /dev/null \
-        -d "{\"short_description\":\"Benchmark incident $i\",\"impact\":\"2\",\"urgency\":\"2\",\"caller_id\":\"$caller\"}" \
-        "$base/api/now/table/incident"
-done
+fill_incidents 120
 header="Authorization: Basic $(printf '%s' "$auth" | base64)"
 fields="number,short_description,state,priority,urgency,impact,caller_id,opened_at,active,sys_updated_on"
 selection=""

@@ -13,12 +13,7 @@ source "$(dirname "$0")/common.sh"
 start_docketd
 
 auth="admin:admin"
-caller="$(curl -sf -u "$auth" "$base/api/now/table/sys_user?user_name=abel.tuter&sysparm_fields=sys_id" | sed 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/')"
-for i in $(seq 1 120); do
-    curl -sf -u "$auth" -H 'Content-Type: application/json' -o /dev/null \
-        -d "{\"short_description\":\"Benchmark incident $i\",\"impact\":\"2\",\"urgency\":\"2\",\"caller_id\":\"$caller\"}" \
-        "$base/api/now/table/incident"
-done
+fill_incidents 120
 url="$base/api/now/table/incident?sysparm_limit=100&sysparm_display_value=all"
 size="$(curl -sf -u "$auth" -o /dev/null -w '%{size_download}' "$url")"
 echo "docketd pid $server, $url: $size bytes" >&2
