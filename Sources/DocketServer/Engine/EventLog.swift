@@ -56,15 +56,14 @@ extension RecordStore {
             sequence: 0, table: table.name, rootTable: table.root, sysID: sysID, operation: operation, fields: fields,
             userName: caller.userName, time: now, values: loggable(values), previous: loggable(previous)
         )
-        event.sequence = try await db.integer(
+        // Other processes sharing the database learn of it at commit (see ``RecordStore/catchUp()``).
+        event.sequence = try await db.integer(db.dialect.appendingEvent(
             "INSERT INTO docket_event_log (table_name, root_table, record_id, operation, fields, user_name, created_on,"
                 + " values_after, values_before) VALUES (" + .bind(event.table) + ", " + .bind(event.rootTable) + ", "
                 + .bind(sysID) + ", " + .bind(operation.rawValue) + ", " + .bind(fields.joined(separator: ",")) + ", "
                 + .bind(caller.userName) + ", " + .bind(now) + ", " + .bind(Self.json(event.values)) + ", "
-                + .bind(Self.json(event.previous)) + ") RETURNING seq"
-        )
-        // Other processes sharing the database learn of it at commit (see ``RecordStore/catchUp()``).
-        if let signal = db.dialect.eventAppendedSignal { try await db.run(signal) }
+                + .bind(Self.json(event.previous)) + ")"
+        ))
         return event
     }
 

@@ -73,11 +73,6 @@ extension RecordStore {
                 model: self.catalog.stateModel(for: table), caller: caller, now: now
             )
             try self.checkFields(of: table, run: run, values: values, written: written, isInsert: true)
-            if table.field("number") != nil, values["number", default: ""].isEmpty,
-                let number = try await self.allocateNumber(for: table, db: db)
-            {
-                values["number"] = number
-            }
             values["sys_id"] = sysID
             values["sys_created_on"] = now
             values["sys_created_by"] = caller.userName
@@ -88,12 +83,7 @@ extension RecordStore {
             if options.allowed(for: caller).suppressAutoSysFields {
                 values.merge(prepared.systemValues) { _, given in given }
             }
-            let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
-            try await db.run(
-                "INSERT INTO " + .identifier(table.physicalTable) + " ("
-                    + stored.map { SQLFragment.identifier($0.name) }.joined(", ") + ") VALUES ("
-                    + stored.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }.joined(", ") + ")"
-            )
+            let stored = try await self.insertRow(into: table, values: &values, db: db)
             // Create rules with conditions are judged on the row as it would be committed (an attachment is only
             // created on a record the caller may change); a refusal rolls the insert back.
             try await self.checkAccess(
@@ -451,11 +441,65 @@ extension RecordStore {
         if matches == 0 { throw EngineError.forbidden(operation) }
     }
 
-    private func allocateNumber(for table: SchemaCatalog.Table, db: SQLExecutor) async throws -> String? {
+    /// Writes a new record's row; returns the fields it wrote. A record of a numbered table given no number
+    /// takes the next one, into `values`: where the storage allows, in the insert itself (one round trip instead of
+    /// two, in a transaction that holds the write lock).
+    private func insertRow(
+        into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor
+    ) async throws -> [FieldDefinition] {
+        let numbering = table.field("number") != nil && values["number", default: ""].isEmpty ? numberOwner(of: table) : nil
+        func columns(_ fields: [FieldDefinition]) -> [SQLFragment] { fields.map { .identifier($0.name) } }
+        func row(_ fields: [FieldDefinition]) -> [SQLFragment] {
+            fields.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }
+        }
+        let given = table.fields.filter { $0.type.isStored && $0.name != "number" && !values[$0.name, default: ""].isEmpty }
+        guard let numbering, let insert = db.dialect.insertTakingNumber(
+            into: table.physicalTable, columns: columns(given), values: row(given),
+            counter: numbering.table, prefix: numbering.prefix, digits: numbering.digits
+        ) else {
+            if let numbering { values["number"] = try await allocateNumber(numbering, db: db) }
+            let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
+            try await db.run(
+                "INSERT INTO " + .identifier(table.physicalTable) + " (" + columns(stored).joined(", ") + ") VALUES ("
+                    + row(stored).joined(", ") + ")"
+            )
+            return stored
+        }
+        let inserted = try await db.rows(insert)
+        if let taken = try inserted.first?.value(at: "number", kind: .text).text, !taken.isEmpty {
+            values["number"] = taken
+        } else {
+            // No counter for the table yet: made now, and the row given its number.
+            let taken = try await allocateNumber(numbering, db: db)
+            try await db.run(
+                "UPDATE " + .identifier(table.physicalTable) + " SET number = " + .bind(taken) + " WHERE sys_id = "
+                    + .bind(values["sys_id"] ?? "")
+            )
+            values["number"] = taken
+        }
+        return table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
+    }
+
+    /// Where a table's records take their numbers: the nearest table of its ancestry with a number prefix.
+    private struct Numbering {
+        let table: String
+        let prefix: String
+        let digits: Int
+        let start: Int
+    }
+
+    private func numberOwner(of table: SchemaCatalog.Table) -> Numbering? {
         guard let owner = table.ancestry.lazy.compactMap({ self.catalog.table($0) })
             .first(where: { $0.definition.numberPrefix != nil }), let prefix = owner.definition.numberPrefix
         else { return nil }
-        let key = SQLFragment.bind(owner.name)
+        return Numbering(
+            table: owner.name, prefix: prefix, digits: owner.definition.numberDigits, start: owner.definition.numberStart
+        )
+    }
+
+    private func allocateNumber(_ owner: Numbering, db: SQLExecutor) async throws -> String {
+        let prefix = owner.prefix
+        let key = SQLFragment.bind(owner.table)
         // One statement takes the number and moves the counter on, so two writers can never take the same one
         // (on any storage, whatever its isolation); a counter missing for a table is created first.
         let take: SQLFragment =
@@ -465,14 +509,14 @@ extension RecordStore {
         if taken == nil {
             try await db.run(
                 "INSERT INTO docket_number_counter (table_name, next_value) VALUES (" + key + ", "
-                    + .bind(owner.definition.numberStart) + ") ON CONFLICT (table_name) DO NOTHING"
+                    + .bind(owner.start) + ") ON CONFLICT (table_name) DO NOTHING"
             )
             taken = try await db.rows(take).first.map { try $0.value(at: "taken", kind: .integer).intValue }
         }
         // Unreachable: the insert leaves a counter for the update to take from.
-        guard let value = taken ?? nil else { throw NumberCounterMissing(table: owner.name) }
+        guard let value = taken ?? nil else { throw NumberCounterMissing(table: owner.table) }
         let digits = String(value)
-        return prefix + String(repeating: "0", count: max(0, owner.definition.numberDigits - digits.count)) + digits
+        return prefix + String(repeating: "0", count: max(0, owner.digits - digits.count)) + digits
     }
 
     private func appendJournals(

@@ -1,18 +1,26 @@
-/// A first-come, first-served asynchronous mutex: the engine's single writer.
+/// A first-come, first-served asynchronous mutex (or, with more than one permit, a semaphore): the engine's
+/// writers.
 ///
 /// SQLite allows one writer at a time; queueing writers here instead of letting them spin on SQLITE_BUSY
-/// keeps write latency predictable and keeps each transaction on one connection. A wait is bounded and
-/// cancellable: a writer still queued after `timeout` gets ``StorageUnavailable`` (the write ahead of it is stuck
-/// on a database that does not answer), and a cancelled one (its client went away) leaves the queue at once.
+/// keeps write latency predictable and keeps each transaction on one connection. On PostgreSQL a few writers of a
+/// process pass at once (see ``PostgresStorage``). A wait is bounded and cancellable: a writer still queued after
+/// `timeout` gets ``StorageUnavailable`` (the write ahead of it is stuck on a database that does not answer), and a
+/// cancelled one (its client went away) leaves the queue at once.
 actor AsyncLock {
-    private var locked = false
+    /// How many holders may be inside at once.
+    private let permits: Int
+    private var holders = 0
     private var waiters: [(id: Int, continuation: CheckedContinuation<Void, any Error>)] = []
     private var nextID = 0
 
-    /// Takes the lock, waiting at most `timeout`.
+    init(permits: Int = 1) {
+        self.permits = max(1, permits)
+    }
+
+    /// Takes the lock (one permit), waiting at most `timeout`.
     func lock(timeout: Duration) async throws {
-        if !locked {
-            locked = true
+        if holders < permits {
+            holders += 1
             return
         }
         let id = nextID
@@ -38,8 +46,9 @@ actor AsyncLock {
 
     func unlock() {
         if waiters.isEmpty {
-            locked = false
+            holders -= 1
         } else {
+            // The permit passes to the first waiter.
             waiters.removeFirst().continuation.resume()
         }
     }

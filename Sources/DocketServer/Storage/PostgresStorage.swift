@@ -22,8 +22,10 @@ final class PostgresStorage: Storage {
     let faults = StatementFaults()
     let location: PostgresLocation
     private let logger: Logger
-    /// Writers of this process queue here, so that they wait without holding a pooled connection.
-    private let writeLock = AsyncLock()
+    /// Writers of this process queue here, so that they wait without holding a pooled connection. A few pass at
+    /// once: the one holding the advisory lock, and the next ones already waiting for it on the server, so that the
+    /// lock passes from one write to the next inside PostgreSQL, without a round trip (or a pool lease) between them.
+    private let writeLock: AsyncLock
     let headConnection: HeadConnection
     private let pool: Mutex<Pool>
 
@@ -49,6 +51,12 @@ final class PostgresStorage: Storage {
     /// The most connections a pool opens.
     private let connections: Int
 
+    /// How many writers of one process hold a connection at once: a third of the pool (at least one), leaving
+    /// the rest to reads.
+    static func writersAtOnce(connections: Int) -> Int {
+        max(1, min(4, connections / 2))
+    }
+
     /// The advisory lock key every write transaction holds: one per schema, so that docketd instances of
     /// different deployments sharing a database (each in its own schema) do not wait for each other.
     var writeLockKey: Int64 { Self.writeLockKey(schema: location.schema ?? "public") }
@@ -62,6 +70,7 @@ final class PostgresStorage: Storage {
         self.location = location
         self.connections = connections
         self.logger = logger
+        writeLock = AsyncLock(permits: Self.writersAtOnce(connections: connections))
         headConnection = HeadConnection(location: location)
         let (client, runTask) = await Self.startClient(location, connections: connections, logger: logger)
         pool = Mutex(Pool(client: client, runTask: runTask))

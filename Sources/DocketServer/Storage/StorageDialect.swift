@@ -13,12 +13,35 @@ enum StorageDialect: Sendable {
         }
     }
 
-    /// A statement that, run in a transaction that appends to the event log, wakes every other process
-    /// following the same database when the transaction commits; nil where only one process writes.
-    var eventAppendedSignal: SQLFragment? {
+    /// An `INSERT … RETURNING seq` into the event log, as one statement that also, where several processes may
+    /// follow the same database, wakes each of them when the transaction commits (PostgreSQL's `pg_notify` in the
+    /// same statement: one round trip, not two). The first column of its one row is the sequence.
+    func appendingEvent(_ insert: SQLFragment) -> SQLFragment {
+        switch self {
+        case .sqlite: return insert + " RETURNING seq"
+        case .postgres:
+            return "WITH appended AS (" + insert + " RETURNING seq) SELECT seq, pg_notify("
+                + .bind(PostgresStorage.channelPrefix) + " || current_schema(), '') FROM appended"
+        }
+    }
+
+    /// One statement that takes the next number from `counter`'s row of `docket_number_counter` and inserts a
+    /// row with it as `number` (prefix, then the value padded with zeros to `digits`), returning the number:
+    /// PostgreSQL's data-modifying `WITH`. It returns no number when the counter has no row (the row is inserted
+    /// without one). nil where the storage cannot (SQLite: there the two statements cost no round trip).
+    func insertTakingNumber(
+        into table: String, columns: [SQLFragment], values: [SQLFragment], counter: String, prefix: String, digits: Int
+    ) -> SQLFragment? {
         switch self {
         case .sqlite: return nil
-        case .postgres: return "SELECT pg_notify(" + .bind(PostgresStorage.channelPrefix) + " || current_schema(), '')"
+        case .postgres:
+            // The counter's row stays locked until the transaction ends, as with a separate update.
+            let number: SQLFragment = "(SELECT " + .bind(prefix) + " || lpad(taken::text, GREATEST(" + .bind(digits)
+                + ", length(taken::text)), '0') FROM taken)"
+            return "WITH taken AS (UPDATE docket_number_counter SET next_value = next_value + 1 WHERE table_name = "
+                + .bind(counter) + " RETURNING next_value - 1 AS taken) INSERT INTO " + .identifier(table) + " ("
+                + (columns + [.identifier("number")]).joined(", ") + ") VALUES (" + (values + [number]).joined(", ")
+                + ") RETURNING number"
         }
     }
 

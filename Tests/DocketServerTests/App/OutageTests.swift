@@ -321,6 +321,63 @@ struct AsyncLockTests {
         try await holder.value
         try await lock.withLock(timeout: .seconds(1)) {}
     }
+
+    @Test("with three permits three hold it at once, a fourth waits for one of them, and none is lost")
+    func permits() async throws {
+        let lock = AsyncLock(permits: 3)
+        let inside = Shared((now: 0, most: 0))
+        let (released, release) = AsyncStream<Void>.makeStream(bufferingPolicy: .unbounded)
+        let (entered, entering) = AsyncStream<Void>.makeStream(bufferingPolicy: .unbounded)
+        var holders: [Task<Void, any Error>] = []
+        for _ in 0..<3 {
+            holders.append(Task {
+                try await lock.withLock(timeout: .seconds(5)) {
+                    inside.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                    entering.yield()
+                    for await _ in released { break }
+                    inside.withLock { $0.now -= 1 }
+                }
+            })
+        }
+        var count = 0
+        for await _ in entered {
+            count += 1
+            if count == 3 { break }
+        }
+        // All three are inside: a fourth cannot be.
+        await #expect(throws: StorageUnavailable.self) {
+            try await lock.withLock(timeout: .milliseconds(100)) {}
+        }
+        let fourth = Task { try await lock.withLock(timeout: .seconds(5)) { inside.withLock { $0.now } } }
+        release.yield()
+        // The fourth gets in only after one left: never more than three at once.
+        #expect(try await fourth.value <= 2)
+        release.yield()
+        release.yield()
+        for holder in holders { try await holder.value }
+        #expect(inside.withLock { $0.most } == 3)
+        // Every permit came back: three get in together again (each waits inside until all three are).
+        let again = Shared(0)
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    try await lock.withLock(timeout: .seconds(2)) {
+                        again.withLock { $0 += 1 }
+                        for _ in 0..<200 where again.withLock({ $0 }) < 3 { try await Task.sleep(for: .milliseconds(10)) }
+                        return again.withLock { $0 } == 3
+                    }
+                }
+            }
+            for try await together in group { #expect(together) }
+        }
+    }
+}
+
+/// A value tasks share.
+private final class Shared<Value: Sendable>: Sendable {
+    private let value: Mutex<Value>
+    init(_ value: Value) { self.value = Mutex(value) }
+    func withLock<T: Sendable>(_ body: (inout sending Value) -> T) -> T { value.withLock { body(&$0) } }
 }
 
 @Suite("Shared work")

@@ -65,6 +65,19 @@ struct RecordStoreTests {
             try await store.storage.write { db in try await db.run("DELETE FROM docket_number_counter WHERE table_name = 'problem'") }
             let restarted = try await store.insert(into: "problem", values: ["short_description": "again"], caller: Callers.john)
             #expect(try await store.get(restarted, in: "problem", caller: Callers.john).record["number"] == "PRB0040001")
+            // A number wider than the table's digits is written whole, never cut; the event carries it too.
+            try await store.storage.write { db in
+                try await db.run("UPDATE docket_number_counter SET next_value = 123456789 WHERE table_name = 'problem'")
+            }
+            let events = store.broadcaster.follow()
+            let wide = try await store.insert(into: "problem", values: ["short_description": "wide"], caller: Callers.john)
+            #expect(try await store.get(wide, in: "problem", caller: Callers.john).record["number"] == "PRB123456789")
+            for await signal in events.events {
+                guard case .event(let event) = signal else { continue }
+                #expect(event.sysID == wide && event.values["number"] == "PRB123456789" && event.fields.contains("number"))
+                break
+            }
+            store.broadcaster.stop(events.token)
         }
     }
 
