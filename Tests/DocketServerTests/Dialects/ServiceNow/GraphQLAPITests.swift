@@ -304,6 +304,65 @@ struct GraphQLDirectTests {
             #expect(String(decoding: rows, as: UTF8.self).contains("INC0010001"))
         }
     }
+
+    @Test("plain subscription documents render each change exactly as the library does; the rest are left to it")
+    func sameSubscriptionResults() async throws {
+        try await TestApp.withStore { store in
+            let directory = TemporaryDirectory()
+            let controller = NowGraphQLController(store: store, configuration: TestApp.configuration(dataDirectory: directory.path))
+            let documents: [(text: String, table: String, variables: [String: Map], plain: Bool)] = [
+                ("subscription { incident { sequence change operation table sys_id fields user time record { number { value displayValue } state { value displayValue label } priority { value } active { value isNil hasValue } reassignment_count { value internalType isMandatory } assigned_to { value displayValue } opened_at { value displayValue } sys_updated_on { displayValue } comments { value displayValue } short_description { value } } previous { state { value displayValue } short_description { value } } } }", "incident", [:], true),
+                ("subscription S($qc: String) { watched: incident(queryConditions: $qc) { s: sequence c: change record { n: number { v: value d: displayValue } } } }", "incident", ["qc": .string("active=true")], true),
+                ("subscription { task { sequence record { number { value } sys_class_name { value displayValue } state { value displayValue } } } }", "task", [:], true),
+                // Not plain: the library renders these.
+                ("subscription { incident { record { assigned_to { _reference { name { value } } } } } }", "incident", [:], false),
+                ("subscription { incident { record { state { _choices { value } } } } }", "incident", [:], false),
+                ("subscription { incident { __typename sequence } }", "incident", [:], false),
+                ("subscription ($s: Int = 0) { incident(since: $s) { sequence } }", "incident", [:], false),
+            ]
+            // An insert, an update with a comment, a delete: entered, changed and deleted.
+            let start = try await store.latestSequence()
+            let id = try await store.insert(
+                into: "incident", values: ["short_description": "Watched \"closely\"", "assigned_to": DemoData.userID("abel.tuter")],
+                caller: Callers.john
+            )
+            try await store.update(id, in: "incident", values: ["state": "2", "short_description": "Watched more", "comments": "A note"], caller: Callers.john)
+            try await store.delete(id, from: "incident", caller: Callers.admin)
+            let events = try await store.events(after: start)
+            for caller in [Callers.john, Callers.beth, Callers.abel, Callers.admin] {
+                for document in documents {
+                    guard case .success(let (schema, prepared)) = controller.prepare(document.text) else {
+                        Issue.record("\(document.text) did not prepare")
+                        continue
+                    }
+                    let plan = NowGraphQLDirect.subscriptionPlan(prepared.document, operationName: nil, catalog: store.catalog)
+                    #expect((plan != nil) == document.plain, "\(document.text)")
+                    guard let plan else { continue }
+                    let live = LiveQuery(table: try store.table(document.table), query: EncodedQuery(), caller: caller)
+                    var kinds: Set<String> = []
+                    for event in events {
+                        guard let change = try await store.change(event, for: live) else { continue }
+                        let value = try await LiveChange.make(change, table: try store.table(document.table), store: store, caller: caller)
+                        let direct = try #require(NowGraphQLDirect.render(plan, value))
+                        let context = NowGraphQLSchema.Context(
+                            store: store, caller: caller, maxPageSize: 10_000, budget: NowGraphQLSchema.Budget()
+                        )
+                        let library = NowGraphQLController.bytes(try await execute(
+                            schema: schema, documentAST: prepared.document, rootValue: value, context: context,
+                            variableValues: document.variables, operationName: nil
+                        ))
+                        #expect(
+                            direct == library,
+                            "\(caller.userName): \(document.text)\n\(String(decoding: direct, as: UTF8.self))\n\(String(decoding: library, as: UTF8.self))"
+                        )
+                        kinds.insert(change.kind.rawValue)
+                    }
+                    // Real results were compared, of every kind.
+                    #expect(kinds == ["entered", "changed", "deleted"], "\(caller.userName): \(document.text)")
+                }
+            }
+        }
+    }
 }
 
 extension JSONValue {

@@ -15,6 +15,10 @@ import OrderedCollections
 /// Anything else (mutations, fragments, directives, `__typename`, `_reference`, `_choices`, repeated response keys,
 /// decimal columns, variables without a value, a budget exceeded, any error) returns nil, and the library runs
 /// the document as usual.
+///
+/// Subscriptions of the same plain shape render their results here too (``subscriptionPlan(_:operationName:catalog:)``,
+/// ``render(_:_:catalog:)``): `subscription { <table>(<arguments>) { sequence change … record { <column> { value … } }
+/// previous { … } } }`.
 enum NowGraphQLDirect {
     /// Wrapper fields answered here (those without arguments or further selections).
     static let leaves: Set<String> = ["value", "displayValue", "label", "internalType", "hasValue", "isNil", "isMandatory"]
@@ -30,7 +34,7 @@ enum NowGraphQLDirect {
         let parts: [(key: String, columns: [ColumnPlan]?)]
     }
 
-    private struct ColumnPlan {
+    struct ColumnPlan: Sendable {
         let key: [UInt8]
         let column: String
         let leaves: [(key: [UInt8], name: String)]
@@ -194,6 +198,127 @@ enum NowGraphQLDirect {
             writer.endArray()
         }
         writer.endObject()
+    }
+
+    /// A subscription document of the plain shape, planned once when the subscription starts.
+    struct SubscriptionPlan: Sendable {
+        enum Part: Sendable {
+            /// A field of the change itself (`sequence`, `change`, `operation`, `table`, `sys_id`, `fields`, `user`,
+            /// `time`).
+            case scalar(key: [UInt8], name: String)
+            /// `record` or `previous`, with its columns in selection order.
+            case row(key: [UInt8], previous: Bool, columns: [ColumnPlan], choices: [Bool])
+        }
+
+        let key: [UInt8]
+        let parts: [Part]
+    }
+
+    private static let changeScalars: Set<String> = ["sequence", "change", "operation", "table", "sys_id", "fields", "user", "time"]
+
+    /// The plan of a subscription document, or nil when it is not of the plain shape (the library renders it).
+    static func subscriptionPlan(_ document: Document, operationName: String?, catalog: SchemaCatalog) -> SubscriptionPlan? {
+        do {
+            let operations = document.definitions.compactMap { $0 as? OperationDefinition }
+            guard operations.count == document.definitions.count else { return nil }
+            guard let operation = operationName.map({ name in operations.first { $0.name?.value == name } })
+                ?? (operations.count == 1 ? operations.first : nil),
+                operation.operation == .subscription, operation.directives.isEmpty,
+                operation.variableDefinitions.allSatisfy({ $0.defaultValue == nil && $0.directives.isEmpty })
+            else { return nil }
+            let roots = try fields(of: operation.selectionSet)
+            guard roots.count == 1, let root = roots.first, let set = root.selectionSet,
+                let table = catalog.table(root.name.value)
+            else { return nil }
+            var parts: [SubscriptionPlan.Part] = []
+            for part in try fields(of: set) {
+                guard part.arguments.isEmpty else { return nil }
+                let name = part.name.value
+                if changeScalars.contains(name) {
+                    guard part.selectionSet == nil else { return nil }
+                    parts.append(.scalar(key: JSONWriter.encodedKey(key(part)), name: name))
+                    continue
+                }
+                guard name == "record" || name == "previous", let rows = part.selectionSet else { return nil }
+                var columns: [ColumnPlan] = []
+                var choices: [Bool] = []
+                for column in try fields(of: rows) {
+                    guard column.arguments.isEmpty, let inner = column.selectionSet, let field = table.field(column.name.value),
+                        field.type != .decimal, field.type != .password
+                    else { return nil }
+                    let leaves = try fields(of: inner).map { leaf -> (key: [UInt8], name: String) in
+                        guard leaf.arguments.isEmpty, leaf.selectionSet == nil, Self.leaves.contains(leaf.name.value) else {
+                            throw Unsupported()
+                        }
+                        return (JSONWriter.encodedKey(key(leaf)), leaf.name.value)
+                    }
+                    columns.append(ColumnPlan(key: JSONWriter.encodedKey(key(column)), column: field.name, leaves: leaves))
+                    // The wrapper the library gives the column: a choice wrapper when the subscribed table lists choices.
+                    choices.append(catalog.choices(for: field.name, in: table) != nil)
+                }
+                parts.append(.row(key: JSONWriter.encodedKey(key(part)), previous: name == "previous", columns: columns, choices: choices))
+            }
+            return SubscriptionPlan(key: JSONWriter.encodedKey(key(root)), parts: parts)
+        } catch {
+            return nil
+        }
+    }
+
+    /// One change as the subscription's result (`{"data":…}`), byte for byte what the library answers; nil when the
+    /// change needs the library after all (more cells than a result's budget).
+    static func render(_ plan: SubscriptionPlan, _ change: LiveChange) -> [UInt8]? {
+        var writer = JSONWriter(capacity: 2 * 1024)
+        var cells = 0
+        writer.beginObject()
+        writer.key("data")
+        writer.beginObject()
+        writer.key(encoded: plan.key)
+        writer.beginObject()
+        let event = change.change.event
+        for part in plan.parts {
+            switch part {
+            case .scalar(let key, let name):
+                writer.key(encoded: key)
+                switch name {
+                case "sequence": writer.value(.integer(event.sequence))
+                case "change": writer.string(change.change.kind.rawValue)
+                case "operation": writer.string(event.operation.rawValue)
+                case "table": writer.string(event.table)
+                case "sys_id": writer.string(event.sysID)
+                case "fields": writer.value(.array(event.fields.map(JSONValue.string)))
+                case "user": writer.string(event.userName)
+                default: writer.string(event.time)
+                }
+            case .row(let key, let previous, let columns, let choices):
+                writer.key(encoded: key)
+                guard let row = previous ? change.previous : change.record else {
+                    writer.value(.null)
+                    continue
+                }
+                writer.beginObject()
+                for (plan, isChoice) in zip(columns, choices) {
+                    writer.key(encoded: plan.key)
+                    guard let column = row.columns[plan.column] else {
+                        writer.value(.null)
+                        continue
+                    }
+                    cells += 1
+                    if cells > NowGraphQLSchema.Budget.cells { return nil }
+                    let cell = NowGraphQLSchema.Cell(column: column, record: row.record, renderer: row.renderer)
+                    writer.beginObject()
+                    for leaf in plan.leaves {
+                        writer.key(encoded: leaf.key)
+                        writer.value(NowGraphQLSchema.leaf(leaf.name, of: cell, isChoice: isChoice))
+                    }
+                    writer.endObject()
+                }
+                writer.endObject()
+            }
+        }
+        writer.endObject()
+        writer.endObject()
+        writer.endObject()
+        return writer.bytes
     }
 
     /// An argument's value: literals, or variables that were given (defaults and coercion are the library's).

@@ -12,6 +12,8 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
     let controller: NowGraphQLController
     let logins: SocketLogins
     let results = RenderedResults(capacity: 4_096)
+    /// Whether plain subscription documents render on the direct path (off only to compare it with the library).
+    var direct = true
 
     func operation(_ request: SocketOperationRequest, caller: Caller) async -> SocketOperation {
         let text: String
@@ -103,6 +105,8 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
         let key = RenderedResultKey.document(text: text, variables: request.variables, operationName: request.operationName)
         let results = results
         let maxPageSize = controller.configuration.maxPageSize
+        // Plain documents render without the library's executor (see ``NowGraphQLDirect``).
+        let plan = direct ? NowGraphQLDirect.subscriptionPlan(document, operationName: request.operationName, catalog: store.catalog) : nil
         var stream = SocketSubscription(live: LiveQuery(table: table, query: query, caller: caller), after: after) { change, caller in
             // Followers who see alike (the same document and visibility) share one rendering of each change.
             let shared = RenderedResultKey(
@@ -111,6 +115,7 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
             )
             return try await results.value(shared) {
                 let value = try await LiveChange.make(change, table: table, store: store, caller: caller)
+                if let plan, let bytes = NowGraphQLDirect.render(plan, value) { return bytes }
                 let context = NowGraphQLSchema.Context(
                     store: store, caller: caller, maxPageSize: maxPageSize, budget: NowGraphQLSchema.Budget()
                 )
