@@ -1,14 +1,17 @@
 # Shared by the wrk benchmarks: `source "$(dirname "$0")/common.sh"`, then `start_docketd [extra docketd flags]`.
 # Builds release docketd, starts it with demo data on a free port in a temporary data folder (removed on exit)
-# and sets `root`, `data`, `log`, `server` (its pid) and `base` (its URL).
+# and sets `root`, `data`, `log`, `server` (its pid) and `base` (its URL). DOCKET_BENCH_BINARY=PATH runs that
+# docketd instead of building this tree's (to measure two builds side by side).
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 start_docketd() {
     command -v wrk >/dev/null || { echo "wrk is not installed (apt-get install -y wrk)" >&2; exit 1; }
-    swift build -c release --product docketd >&2
-    local bin
-    bin="$(swift build -c release --show-bin-path)/docketd"
+    local bin="${DOCKET_BENCH_BINARY:-}"
+    if [ -z "$bin" ]; then
+        swift build -c release --product docketd >&2
+        bin="$(swift build -c release --show-bin-path)/docketd"
+    fi
     data="$(mktemp -d)"
     log="$data/docketd.log"
     "$bin" --demo --port 0 --data-dir "$data/db" --log-level warning "$@" >"$data/stdout" 2>"$log" &

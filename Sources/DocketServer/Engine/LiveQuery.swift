@@ -68,10 +68,15 @@ extension RecordStore {
             (before, after) = judged
         } else {
             // Followers who see alike (the same visibility, table and query as compiled for them) share one
-            // judgement of each event.
+            // judgement of each event; followers who see differently are judged with it, in one statement.
             let key = LiveJudgementKey(sequence: event.sequence, live: judgementKey(for: live))
-            (before, after) = try await judgements.value(key) {
-                (try await self.matches(event.rowBefore, of: event, as: live), try await self.matches(event.rowAfter, of: event, as: live))
+            let registry = liveRegistry
+            (before, after) = try await judgements.value(key) { isMissing in
+                registry.keys(for: event.sequence, concerning: eventClass, limit: LiveRegistry.batch - 1, where: isMissing)
+            } compute: { keys in
+                var lives = registry.lives(for: keys.map(\.live))
+                lives[key.live] = live
+                return try await self.judgeTogether(event, keys: keys, lives: lives)
             }
         }
         switch (before, after) {
@@ -89,23 +94,11 @@ extension RecordStore {
         }
     }
 
-    /// Whether a row as it was at the event (before or after it) is one `live` sees: judged by the same compiler
-    /// and access rules as a list read, against the row itself rather than the table (the table may have moved
-    /// on since). References and dot-walks are resolved against the current state of the tables they name.
-    private func matches(_ row: [String: String], of event: ChangeEvent, as live: LiveQuery) async throws -> Bool {
-        guard !row.isEmpty, let eventClass = catalog.table(event.table), catalog.table(eventClass.root) != nil else {
-            return false
-        }
-        guard let (found, conditions) = try liveConditions(eventClass, for: live) else { return true }
-        var compiler = found
-        compiler.source = inlineRow(row, of: eventClass, sysID: event.sysID)
-        let statement: SQLFragment = "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + conditions.joined(" AND ")
-        return try await storage.read { db in try await db.integer(statement) } > 0
-    }
-
-    /// The compiler and conditions that judge rows of `eventClass` for `live`; nil when every row matches (the
-    /// class filter holds by construction: the event's class extends the table).
-    private func liveConditions(_ eventClass: SchemaCatalog.Table, for live: LiveQuery) throws -> (QueryCompiler, [SQLFragment])? {
+    /// The compiler and conditions that judge rows of `eventClass` for `live` (against the row itself rather than
+    /// the table, which may have moved on since; references and dot-walks are resolved against the current state
+    /// of the tables they name); nil when every row matches (the class filter holds by construction: the event's
+    /// class extends the table).
+    func liveConditions(_ eventClass: SchemaCatalog.Table, for live: LiveQuery) throws -> (QueryCompiler, [SQLFragment])? {
         var compiler = compiler(for: live.table ?? eventClass, caller: live.caller, dialect: storage.dialect)
         var conditions: [SQLFragment] = []
         if let filter = compiler.classFilter() { conditions.append(filter) }
@@ -174,7 +167,9 @@ struct LiveChanges: AsyncSequence, Sendable {
     let after: Int
 
     func makeAsyncIterator() -> Iterator {
-        Iterator(store: store, live: live, events: store.subscribe(after: after).makeAsyncIterator())
+        let registration = LiveRegistration(store.liveRegistry)
+        registration.follow(live, judgementKey: store.judgementKey(for: live))
+        return Iterator(store: store, live: live, events: store.subscribe(after: after).makeAsyncIterator(), registration: registration)
     }
 
     struct Iterator: AsyncIteratorProtocol {
@@ -182,6 +177,8 @@ struct LiveChanges: AsyncSequence, Sendable {
         /// What is followed; a transport updates its caller when the user's roles change.
         var live: LiveQuery
         var events: EventLogFollower.Iterator
+        /// Its place among the live queries judged together (see ``LiveRegistry``).
+        let registration: LiveRegistration
         /// Judgements of the events a replay read together, made for `prejudgedAs` (a caller whose roles changed
         /// meanwhile is judged again, one event at a time).
         var prejudged: [Int: (Bool, Bool)] = [:]
@@ -227,6 +224,7 @@ struct LiveChanges: AsyncSequence, Sendable {
                         prejudgedAs = live.caller
                     }
                     let judged = prejudgedAs == live.caller ? prejudged.removeValue(forKey: event.sequence) : nil
+                    if judged == nil { registration.follow(live, judgementKey: store.judgementKey(for: live)) }
                     if let change = try await store.change(event, for: live, judged: judged) { return .change(change) }
                 }
             }

@@ -19,6 +19,8 @@ final class RecordStore: Sendable {
     let shared = SharedChanges()
     /// Judgements of events shared by live followers who see alike (``LiveJudgements``).
     let judgements = LiveJudgements(capacity: 20_000)
+    /// The live queries followed now, judged together (see ``LiveRegistry``).
+    let liveRegistry = LiveRegistry()
     /// Who sees alike (see ``VisibilityKeys``).
     let visibilityKeys = VisibilityKeys()
     /// The business rules run in the write path, cached (``BusinessRules``).
