@@ -5,7 +5,8 @@
 #   Benchmarks/storage.sh [duration-seconds] [connections]
 #
 # Needs wrk and curl, and a PostgreSQL server: DOCKET_BENCH_POSTGRES_URL (a database docketd may create schemas
-# in), or else scripts/postgres-cluster.sh starts a throw-away one. For each storage it measures:
+# in), or else scripts/postgres-cluster.sh starts a throw-away one. DOCKET_BENCH_BINARY=PATH measures that docketd
+# instead of this tree's release build. For each storage it measures:
 #   - GET one incident (Basic)                      a cache hit; on PostgreSQL plus the per-request catch-up read
 #   - GET 20 incidents, priority<=3, by number      a query through the compiler
 #   - POST a new incident (Basic)                   a write: number, journal, event, commit
@@ -23,8 +24,11 @@ cd "$root"
 for tool in wrk curl; do
     command -v "$tool" >/dev/null || { echo "$tool is not installed (apt-get install -y $tool)" >&2; exit 1; }
 done
-swift build -c release --product docketd >&2
-bin="$(swift build -c release --show-bin-path)/docketd"
+bin="${DOCKET_BENCH_BINARY:-}"
+if [ -z "$bin" ]; then
+    swift build -c release --product docketd >&2
+    bin="$(swift build -c release --show-bin-path)/docketd"
+fi
 work="$(mktemp -d)"
 pids=()
 started_cluster=""
