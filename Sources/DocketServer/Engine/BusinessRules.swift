@@ -172,11 +172,14 @@ extension RecordStore {
     }
 
     /// ``inlineRow(_:of:sysID:)``'s `SELECT`, unparenthesised (to be joined with `UNION ALL`), with `key` as an
-    /// extra column `docket_k` when given.
-    func inlineSelect(_ row: [String: String], of table: SchemaCatalog.Table, sysID: String, key: Int? = nil) -> SQLFragment {
+    /// extra column `docket_k` when given. With `only`, just the columns of those names (and `sys_id`).
+    func inlineSelect(
+        _ row: [String: String], of table: SchemaCatalog.Table, sysID: String, key: Int? = nil, only: Set<String>? = nil
+    ) -> SQLFragment {
         var columns: [SQLFragment] = []
         var named = Set<String>()
         for field in catalog.physicalColumns(root: table.root) {
+            if let only, !only.contains(field.name), field.name != "sys_id" { continue }
             named.insert(field.name)
             var value = row[field.name] ?? ""
             if field.name == "sys_class_name", table.isInHierarchy { value = table.name }

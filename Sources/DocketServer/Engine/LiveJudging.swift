@@ -100,6 +100,8 @@ extension RecordStore {
         let (before, after) = (event.rowBefore, event.rowAfter)
         let rows = [("docket_before", before), ("docket_after", after)].filter { !$0.1.isEmpty }
         var columns: [SQLFragment] = []
+        // The rows carry only the columns some view's conditions or joins name: the statement stays small to parse.
+        var referenced: Set<String> = ["sys_class_name"]
         var judged: [(key: LiveJudgementKey, first: Int)] = []
         for key in keys {
             guard let live = lives[key.live] else {
@@ -122,6 +124,8 @@ extension RecordStore {
                 continue
             }
             judged.append((key, columns.count))
+            referenced.formUnion(compiler.from.identifiers)
+            for condition in conditions { referenced.formUnion(condition.identifiers) }
             for (name, _) in rows {
                 var scoped = compiler
                 scoped.source = .identifier(name)
@@ -132,7 +136,7 @@ extension RecordStore {
             }
         }
         guard !judged.isEmpty else { return verdicts }
-        let with = rows.map { name, row in SQLFragment.identifier(name) + " AS (" + inlineSelect(row, of: eventClass, sysID: event.sysID) + ")" }
+        let with = rows.map { name, row in SQLFragment.identifier(name) + " AS (" + inlineSelect(row, of: eventClass, sysID: event.sysID, only: referenced) + ")" }
         let statement = "WITH " + with.joined(", ") + " SELECT " + columns.joined(", ")
         let result = try await storage.read { db in try await db.rows(statement) }.first
         func matched(_ column: Int) throws -> Bool {

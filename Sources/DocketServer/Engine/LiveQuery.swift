@@ -169,7 +169,9 @@ struct LiveChanges: AsyncSequence, Sendable {
     func makeAsyncIterator() -> Iterator {
         let registration = LiveRegistration(store.liveRegistry)
         registration.follow(live, judgementKey: store.judgementKey(for: live))
-        return Iterator(store: store, live: live, events: store.subscribe(after: after).makeAsyncIterator(), registration: registration)
+        var iterator = Iterator(store: store, live: live, events: store.subscribe(after: after).makeAsyncIterator(), registration: registration)
+        iterator.registeredAs = live.caller
+        return iterator
     }
 
     struct Iterator: AsyncIteratorProtocol {
@@ -179,6 +181,8 @@ struct LiveChanges: AsyncSequence, Sendable {
         var events: EventLogFollower.Iterator
         /// Its place among the live queries judged together (see ``LiveRegistry``).
         let registration: LiveRegistration
+        /// The caller the registration was last made for (a transport changes `live`'s caller when roles change).
+        var registeredAs: Caller?
         /// Judgements of the events a replay read together, made for `prejudgedAs` (a caller whose roles changed
         /// meanwhile is judged again, one event at a time).
         var prejudged: [Int: (Bool, Bool)] = [:]
@@ -224,7 +228,10 @@ struct LiveChanges: AsyncSequence, Sendable {
                         prejudgedAs = live.caller
                     }
                     let judged = prejudgedAs == live.caller ? prejudged.removeValue(forKey: event.sequence) : nil
-                    if judged == nil { registration.follow(live, judgementKey: store.judgementKey(for: live)) }
+                    if judged == nil, registeredAs != live.caller {
+                        registration.follow(live, judgementKey: store.judgementKey(for: live))
+                        registeredAs = live.caller
+                    }
                     if let change = try await store.change(event, for: live, judged: judged) { return .change(change) }
                 }
             }

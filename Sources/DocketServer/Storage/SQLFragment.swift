@@ -35,6 +35,14 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
 
     var isEmpty: Bool { pieces.isEmpty }
 
+    /// The names the fragment quotes as identifiers (columns, aliases, tables).
+    var identifiers: Set<String> {
+        Set(pieces.compactMap { piece -> String? in
+            if case .identifier(let name) = piece { return name }
+            return nil
+        })
+    }
+
     /// The literal text, without identifiers or bound values (for matching statements in tests).
     var rawText: String {
         pieces.compactMap { piece -> String? in
