@@ -138,7 +138,21 @@ extension RecordStore {
         guard !judged.isEmpty else { return verdicts }
         let with = rows.map { name, row in SQLFragment.identifier(name) + " AS (" + inlineSelect(row, of: eventClass, sysID: event.sysID, only: referenced) + ")" }
         let statement = "WITH " + with.joined(", ") + " SELECT " + columns.joined(", ")
-        let result = try await storage.read { db in try await db.rows(statement) }.first
+        let result: ResultRow?
+        do {
+            result = try await storage.read { db in try await db.rows(statement) }.first
+        } catch where judged.count > 1 && StorageUnavailable.classify(error) == nil && !(error is CancellationError) {
+            // One view's conditions failed the statement (the database answers): each is judged on its own, so
+            // that only that one gets the error.
+            for (key, _) in judged {
+                do {
+                    verdicts[key] = try await judgeTogether(event, keys: [key], lives: lives)[key] ?? .failure(SharedWorkUnanswered())
+                } catch {
+                    verdicts[key] = .failure(error)
+                }
+            }
+            return verdicts
+        }
         func matched(_ column: Int) throws -> Bool {
             (try result?.value(at: "j\(column)", kind: .integer).intValue ?? 0) > 0
         }

@@ -184,24 +184,25 @@ struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
 /// included (a commit that fails, a rollback that fails). One atomic load per statement while none is planned.
 final class StatementFaults: Sendable {
     private let armed = Atomic<Bool>(false)
-    private let planned = Mutex<[@Sendable (String) -> Bool]>([])
+    private let planned = Mutex<[(matches: @Sendable (String) -> Bool, error: (any Error)?)]>([])
 
     /// Fails the next statement whose SQL text (without its bound values) satisfies `matches`, once, as an
-    /// unreachable database would.
-    func failNext(_ matches: @escaping @Sendable (String) -> Bool) {
-        planned.withLock { $0.append(matches) }
+    /// unreachable database would, or with `error` when given (a statement the database refused).
+    func failNext(_ matches: @escaping @Sendable (String) -> Bool, with error: (any Error)? = nil) {
+        planned.withLock { $0.append((matches, error)) }
         armed.store(true, ordering: .sequentiallyConsistent)
     }
 
     func check(_ sql: SQLFragment) throws {
         guard armed.load(ordering: .relaxed) else { return }
         let text = sql.rawText
-        let hit = planned.withLock { planned -> Bool in
-            guard let index = planned.firstIndex(where: { $0(text) }) else { return false }
-            planned.remove(at: index)
+        let hit = planned.withLock { planned -> (any Error)?? in
+            guard let index = planned.firstIndex(where: { $0.matches(text) }) else { return .none }
+            let error = planned.remove(at: index).error
             if planned.isEmpty { armed.store(false, ordering: .sequentiallyConsistent) }
-            return true
+            return .some(error)
         }
-        if hit { throw StorageUnavailable(reason: "a test failed the statement '\(text.prefix(40))'") }
+        guard case .some(let error) = hit else { return }
+        throw error ?? StorageUnavailable(reason: "a test failed the statement '\(text.prefix(40))'")
     }
 }

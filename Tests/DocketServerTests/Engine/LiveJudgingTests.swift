@@ -100,6 +100,37 @@ struct LiveJudgingTests {
         }
     }
 
+    @Test("a joint statement the database refuses is judged view by view; an unavailable database fails them all")
+    func refusedStatement() async throws {
+        struct Refused: Error {}
+        try await TestApp.withStore { store in
+            let incident = try store.table("incident")
+            let lives = [
+                LiveQuery(table: incident, query: EncodedQuery(), caller: Callers.abel),
+                LiveQuery(table: incident, query: try EncodedQuery("active=true"), caller: Callers.john),
+                LiveQuery(table: incident, query: try EncodedQuery("urgency=1"), caller: Callers.john),
+            ]
+            let start = try await store.latestSequence()
+            _ = try await store.insert(
+                into: "incident", values: ["short_description": "Mine", "caller_id": DemoData.userID("abel.tuter"), "urgency": "3"],
+                caller: Callers.john
+            )
+            let event = try #require(try await store.events(after: start).first)
+            var byKey: [String: LiveQuery] = [:]
+            for live in lives { byKey[store.judgementKey(for: live)] = live }
+            let keys = lives.map { LiveJudgementKey(sequence: event.sequence, live: store.judgementKey(for: $0)) }
+            // The joint statement is refused once: each view is then judged on its own.
+            store.storage.faults.failNext({ $0.hasPrefix("WITH ") && $0.contains("COUNT(*)") }, with: Refused())
+            let verdicts = try await store.judgeTogether(event, keys: keys, lives: byKey)
+            #expect(try verdicts[keys[0]]!.get() == (false, true))
+            #expect(try verdicts[keys[1]]!.get() == (false, true))
+            #expect(try verdicts[keys[2]]!.get() == (false, false))
+            // The database cannot be reached: no view is judged, and the caller hears why.
+            store.storage.faults.failNext { $0.hasPrefix("WITH ") && $0.contains("COUNT(*)") }
+            await #expect(throws: StorageUnavailable.self) { try await store.judgeTogether(event, keys: keys, lives: byKey) }
+        }
+    }
+
     @Test("followers register while they follow and leave when they stop; a changed caller moves")
     func registry() async throws {
         try await TestApp.withStore { store in
