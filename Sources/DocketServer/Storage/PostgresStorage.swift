@@ -54,7 +54,7 @@ final class PostgresStorage: Storage {
     /// How many writers of one process hold a connection at once: a third of the pool (at least one), leaving
     /// the rest to reads.
     static func writersAtOnce(connections: Int) -> Int {
-        max(1, min(4, connections / 2))
+        max(1, min(4, connections / 3))
     }
 
     /// The advisory lock key every write transaction holds: one per schema, so that docketd instances of
