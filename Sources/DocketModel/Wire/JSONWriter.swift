@@ -40,7 +40,9 @@ public struct JSONWriter: Sendable {
     /// Writes a member name prepared with ``encodedKey(_:)`` (saves escaping the same name again and again).
     public mutating func key(encoded: [UInt8]) {
         separate()
-        bytes.append(contentsOf: encoded)
+        // Through a buffer pointer: appending the array itself would retain and release it, and prepared keys are
+        // shared by every thread rendering at once (their reference counts would bounce between processors).
+        encoded.withUnsafeBufferPointer { bytes.append(contentsOf: $0) }
         setNeedsComma(false)
     }
 
@@ -62,7 +64,7 @@ public struct JSONWriter: Sendable {
     public mutating func string(prefix: [UInt8], _ value: String) {
         separate()
         bytes.append(UInt8(ascii: "\""))
-        bytes.append(contentsOf: prefix)
+        prefix.withUnsafeBufferPointer { bytes.append(contentsOf: $0) }
         // The value written quoted, then its opening quote taken out (its closing one ends the string).
         let opening = bytes.count
         JSONValue.writeString(value, to: &bytes)
