@@ -112,26 +112,23 @@ extension RecordStore {
                 verdicts[key] = .success((false, false))
                 continue
             }
-            let found: (QueryCompiler, [SQLFragment])?
+            let found: CompiledView?
             do {
-                found = try liveConditions(eventClass, for: live)
+                found = try compiledView(eventClass, for: live, key: key.live)
             } catch {
                 verdicts[key] = .failure(error)
                 continue
             }
-            guard let (compiler, conditions) = found else {
+            guard let view = found else {
                 verdicts[key] = .success((!before.isEmpty, !after.isEmpty))
                 continue
             }
             judged.append((key, columns.count))
-            referenced.formUnion(compiler.from.identifiers)
-            for condition in conditions { referenced.formUnion(condition.identifiers) }
+            referenced.formUnion(view.identifiers)
             for (name, _) in rows {
-                var scoped = compiler
-                scoped.source = .identifier(name)
                 columns.append(
-                    "(SELECT COUNT(*) FROM " + scoped.from + " WHERE " + conditions.joined(" AND ") + ") AS "
-                        + .identifier("j\(columns.count)")
+                    "(SELECT COUNT(*) FROM " + (name == "docket_before" ? view.fromBefore : view.fromAfter) + " WHERE "
+                        + view.condition + ") AS " + .identifier("j\(columns.count)")
                 )
             }
         }
@@ -169,3 +166,64 @@ extension RecordStore {
         return verdicts
     }
 }
+
+/// One view's judging SQL for rows of one class (see ``RecordStore/compiledView(_:for:key:)``).
+struct CompiledView: Sendable {
+    /// `FROM` over each row's common table expression, with the joins the conditions need.
+    let fromBefore: SQLFragment
+    let fromAfter: SQLFragment
+    let condition: SQLFragment
+    /// The names the SQL quotes (the columns the rows must carry among them).
+    let identifiers: Set<String>
+}
+
+/// Views compiled for judging, kept while they do not depend on the time of day.
+final class CompiledViews: Sendable {
+    struct Key: Hashable, Sendable {
+        let live: String
+        let eventClass: String
+        let generation: Int
+    }
+
+    static let capacity = 4_096
+    private let entries = Mutex<[Key: CompiledView?]>([:])
+
+    func view(_ key: Key) -> CompiledView?? { entries.withLock { $0[key] } }
+
+    func keep(_ view: CompiledView?, for key: Key) {
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[key] = view
+        }
+    }
+}
+
+extension RecordStore {
+    /// The judging SQL of `live` (judgement key `key`) for rows of `eventClass`; nil when every row matches. Compiled
+    /// once and kept when it reads the same compiled for another day (queries with relative dates, such as
+    /// "opened today", are compiled again for each event, against the current time).
+    func compiledView(_ eventClass: SchemaCatalog.Table, for live: LiveQuery, key: String) throws -> CompiledView? {
+        let cacheKey = CompiledViews.Key(live: key, eventClass: eventClass.name, generation: versionedCatalog.generation)
+        if let kept = compiledViews.view(cacheKey) { return kept }
+        let now = Date()
+        let view = try Self.view(try liveConditions(eventClass, for: live, now: now))
+        let later = try Self.view(try liveConditions(eventClass, for: live, now: now.addingTimeInterval(400 * 86_400)))
+        if view?.text == later?.text { compiledViews.keep(view?.view, for: cacheKey) }
+        return view?.view
+    }
+
+    private static func view(_ found: (QueryCompiler, [SQLFragment])?) throws -> (view: CompiledView, text: String)? {
+        guard let (compiler, conditions) = found else { return nil }
+        var before = compiler
+        before.source = .identifier("docket_before")
+        var after = compiler
+        after.source = .identifier("docket_after")
+        let condition = conditions.joined(" AND ")
+        let view = CompiledView(
+            fromBefore: before.from, fromAfter: after.from, condition: condition,
+            identifiers: after.from.identifiers.union(condition.identifiers)
+        )
+        return (view, after.from.keyText + "\u{0}" + condition.keyText)
+    }
+}
+

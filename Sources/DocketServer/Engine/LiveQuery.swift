@@ -98,8 +98,12 @@ extension RecordStore {
     /// the table, which may have moved on since; references and dot-walks are resolved against the current state
     /// of the tables they name); nil when every row matches (the class filter holds by construction: the event's
     /// class extends the table).
-    func liveConditions(_ eventClass: SchemaCatalog.Table, for live: LiveQuery) throws -> (QueryCompiler, [SQLFragment])? {
-        var compiler = compiler(for: live.table ?? eventClass, caller: live.caller, dialect: storage.dialect)
+    func liveConditions(
+        _ eventClass: SchemaCatalog.Table, for live: LiveQuery, now: Date = Date()
+    ) throws -> (QueryCompiler, [SQLFragment])? {
+        var compiler = QueryCompiler(
+            catalog: catalog, policy: policy, dialect: storage.dialect, caller: live.caller, now: now, table: live.table ?? eventClass
+        )
         var conditions: [SQLFragment] = []
         if let filter = compiler.classFilter() { conditions.append(filter) }
         if let filter = try compiler.accessFilter(.read) { conditions.append(filter) }

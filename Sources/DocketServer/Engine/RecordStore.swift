@@ -21,6 +21,8 @@ final class RecordStore: Sendable {
     let judgements = LiveJudgements(capacity: 20_000)
     /// The live queries followed now, judged together (see ``LiveRegistry``).
     let liveRegistry = LiveRegistry()
+    /// Views compiled for judging (see ``RecordStore/compiledView(_:for:key:)``).
+    let compiledViews = CompiledViews()
     /// Who sees alike (see ``VisibilityKeys``).
     let visibilityKeys = VisibilityKeys()
     /// The business rules run in the write path, cached (``BusinessRules``).

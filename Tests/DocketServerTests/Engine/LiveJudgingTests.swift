@@ -131,6 +131,29 @@ struct LiveJudgingTests {
         }
     }
 
+    @Test("a view's judging SQL is kept when it does not depend on the day, and compiled anew when it does")
+    func compiledViewsKept() async throws {
+        try await TestApp.withStore { store in
+            let incident = try store.table("incident")
+            let generation = store.versionedCatalog.generation
+            let plain = LiveQuery(table: incident, query: try EncodedQuery("active=true"), caller: Callers.abel)
+            let today = LiveQuery(table: incident, query: try EncodedQuery("opened_at>=javascript:gs.beginningOfToday()"), caller: Callers.abel)
+            for live in [plain, today] {
+                let key = store.judgementKey(for: live)
+                let view = try #require(try store.compiledView(incident, for: live, key: key))
+                let kept = store.compiledViews.view(CompiledViews.Key(live: key, eventClass: "incident", generation: generation))
+                if live.queryText == plain.queryText {
+                    #expect(kept??.condition.keyText == view.condition.keyText)
+                } else {
+                    #expect(kept == nil, "a query relative to today is not kept")
+                }
+            }
+            // Everything matches for an admin with no query: nothing to judge, and that is kept too.
+            let all = LiveQuery(table: incident, query: EncodedQuery(), caller: Callers.admin)
+            #expect(try store.compiledView(incident, for: all, key: store.judgementKey(for: all)) == nil)
+        }
+    }
+
     @Test("followers register while they follow and leave when they stop; a changed caller moves")
     func registry() async throws {
         try await TestApp.withStore { store in
