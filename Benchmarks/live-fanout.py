@@ -117,8 +117,9 @@ def open_streams(port, count, auth, query, transport):
     return selector, sockets
 
 
-def post(port, auth, text):
-    body = json.dumps({"short_description": text}).encode()
+def post(port, auth, text, **fields):
+    """Creates an incident with `text` as its short description (and any other `fields`); returns its sys_id."""
+    body = json.dumps({"short_description": text, **fields}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}/api/now/table/incident", data=body, method="POST",
                                      headers={"Authorization": "Basic " + auth, "Content-Type": "application/json",
                                               "Accept": "application/json"})

@@ -38,14 +38,6 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def post(port, auth, text, caller):
-    body = json.dumps({"short_description": text, "caller_id": caller}).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/now/table/incident", data=body, method="POST",
-                                     headers={"Authorization": "Basic " + auth, "Content-Type": "application/json"})
-    with urllib.request.urlopen(request) as response:
-        response.read()
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--users", type=int, default=1000)
@@ -92,7 +84,8 @@ def main():
                 user = (index + 1) % args.users
                 text = f"judge-bench {index} {time.time()}"
                 sent = time.perf_counter()
-                writer = threading.Thread(target=post, args=(port, admin, text, ids[names[user]]))
+                writer = threading.Thread(target=fanout.post, args=(port, admin, text),
+                                          kwargs={"caller_id": ids[names[user]]})
                 writer.start()
                 target = by_index[user]
                 marker = text.encode()

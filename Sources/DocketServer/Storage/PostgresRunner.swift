@@ -169,8 +169,10 @@ extension StorageUnavailable {
         func unavailable(sqlState: String?, message: String) -> StorageUnavailable? {
             guard let state = sqlState else { return nil }
             // 08: connection exception; 57P01-03: shutting down or starting; 53: insufficient resources;
-            // 25006: read-only transaction (a standby); 58030: I/O error.
-            guard state.hasPrefix("08") || state.hasPrefix("53") || ["57P01", "57P02", "57P03", "25006", "58030"].contains(state)
+            // 25006: read-only transaction (a standby); 58030: I/O error; 55P03: a lock not had within
+            // `lock_timeout` (a write stuck ahead of this one).
+            guard state.hasPrefix("08") || state.hasPrefix("53")
+                || ["57P01", "57P02", "57P03", "25006", "58030", "55P03"].contains(state)
             else { return nil }
             return StorageUnavailable(reason: "PostgreSQL: \(message)")
         }

@@ -46,6 +46,8 @@ final class PostgresStorage: Storage {
     /// How long a request waits for a pooled connection before it is answered 503: postgres-nio's pool waits
     /// without end while it cannot connect.
     static let leaseTimeout = Duration.seconds(4)
+    /// How long a write waits for a lock on the server (PostgreSQL's `lock_timeout`), as text: ``leaseTimeout``.
+    static let lockTimeout = "\(leaseTimeout.components.seconds * 1000)ms"
     /// After this long without a connection, the server's health is checked (without failing the request).
     static let probeAfter = Duration.seconds(1)
     /// The most connections a pool opens.
@@ -290,8 +292,14 @@ final class PostgresStorage: Storage {
                     runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect
                 )
                 do {
+                    // The wait for the lock is bounded as the wait for a turn in this process is: a write stuck ahead
+                    // (here or in another instance) makes the next ones fail with 503, never hang. The bound holds
+                    // for the rest of the transaction's lock waits too.
                     return try await executor.transaction(
-                        first: ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"], body
+                        first: [
+                            "SELECT set_config('lock_timeout', " + .bind(Self.lockTimeout) + ", true), pg_advisory_xact_lock("
+                                + .bind(Int(self.writeLockKey)) + ")"
+                        ], body
                     )
                 } catch let failed as RollbackFailed {
                     // Never back to the pool still inside the transaction, holding the write lock of every

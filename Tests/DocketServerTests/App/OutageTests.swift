@@ -322,6 +322,30 @@ struct AsyncLockTests {
         try await lock.withLock(timeout: .seconds(1)) {}
     }
 
+    @Test("a write stuck ahead makes the next one fail with StorageUnavailable, not wait for it, on every storage", .timeLimit(.minutes(1)))
+    func stuckWriteAhead() async throws {
+        try await TestApp.withStore { store in
+            let (entered, entering) = AsyncStream<Void>.makeStream()
+            let (released, release) = AsyncStream<Void>.makeStream()
+            let stuck = Task {
+                try await store.storage.write { db in
+                    entering.yield()
+                    for await _ in released { break }
+                }
+            }
+            for await _ in entered { break }
+            // However many writers a process lets through (SQLite one, PostgreSQL a few waiting on the server's
+            // lock), those behind the stuck one give up within the bound instead of waiting for it.
+            let behind = (0..<4).map { _ in Task { try await store.storage.write { _ in } } }
+            for writer in behind {
+                await #expect(throws: StorageUnavailable.self) { try await writer.value }
+            }
+            release.yield()
+            try await stuck.value
+            try await store.storage.write { _ in }
+        }
+    }
+
     @Test("with three permits three hold it at once, a fourth waits for one of them, and none is lost")
     func permits() async throws {
         let lock = AsyncLock(permits: 3)

@@ -134,21 +134,46 @@ enum NowGraphQLDirect {
                 parts.append((key(part), nil))
             case "_results":
                 guard let rows = part.selectionSet else { throw Unsupported() }
-                let columns = try fields(of: rows).map { column -> ColumnPlan in
-                    guard column.arguments.isEmpty, let inner = column.selectionSet else { throw Unsupported() }
-                    let leaves = try fields(of: inner).map { leaf -> (key: [UInt8], name: String) in
-                        guard leaf.arguments.isEmpty, leaf.selectionSet == nil, Self.leaves.contains(leaf.name.value) else {
-                            throw Unsupported()
-                        }
-                        return (JSONWriter.encodedKey(key(leaf)), leaf.name.value)
-                    }
-                    return ColumnPlan(key: JSONWriter.encodedKey(key(column)), column: column.name.value, leaves: leaves)
-                }
-                parts.append((key(part), columns))
+                parts.append((key(part), try fields(of: rows).map(columnPlan)))
             default: throw Unsupported()
             }
         }
         return TablePlan(key: key(field), table: field.name.value, arguments: .dictionary(arguments), parts: parts)
+    }
+
+    /// A column wrapper selected with plain leaves only (`number { value displayValue }`).
+    private static func columnPlan(_ column: Field) throws -> ColumnPlan {
+        guard column.arguments.isEmpty, let inner = column.selectionSet else { throw Unsupported() }
+        let leaves = try fields(of: inner).map { leaf -> (key: [UInt8], name: String) in
+            guard leaf.arguments.isEmpty, leaf.selectionSet == nil, Self.leaves.contains(leaf.name.value) else {
+                throw Unsupported()
+            }
+            return (JSONWriter.encodedKey(key(leaf)), leaf.name.value)
+        }
+        return ColumnPlan(key: JSONWriter.encodedKey(key(column)), column: column.name.value, leaves: leaves)
+    }
+
+    /// One column of one record, as its plan selects it: null when the record has no such column; false when the
+    /// answer has reached its budget of cells (the library answers it then).
+    private static func writeCell(
+        _ plan: ColumnPlan, column: ResultColumn?, record: Record, renderer: RecordRenderer, isChoice: Bool,
+        cells: inout Int, to writer: inout JSONWriter
+    ) -> Bool {
+        writer.key(encoded: plan.key)
+        guard let column else {
+            writer.value(.null)
+            return true
+        }
+        cells += 1
+        if cells > NowGraphQLSchema.Budget.cells { return false }
+        let cell = NowGraphQLSchema.Cell(column: column, record: record, renderer: renderer)
+        writer.beginObject()
+        for leaf in plan.leaves {
+            writer.key(encoded: leaf.key)
+            writer.value(NowGraphQLSchema.leaf(leaf.name, of: cell, isChoice: isChoice))
+        }
+        writer.endObject()
+        return true
     }
 
     private static func write(_ plan: TablePlan, context: NowGraphQLSchema.Context, to writer: inout JSONWriter) async throws {
@@ -178,20 +203,10 @@ enum NowGraphQLDirect {
             for record in results.page.records {
                 writer.beginObject()
                 for (plan, column, isChoice) in resolved {
-                    writer.key(encoded: plan.key)
-                    guard let column else {
-                        writer.value(.null)
-                        continue
-                    }
-                    cells += 1
-                    if cells > NowGraphQLSchema.Budget.cells { throw Unsupported() }
-                    let cell = NowGraphQLSchema.Cell(column: column, record: record, renderer: results.renderer)
-                    writer.beginObject()
-                    for leaf in plan.leaves {
-                        writer.key(encoded: leaf.key)
-                        writer.value(NowGraphQLSchema.leaf(leaf.name, of: cell, isChoice: isChoice))
-                    }
-                    writer.endObject()
+                    guard writeCell(
+                        plan, column: column, record: record, renderer: results.renderer, isChoice: isChoice,
+                        cells: &cells, to: &writer
+                    ) else { throw Unsupported() }
                 }
                 writer.endObject()
             }
@@ -243,16 +258,10 @@ enum NowGraphQLDirect {
                 var columns: [ColumnPlan] = []
                 var choices: [Bool] = []
                 for column in try fields(of: rows) {
-                    guard column.arguments.isEmpty, let inner = column.selectionSet, let field = table.field(column.name.value),
-                        field.type != .decimal, field.type != .password
-                    else { return nil }
-                    let leaves = try fields(of: inner).map { leaf -> (key: [UInt8], name: String) in
-                        guard leaf.arguments.isEmpty, leaf.selectionSet == nil, Self.leaves.contains(leaf.name.value) else {
-                            throw Unsupported()
-                        }
-                        return (JSONWriter.encodedKey(key(leaf)), leaf.name.value)
+                    guard let field = table.field(column.name.value), field.type != .decimal, field.type != .password else {
+                        return nil
                     }
-                    columns.append(ColumnPlan(key: JSONWriter.encodedKey(key(column)), column: field.name, leaves: leaves))
+                    columns.append(try columnPlan(column))
                     // The wrapper the library gives the column: a choice wrapper when the subscribed table lists choices.
                     choices.append(catalog.choices(for: field.name, in: table) != nil)
                 }
@@ -297,20 +306,10 @@ enum NowGraphQLDirect {
                 }
                 writer.beginObject()
                 for (plan, isChoice) in zip(columns, choices) {
-                    writer.key(encoded: plan.key)
-                    guard let column = row.columns[plan.column] else {
-                        writer.value(.null)
-                        continue
-                    }
-                    cells += 1
-                    if cells > NowGraphQLSchema.Budget.cells { return nil }
-                    let cell = NowGraphQLSchema.Cell(column: column, record: row.record, renderer: row.renderer)
-                    writer.beginObject()
-                    for leaf in plan.leaves {
-                        writer.key(encoded: leaf.key)
-                        writer.value(NowGraphQLSchema.leaf(leaf.name, of: cell, isChoice: isChoice))
-                    }
-                    writer.endObject()
+                    guard writeCell(
+                        plan, column: row.columns[plan.column], record: row.record, renderer: row.renderer, isChoice: isChoice,
+                        cells: &cells, to: &writer
+                    ) else { return nil }
                 }
                 writer.endObject()
             }
