@@ -38,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/jwt-kit.git", from: "5.7.1"),
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
     ],
     targets: [
         .target(
@@ -77,6 +78,8 @@ let package = Package(
                 .product(name: "ExtrasBase64", package: "swift-extras-base64"),
                 // Outgoing HTTP: the discovery documents and key sets of trusted OpenID providers.
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                // `GET /metrics`: Prometheus's text format.
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             // The web UI's templates, styles and script (``WebResources``): a bundle next to the built binary.
             resources: [.copy("WebResources")]
@@ -146,6 +149,7 @@ let package = Package(
                 .product(name: "GraphQL", package: "GraphQL"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
     ],

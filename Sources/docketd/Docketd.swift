@@ -15,9 +15,10 @@ struct Docketd: AsyncParsableCommand {
             started without --demo. `docketd clients` registers the apps that sign users in (OAuth and OpenID \
             Connect clients), and `docketd mobile-config` prints an app's mobile-services.json. `docketd keys rotate` \
             adds new keys for signing tokens (`docketd keys list` shows them). `docketd migrate` copies a whole \
-            database into an empty one (SQLite to PostgreSQL).
+            database into an empty one (SQLite to PostgreSQL). `docketd backup` and `docketd restore` save and put \
+            back an SQLite database.
             """,
-        subcommands: [Serve.self, Users.self, Clients.self, Keys.self, MobileConfig.self, Migrate.self],
+        subcommands: [Serve.self, Users.self, Clients.self, Keys.self, MobileConfig.self, Migrate.self, Backup.self, Restore.self],
         defaultSubcommand: Serve.self
     )
 }
@@ -66,6 +67,18 @@ struct Serve: AsyncParsableCommand {
 
     @Option(help: "trace, debug, info, notice, warning, error or critical (env DOCKET_LOG_LEVEL; default info).")
     var logLevel: String?
+
+    @Option(help: "text (one readable line each, the default) or json (one JSON object a line: time, level, message, request_id, user, dialect, route, status, duration_ms) (env DOCKET_LOG_FORMAT).")
+    var logFormat: String?
+
+    @Option(help: "Serve Prometheus metrics at /metrics on a listener of its own at this port; 0 picks a free one (env DOCKET_METRICS_PORT). docketd prints \"docketd metrics listening on http://HOST:PORT\" when it is ready.")
+    var metricsPort: Int?
+
+    @Option(help: "Address of the metrics listener (env DOCKET_METRICS_HOST; default 127.0.0.1: only this machine).")
+    var metricsHost: String?
+
+    @Option(help: "Serve /metrics on the main port too, to requests with 'Authorization: Bearer TOKEN'; with --metrics-port, that listener asks for it as well. Prefer the environment variable: a command line shows in ps (env DOCKET_METRICS_TOKEN).")
+    var metricsToken: String?
 
     @Option(help: "External base URL used in links, e.g. https://docket.example.com (env DOCKET_PUBLIC_URL).")
     var publicURL: String?
@@ -181,7 +194,16 @@ struct Serve: AsyncParsableCommand {
         guard let port = Int(portText), (0...65_535).contains(port) else {
             throw ValidationError("Port must be a number from 0 to 65535, not '\(portText)'.")
         }
+        let format = (logFormat ?? environment["DOCKET_LOG_FORMAT"] ?? "text").lowercased()
+        guard format == "text" || format == "json" else {
+            throw ValidationError("--log-format is text or json, not '\(format)'.")
+        }
         LoggingSystem.bootstrap { label in
+            if format == "json" {
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
@@ -319,6 +341,27 @@ struct Serve: AsyncParsableCommand {
             }
             configuration.initialAdmin = (user, password)
         }
+        if let text = metricsPort.map({ String($0) }) ?? environment["DOCKET_METRICS_PORT"] {
+            guard let port = Int(text), (0...65_535).contains(port) else {
+                throw ValidationError("--metrics-port must be a number from 0 to 65535, not '\(text)'.")
+            }
+            guard port == 0 || port != configuration.port else {
+                throw ValidationError("--metrics-port must differ from --port (\(port)).")
+            }
+            configuration.metricsPort = port
+            configuration.metricsHost = metricsHost ?? environment["DOCKET_METRICS_HOST"] ?? "127.0.0.1"
+            try await ListenAddress.check(host: configuration.metricsHost, port: port)
+            let metricsHost = configuration.metricsHost
+            configuration.onMetricsListening = { port in
+                FileHandle.standardOutput.write(Data("docketd metrics listening on http://\(metricsHost):\(port)\n".utf8))
+            }
+        }
+        if let token = metricsToken ?? environment["DOCKET_METRICS_TOKEN"], !token.isEmpty {
+            guard token.utf8.count >= 16, token.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) else {
+                throw ValidationError("--metrics-token must be at least 16 printable characters without spaces.")
+            }
+            configuration.metricsToken = token
+        }
         configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
         // The port is checked before the data folder is touched: a failed start writes nothing.
         // A StartupFailure is a sentence to act on: printed as it is, without the usage text.
@@ -447,5 +490,69 @@ struct RotateKeys: AsyncParsableCommand {
         for new in keys where new.state() == "next" {
             Swift.print("\nNew \(new.algorithm) key \(new.id) signs from \(ISO8601DateFormatter().string(from: new.signsFrom)).")
         }
+    }
+}
+
+struct Backup: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backup",
+        abstract: "Save a consistent copy of the SQLite database, while docketd serves it.",
+        discussion: """
+            The copy is one snapshot (SQLite's VACUUM INTO in one read transaction): every write acknowledged up to \
+            the event-log sequence printed is in it, whatever docketd is doing meanwhile. It is checked (PRAGMA \
+            integrity_check) before it takes the name given. For PostgreSQL use pg_dump (docs/deployment.md). \
+            Example: docketd backup --data-dir /var/lib/docket --to /backups/docket-$(date +%F).sqlite
+            """
+    )
+
+    @OptionGroup var location: StorageOptions
+
+    @Option(help: "The file to write; refused when it exists, unless --force.")
+    var to: String
+
+    @Flag(help: "Replace the file --to names when it exists.")
+    var force = false
+
+    func run() async throws {
+        let configuration = try location.configuration()
+        var logger = Logger(label: "docketd.backup")
+        logger.logLevel = .warning
+        let summary = try await explainingFailures {
+            try await DatabaseBackup.backup(configuration.storageLocation, to: to, force: force, logger: logger)
+        }
+        print("Backed up \(configuration.storageLocation.redacted) to \(summary.path): \(summary.bytes) bytes, event log up to sequence \(summary.eventSequence), schema version \(summary.schemaVersion).")
+    }
+}
+
+struct Restore: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restore",
+        abstract: "Put a backup in place of the SQLite database (docketd stopped).",
+        discussion: """
+            The backup is checked first (integrity, a Docket database, a schema this docketd knows). A database that \
+            already holds anything is replaced only with --force. Stop every docketd that serves the database first; \
+            started again, it serves the backup's records, and live clients resume from the backup's event log \
+            (or are told to resync when it no longer reaches their position). For PostgreSQL use pg_restore. \
+            Example: docketd restore --data-dir /var/lib/docket --from /backups/docket-2026-11-26.sqlite --force
+            """
+    )
+
+    @OptionGroup var location: StorageOptions
+
+    @Option(help: "The backup file to restore.")
+    var from: String
+
+    @Flag(help: "Replace a database that already holds data.")
+    var force = false
+
+    func run() async throws {
+        let configuration = try location.configuration(mustExist: false)
+        try configuration.prepareStorage()
+        var logger = Logger(label: "docketd.restore")
+        logger.logLevel = .warning
+        let summary = try await explainingFailures {
+            try await DatabaseBackup.restore(from: from, to: configuration.storageLocation, force: force, logger: logger)
+        }
+        print("Restored \(from) to \(summary.path): event log up to sequence \(summary.eventSequence), schema version \(summary.schemaVersion).")
     }
 }

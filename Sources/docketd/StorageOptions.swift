@@ -48,6 +48,8 @@ func explainingFailures<T>(_ body: () async throws -> T) async throws -> T {
         FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
     } catch let failure as ClientAdministration.Failure {
         FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
+    } catch let failure as DatabaseBackup.Failure {
+        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
     }
     throw ExitCode.failure
 }

@@ -24,11 +24,12 @@ public func buildApplication(
     let http1 = HTTP1Channel.Configuration(
         additionalChannelHandlers: [ConnectMethodHandler(), HeadLimitHandler(), LingeringCloseHandler()], idleTimeout: idle
     )
-    var logger = Logger(label: "docketd")
+    var logger = configuration.logHandler.map { Logger(label: "docketd", factory: $0) } ?? Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
     try configuration.prepareStorage()
     let location = try await configuration.storageLocation.open(logger: logger)
-    let storage = configuration.wrapStorage?(location) ?? location
+    let metrics = ServerMetrics()
+    let storage = MeasuredStorage(base: configuration.wrapStorage?(location) ?? location, metrics: metrics)
     let hasher = PasswordHasher(
         cost: configuration.bcryptCost, threads: configuration.passwordHashThreads,
         queueLimit: configuration.passwordHashQueue
@@ -69,7 +70,7 @@ public func buildApplication(
     let sharedFailures = storage.dialect == .postgres ? SharedLoginFailures(storage: storage) : nil
     let authenticator = Authenticator(
         users: UserDirectory(store: store), hasher: hasher,
-        throttle: LoginThrottle(policy: configuration.loginThrottle, shared: sharedFailures),
+        throttle: LoginThrottle(policy: configuration.loginThrottle, shared: sharedFailures, metrics: metrics),
         credentialTTL: configuration.credentialCacheTTL,
         sessionTimeout: configuration.sessionTimeout
     )
@@ -89,7 +90,7 @@ public func buildApplication(
     let webPush = WebPushChannel(http: pushHTTP, vapid: vapid, endpoints: pushEndpoints)
     var channels: [String: any PushChannel] = ["webpush": webPush, "unifiedpush": webPush]
     if let apnsChannel { channels["apns"] = apnsChannel }
-    let dispatcher = PushDispatcher(store: store, channels: channels, logger: logger)
+    let dispatcher = PushDispatcher(store: store, channels: channels, logger: logger, metrics: metrics)
     let pushSubscriptions = PushSubscriptions(
         store: store, endpoints: pushEndpoints, unifiedPushProbe: { url in await UnifiedPush.isEndpoint(url, http: pushHTTP) },
         acceptsAPNs: apnsChannel != nil
@@ -153,11 +154,31 @@ public func buildApplication(
     let root = Router(context: DocketRequestContext.self, options: .autoGenerateHeadEndpoints)
     root.add(middleware: MalformedRequestMiddleware())
     root.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
-    root.addRoutes(HealthController(storage: storage).endpoints, atPath: "/health")
+    root.addRoutes(HealthController(store: store).endpoints, atPath: "/health")
     OAuthController(oauth: oauth).add(to: root)
     LogoutController(authenticator: authenticator).add(to: root)
+    let metricsEndpoint = MetricsController(metrics: metrics, token: configuration.metricsToken)
+    if configuration.metricsToken != nil { metricsEndpoint.add(to: root) }
+    metrics.declareStartingMetrics()
+    metrics.sample { metrics in
+        metrics.set(ServerMetrics.Name.liveStreams, liveStreams.open)
+        metrics.set(ServerMetrics.Name.liveFollowers, store.broadcaster.count)
+        metrics.set(ServerMetrics.Name.hashQueue, hasher.queued)
+        // The event log's head as this process has published it; on a shared database, how far the others are ahead.
+        do {
+            let head = try await store.latestSequence()
+            let published = store.shared.publishedUpTo ?? head
+            metrics.set(ServerMetrics.Name.eventHead, published)
+            metrics.set(ServerMetrics.Name.eventLag, max(0, head - published))
+        } catch {
+            // The storage metrics count the failure; the gauges keep their last reading.
+        }
+    }
     // On a database other docketd write too, each request first takes in what they committed.
-    let responder = SharedChangesResponder(store: store, next: DialectResponder(mounts: mounts, root: root.buildResponder()))
+    let dialects = DialectResponder(mounts: mounts, root: root.buildResponder())
+    let responder = ObservedResponder(
+        next: SharedChangesResponder(store: store, next: dialects), dialect: { dialects.dialect(of: $0) }, metrics: metrics
+    )
 
     // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
     let sockets = GraphQLSocketServer(
@@ -209,7 +230,12 @@ public func buildApplication(
                 logger: logger
             )),
             LiveTickService(broadcaster: store.broadcaster, interval: configuration.liveHeartbeat),
-        ] + (configuration.runsMaintenance ? [EventLogRetentionService(
+        ] + (configuration.metricsPort.map { port in
+            [metricsEndpoint.listener(
+                host: configuration.metricsHost, port: port, logger: logger,
+                onRunning: { port in await configuration.onMetricsListening?(port) }
+            ) as any Service]
+        } ?? []) + (configuration.runsMaintenance ? [EventLogRetentionService(
                 store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,
                 loginMemory: configuration.loginThrottle.memory, logger: logger
             )] : []) + (storage.logSignals().map { [SharedChangesService(store: store, signals: $0, logger: logger)] } ?? []),

@@ -91,6 +91,18 @@ public struct Configuration: Sendable {
     /// How long a GraphQL WebSocket may stay open without `connection_init` (then it is closed with 4408).
     public var liveSocketInitTimeout: Duration = .seconds(10)
 
+    /// Serve `/metrics` on a listener of its own at this port (`--metrics-port`; 0 picks a free one); nil: none.
+    public var metricsPort: Int?
+    /// The metrics listener's address (`--metrics-host`).
+    public var metricsHost = "127.0.0.1"
+    /// Serve `/metrics` on the main port too, to requests bearing `Authorization: Bearer` this token
+    /// (`--metrics-token`, `DOCKET_METRICS_TOKEN`); it guards the listener of its own as well.
+    public var metricsToken: String?
+    /// Called with the metrics listener's port once it listens (docketd prints it).
+    public var onMetricsListening: (@Sendable (Int) async -> Void)?
+    /// Tests only: the log handler of the application's loggers (to read what was logged); nil for the process's.
+    var logHandler: (@Sendable (String) -> any LogHandler)? = nil
+
     /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
     /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.
     public var initialAdmin: (userName: String, password: String)?

@@ -10,13 +10,18 @@ import Hummingbird
 struct DialectMount: Sendable {
     typealias Context = DocketRequestContext
 
+    /// The dialect's name in logs and metrics (`servicenow`, `eto`, `web`, …).
+    let name: String
     /// The path the dialect owns, with every path below it (whole segments: `/apix` is not below `/api`).
     let prefix: String
     let responder: any HTTPResponder<Context>
     /// A test of its own instead of the prefix (ETO's `/API/*.svc` in any case, which `/api` must not take).
     var matches: (@Sendable (String) -> Bool)? = nil
 
-    init(prefix: String, responder: any HTTPResponder<Context>, claims matches: (@Sendable (String) -> Bool)? = nil) {
+    init(
+        name: String, prefix: String, responder: any HTTPResponder<Context>, claims matches: (@Sendable (String) -> Bool)? = nil
+    ) {
+        self.name = name
         self.prefix = prefix
         self.responder = responder
         self.matches = matches
@@ -42,5 +47,10 @@ struct DialectResponder: HTTPResponder {
             return try await mount.responder.respond(to: request, context: context)
         }
         return try await root.respond(to: request, context: context)
+    }
+
+    /// The name of the dialect that answers `path`: a mount's, or `root` (health, the login endpoints, unknown paths).
+    func dialect(of path: String) -> String {
+        mounts.first { $0.claims(path) }?.name ?? "root"
     }
 }

@@ -4,7 +4,11 @@ import NIOCore
 /// Per-request state: the authenticated caller, once a middleware has established who it is.
 struct DocketRequestContext: RequestContext {
     var coreContext: CoreRequestContextStorage
-    var caller: Caller?
+    var caller: Caller? {
+        didSet { notes.userName = caller?.userName }
+    }
+    /// What the request's log line and metrics report, shared by every copy of this context.
+    let notes = RequestNotes()
     /// Set when authentication created or refreshed a session whose cookie the response must carry.
     var sessionCookie: String?
     var maxBodySize = 4 * 1024 * 1024

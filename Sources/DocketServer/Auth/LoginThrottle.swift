@@ -30,14 +30,24 @@ final class LoginThrottle: Sendable {
     /// Counts shared with other instances through the database; nil for this instance's memory only.
     let shared: SharedLoginFailures?
 
-    init(policy: Policy = Policy(), shared: SharedLoginFailures? = nil) {
+    /// Where refusals and failures are counted; nil counts nothing.
+    let metrics: ServerMetrics?
+
+    init(policy: Policy = Policy(), shared: SharedLoginFailures? = nil, metrics: ServerMetrics? = nil) {
         self.policy = policy
         self.shared = shared
+        self.metrics = metrics
     }
 
     /// ``delay(userName:address:)``, then, when counts are shared, the blocks other instances recorded (which this
     /// instance then remembers). A database that cannot be read blocks nobody: the password check reports it.
     func check(userName: String, address: String) async -> Duration? {
+        let wait = await blockingWait(userName: userName, address: address)
+        if wait != nil { metrics?.loginThrottled() }
+        return wait
+    }
+
+    private func blockingWait(userName: String, address: String) async -> Duration? {
         if let wait = delay(userName: userName, address: address) { return wait }
         guard let shared else { return nil }
         let keys = [Self.userKey(userName, address), Self.addressKey(address)]
@@ -55,6 +65,7 @@ final class LoginThrottle: Sendable {
 
     /// ``recordFailure(userName:address:)``, and the same count in the database when shared.
     func fail(userName: String, address: String) async {
+        metrics?.loginFailed()
         recordFailure(userName: userName, address: address)
         guard let shared else { return }
         let now = SharedLoginFailures.now()

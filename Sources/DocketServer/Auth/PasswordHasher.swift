@@ -24,6 +24,8 @@ struct PasswordHasher: Sendable {
     let queueLimit: Int
     private let pool: NIOThreadPool
     private let inFlight: Counter
+    /// Checks and hashes running or waiting for a thread now.
+    var queued: Int { inFlight.value.load(ordering: .relaxed) }
     /// A hash of a random password at the configured cost: unknown user names are checked against it, so
     /// that they cost as much as a wrong password and response times do not tell which names exist.
     private let decoy: Decoy

@@ -352,7 +352,9 @@ struct EventLogFollower: AsyncSequence, Sendable {
                     if !startChecked {
                         startChecked = true
                         let latest = try await store.latestSequence()
-                        if latest.subtractingReportingOverflow(cursor).partialValue > store.replayLimit {
+                        // Ahead of the log: the client saw a database this one no longer is (restored from a
+                        // backup, or another server's); the numbers it skipped are given again to new changes.
+                        if cursor > latest || latest.subtractingReportingOverflow(cursor).partialValue > store.replayLimit {
                             throw EventLogError.resyncNeeded(oldestAvailable: latest)
                         }
                     }

@@ -28,6 +28,9 @@ final class SharedChanges: Sendable {
 
     fileprivate var current: Int { applied.withLock { $0 ?? 0 } }
 
+    /// The last sequence published here, or nil where only this process writes (it publishes each commit itself).
+    var publishedUpTo: Int? { applied.withLock { $0 } }
+
     fileprivate func advance(to sequence: Int) {
         applied.withLock { value in value = max(value ?? 0, sequence) }
     }

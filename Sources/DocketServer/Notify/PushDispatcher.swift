@@ -77,7 +77,11 @@ final class PushDispatcher: Sendable {
 
     private let state = Mutex<(task: Task<Void, Never>?, wake: AsyncStream<Void>.Continuation?)>((nil, nil))
 
-    init(store: RecordStore, channels: [String: any PushChannel], width: Int = 64, logger: Logger) {
+    /// Where deliveries are counted; nil counts nothing.
+    let metrics: ServerMetrics?
+
+    init(store: RecordStore, channels: [String: any PushChannel], width: Int = 64, logger: Logger, metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         self.store = store
         self.channels = channels
         self.width = max(1, width)
@@ -256,8 +260,15 @@ final class PushDispatcher: Sendable {
                 }
             }
         }
-        for (_, subscription, outcome) in results {
+        for (due, subscription, outcome) in results {
             if case .gone = outcome, !subscription.isEmpty { gone.insert(subscription) }
+            let channel = due.target?.kind ?? "none"
+            switch outcome {
+            case .delivered: metrics?.delivery(channel: channel, outcome: "sent")
+            case .gone: metrics?.delivery(channel: channel, outcome: "gone")
+            case .failed: metrics?.delivery(channel: channel, outcome: "failed")
+            case .retry: metrics?.delivery(channel: channel, outcome: "retry")
+            }
         }
         for subscription in gone {
             do {

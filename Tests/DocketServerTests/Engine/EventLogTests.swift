@@ -97,6 +97,23 @@ struct EventLogTests {
         }
     }
 
+    @Test("a follower ahead of the log (a database restored from a backup) is told to resync, never skips new changes")
+    func aheadOfTheLog() async throws {
+        try await TestApp.withStore { store in
+            let newest = try await store.latestSequence()
+            do {
+                for try await _ in store.subscribe(after: newest + 5) { Issue.record("a follower ahead of the log got an event") }
+                Issue.record("a follower ahead of the log was not told to resync")
+            } catch let error as EventLogError {
+                #expect(error == .resyncNeeded(oldestAvailable: newest))
+            }
+            // At the head exactly, it follows.
+            let follower = store.subscribe(after: newest).first(1)
+            try await store.insert(into: "incident", values: ["short_description": "after"], caller: Callers.admin)
+            #expect(try await follower.value.map(\.sequence) == [newest + 1])
+        }
+    }
+
     @Test("retention removes old events; a follower behind what was removed is told to resync, never left with a gap")
     func retention() async throws {
         try await TestApp.withStore { store in

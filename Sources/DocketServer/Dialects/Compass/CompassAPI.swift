@@ -139,7 +139,7 @@ struct CompassAPI {
         records.add(to: router, base: base + "/repos/:repo/databases/:db")
         CompassEdits(store: store, records: records).add(to: router, base: base + "/repos/:repo/databases/:db")
         CompassQueries(store: store, records: records, tokens: tokens).add(to: router, base: base + "/repos/:repo/databases/:db")
-        return DialectMount(prefix: base, responder: router.buildResponder())
+        return DialectMount(name: "compass", prefix: base, responder: router.buildResponder())
     }
 
     /// `POST /authenticate {username, password, repo, db}` → 201 `{token}`.

@@ -140,6 +140,6 @@ extension DataSyncController {
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
         router.add(middleware: DataSyncMiddleware(identity: identity))
         router.addRoutes(controller.endpoints, atPath: "/graphql")
-        return DialectMount(prefix: "/graphql", responder: router.buildResponder())
+        return DialectMount(name: "datasync", prefix: "/graphql", responder: router.buildResponder())
     }
 }

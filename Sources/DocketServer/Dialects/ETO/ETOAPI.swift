@@ -30,7 +30,7 @@ struct ETOAPI: HTTPResponder {
         return segment.count > 4 && segment.suffix(4) == Array(".svc".utf8)
     }
 
-    func mount() -> DialectMount { DialectMount(prefix: "/API", responder: self, claims: Self.claims) }
+    func mount() -> DialectMount { DialectMount(name: "eto", prefix: "/API", responder: self, claims: Self.claims) }
 
     func respond(to request: Request, context: Context) async throws -> Response {
         do {

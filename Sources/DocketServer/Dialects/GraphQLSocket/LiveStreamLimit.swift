@@ -7,6 +7,9 @@ final class LiveStreamLimit: Sendable {
 
     init(perUser: Int) { self.perUser = perUser }
 
+    /// Streams and subscriptions open now, all users together.
+    var open: Int { counts.withLock { $0.values.reduce(0, +) } }
+
     var refusal: String {
         "A user may follow at most \(perUser) live streams and subscriptions at once; end one, or retry shortly: the streams of a connection that closed are released as soon as it closes"
     }

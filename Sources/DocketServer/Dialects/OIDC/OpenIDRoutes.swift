@@ -106,7 +106,7 @@ struct OpenIDRoutes {
                 base: try base(request), realm: provider.realm, clientID: client.clientID, push: variants, appServerKey: pushPublicKey
             ))
         }
-        return DialectMount(prefix: "/realms", responder: router.buildResponder()) { path in
+        return DialectMount(name: "oidc", prefix: "/realms", responder: router.buildResponder()) { path in
             path.hasPrefix("/realms/") || path.hasPrefix("/auth/realms/") || path == "/mobile-services.json"
         }
     }

@@ -51,6 +51,6 @@ struct ServiceNowAPI {
         let responder = router.buildResponder()
         // A batch's sub-requests run through this router (they are all ServiceNow API calls), as its caller.
         batchResponder.set(responder)
-        return DialectMount(prefix: "/api", responder: MethodOverrideResponder(inner: responder))
+        return DialectMount(name: "servicenow", prefix: "/api", responder: MethodOverrideResponder(inner: responder))
     }
 }

@@ -38,7 +38,7 @@ struct UPSAPI {
         router.on("/rest/registry/device", method: .options) { _, _ in Self.preflight() }
         router.on("/rest/registry/device/:token", method: .options) { _, _ in Self.preflight() }
         router.post("/rest/sender") { request, context in try await send(request, context: context) }
-        return DialectMount(prefix: "/rest", responder: router.buildResponder()) { path in path == "/rest" || path.hasPrefix("/rest/") }
+        return DialectMount(name: "ups", prefix: "/rest", responder: router.buildResponder()) { path in path == "/rest" || path.hasPrefix("/rest/") }
     }
 
     /// A UPS refusal: its status and message, as JSON.

@@ -59,7 +59,7 @@ struct WebAPI {
         if let push {
             WebNotifications(store: store, pages: pages, sessions: sessions, vapid: push.vapid, subscriptions: push.subscriptions).add(to: router)
         }
-        return DialectMount(prefix: "/app", responder: router.buildResponder()) { path in
+        return DialectMount(name: "web", prefix: "/app", responder: router.buildResponder()) { path in
             path == "/" || path == "/app" || path.hasPrefix("/app/") || Self.classicTable(path, catalog: store.catalog) != nil
         }
     }

@@ -1,0 +1,115 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import Logging
+import Synchronization
+
+/// What the layers inside a request learn that the outermost one reports: who the caller turned out to be.
+/// Request contexts are values, copied into each router; this box is shared by every copy of one request's.
+final class RequestNotes: Sendable {
+    private let user = Mutex<String?>(nil)
+
+    var userName: String? {
+        get { user.withLock { $0 } }
+        set { user.withLock { $0 = newValue } }
+    }
+}
+
+/// Request ids: the caller's `X-Request-ID` when it is a sensible one (a proxy in front chose it), a new one
+/// otherwise. Every log line of the request carries it (as `request_id`), and the response echoes it.
+enum RequestIDs {
+    static let header = HTTPField.Name("X-Request-ID")!
+    /// The metadata key Hummingbird gives its request id; docketd keeps the key so that `context.id` is the same.
+    static let metadataKey = "hb.request.id"
+
+    /// The caller's id when it is 1 to 128 letters, digits and `-._:@/+=`: nothing that could forge a log line
+    /// or a header.
+    static func accepted(_ value: String?) -> String? {
+        guard let value, (1...128).contains(value.utf8.count) else { return nil }
+        let allowed = value.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                return true
+            default:
+                return "-._:@/+=".utf8.contains(byte)
+            }
+        }
+        return allowed ? value : nil
+    }
+
+    /// 16 hexadecimal digits: 8 chosen at random when the process starts (so that instances differ), then a
+    /// count of the requests it answered (so that ids are unique within it, without asking the kernel for random
+    /// bytes on every request).
+    static func make() -> String {
+        let number = counter.add(1, ordering: .relaxed).newValue
+        return processPrefix + hex(UInt32(truncatingIfNeeded: number))
+    }
+
+    private static let processPrefix = hex(UInt32.random(in: .min ... .max))
+    private static let counter = Atomic<UInt64>(0)
+
+    private static func hex(_ value: UInt32) -> String {
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 8 - digits.count) + digits
+    }
+}
+
+/// The outermost responder: gives each request its id and a logger that carries it, and when the answer is
+/// ready records it: one log line (method, path, route pattern, dialect, user, status, duration), the request
+/// metrics, and `X-Request-ID` on the response. A streamed answer (an event stream) is counted when its head is
+/// ready; its duration is the time to that head.
+struct ObservedResponder: HTTPResponder {
+    typealias Context = DocketRequestContext
+
+    let next: any HTTPResponder<Context>
+    /// The dialect that answers a path (``DialectResponder/dialect(of:)``).
+    let dialect: @Sendable (String) -> String
+    let metrics: ServerMetrics
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        var context = context
+        let id = RequestIDs.accepted(request.headers[RequestIDs.header]) ?? RequestIDs.make()
+        context.logger[metadataKey: RequestIDs.metadataKey] = .string(id)
+        let start = ContinuousClock.now
+        var response: Response
+        do {
+            response = try await next.respond(to: request, context: context)
+        } catch let error as any HTTPResponseError {
+            response = try error.response(from: request, context: context)
+        } catch {
+            // What Hummingbird itself answers for an error no layer turned into a response.
+            context.logger.error("Request failed", metadata: ["error": "\(String(reflecting: type(of: error)))"])
+            response = Response(status: .internalServerError)
+        }
+        response.headers[RequestIDs.header] = id
+        let elapsed = ContinuousClock.now - start
+        let dialect = dialect(request.uri.path)
+        let route = context.endpointPath ?? "unmatched"
+        metrics.request(dialect: dialect, route: route, method: request.method.rawValue, status: response.status.code, duration: elapsed)
+        if context.logger.logLevel <= .info {
+            var metadata: Logger.Metadata = [
+                "method": .string(request.method.rawValue), "path": .string(Self.loggedPath(request.uri.path, route: route)),
+                "route": .string(route),
+                "dialect": .string(dialect), "status": .stringConvertible(response.status.code),
+                "duration_ms": .string(Self.milliseconds(elapsed)),
+            ]
+            if let user = context.notes.userName { metadata["user"] = .string(user) }
+            context.logger.info("request", metadata: metadata)
+        }
+        return response
+    }
+
+    /// The path as logged: never the query (it may hold a code or token), and the route's pattern instead of a path
+    /// that carries a token (`/rest/registry/device/{token}`, a device's push token).
+    static func loggedPath(_ path: String, route: String) -> String {
+        route.lowercased().contains("token}") ? route : path
+    }
+
+    /// A duration in milliseconds with three decimals.
+    static func milliseconds(_ duration: Duration) -> String {
+        let micros = duration.components.seconds * 1_000_000 + duration.components.attoseconds / 1_000_000_000_000
+        let whole = micros / 1000, fraction = micros % 1000
+        let digits = String(fraction)
+        return "\(whole).\(String(repeating: "0", count: 3 - digits.count))\(digits)"
+    }
+}
