@@ -16,6 +16,8 @@ struct DocketRequestContext: RequestContext {
     var credential: PresentedCredential?
     /// A request run inside a Batch API request: already authenticated and already counted by rate limits.
     var isSubRequest = false
+    /// The request path's segments, percent-decoded, in their original case (ETO routes on the lower-cased path).
+    var pathSegments: [String] = []
     /// The claims of the Compass token the request came with (the Compass dialect binds it to a repo and database).
     var compassClaims: CompassTokens.Claims?
 

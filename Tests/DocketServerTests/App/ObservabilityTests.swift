@@ -136,6 +136,16 @@ struct ObservabilityTests {
             _ = try await client.form(
                 "/oauth_token.do", "grant_type=refresh_token&client_id=docket-demo&client_secret=docket-demo-secret&refresh_token=\(refresh)"
             )
+            // ETO: the password in a body, then the SSO token in a path.
+            let sso = try await client.execute(
+                uri: "/API/Security.svc/SSOAuthenticate/", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"security":{"Email":"john.doe@example.com","Password":"\#(secret)"}}"#)
+            )
+            let ssoToken = try #require(try sso.json["SSOAuthenticateResult"]?["SSOAuthToken"]?.stringValue)
+            #expect(ssoToken != ETOAPI.zeroGUID)
+            let enterprises = try await client.get("/API/Security.svc/GetSSOEnterprises/\(ssoToken)", [:])
+            #expect(enterprises.status == .ok)
+            let etoID = try #require(enterprises.headers[RequestIDs.header])
 
             let objects = try log.objects()
             #expect(objects.count >= 6)
@@ -154,7 +164,11 @@ struct ObservabilityTests {
             #expect(line["path"]?.stringValue == "/api/now/table/incident")
             let everything = log.all.joined()
             let basicHeader = "Basic " + Data("john.doe:\(secret)".utf8).base64EncodedString()
-            for leaked in [secret, access, refresh, String(cookie.split(separator: "=", maxSplits: 1)[1]), basicHeader, "docket-demo-secret"] {
+            let etoLine = try #require(objects.first { $0["request_id"]?.stringValue == etoID && $0["message"]?.stringValue == "request" })
+            #expect(etoLine["dialect"]?.stringValue == "eto")
+            #expect(etoLine["route"]?.stringValue == "/api/security.svc/getssoenterprises/{token}")
+            #expect(etoLine["path"]?.stringValue == "/api/security.svc/getssoenterprises/{token}")
+            for leaked in [secret, access, refresh, String(cookie.split(separator: "=", maxSplits: 1)[1]), basicHeader, "docket-demo-secret", ssoToken] {
                 #expect(!everything.contains(leaked), "a secret was logged")
             }
             // A device's push token in a path is logged as the route's pattern.

@@ -10,7 +10,7 @@ import NIOHTTP1
 /// `Form.svc`'s programs, and participant reads (``ETOParticipants``). Site-scoped calls carry the `enterpriseGuid` and `securityToken` headers, checked against
 /// each other. The context (enterprise, site, program) lives in the engine's tables (``ContextSchema``) and on the
 /// site token's session (``ContextSessions``).
-struct ETOAPI: HTTPResponder {
+struct ETOAPI: Sendable {
     typealias Context = DocketRequestContext
 
     let store: RecordStore
@@ -30,11 +30,14 @@ struct ETOAPI: HTTPResponder {
         return segment.count > 4 && segment.suffix(4) == Array(".svc".utf8)
     }
 
-    func mount() -> DialectMount { DialectMount(name: "eto", prefix: "/API", responder: self, claims: Self.claims) }
+    func mount() -> DialectMount {
+        DialectMount(name: "eto", prefix: "/API", responder: ETOResponder(api: self, router: router().buildResponder()), claims: Self.claims)
+    }
 
-    func respond(to request: Request, context: Context) async throws -> Response {
+    /// Answers a routed request in ETO's error shape, whatever went wrong.
+    func respond(_ request: Request, context: Context, _ route: () async throws -> Response) async throws -> Response {
         do {
-            return try await route(request, context: context)
+            return try await route()
         } catch let error as ETOError {
             return try error.response(from: request, context: context)
         } catch let error as EngineError {
@@ -57,68 +60,91 @@ struct ETOAPI: HTTPResponder {
         }
     }
 
-    private func route(_ request: Request, context: Context) async throws -> Response {
-        let raw = request.uri.path.split(separator: "/").map(String.init)
-        guard raw.count <= 12 else { throw ETOError(.notFound, "No such service operation") }
-        let parts = raw.map { $0.removingPercentEncoding ?? $0 }
-        let lower = parts.map { $0.lowercased() }
-        func expect(_ method: HTTPRequest.Method) throws {
+    /// ETO's operations at their lower-cased paths (``ETOResponder`` lower-cases the request's path before routing;
+    /// handlers read parameters in their original case from ``DocketRequestContext/pathSegments``). Each path
+    /// takes every method, so that a wrong one is answered 405 naming the right one, as ETO does.
+    func router() -> Router<Context> {
+        let router = Router(context: Context.self)
+        func on(_ path: String, _ handle: @escaping @Sendable (Request, Context, [String]) async throws -> Response) {
+            for method: HTTPRequest.Method in [.get, .head, .post, .put, .patch, .delete, .options] {
+                router.on(RouterPath("/api/" + path), method: method) { request, context in
+                    try await self.respond(request, context: context) { try await handle(request, context, context.pathSegments) }
+                }
+            }
+        }
+        @Sendable func expect(_ method: HTTPRequest.Method, _ request: Request) throws {
             guard request.method == method || (method == .get && request.method == .head) else {
                 throw ETOError(.methodNotAllowed, "\(request.method) is not allowed here; use \(method)")
             }
         }
-        switch Array(lower.dropFirst()) {
-        case ["security.svc", "ssoauthenticate"]:
-            try expect(.post)
-            return try await ssoAuthenticate(request, context: context)
-        case let path where path.count == 3 && path[0] == "security.svc" && path[1] == "getssoenterprises":
-            try expect(.get)
-            return try await enterprises(token: parts[3])
-        case let path where path.count == 4 && path[0] == "security.svc" && path[1] == "getssosites":
-            try expect(.get)
-            return try await sites(token: parts[3], enterprise: parts[4])
-        case let path where path.count == 6 && path[0] == "security.svc" && path[1] == "ssositelogin":
-            try expect(.get)
-            return try await siteLogin(site: parts[3], enterprise: parts[4], token: parts[5], offset: parts[6])
-        case ["security.svc", "updatecurrentprogram"]:
-            try expect(.post)
-            return try await updateCurrentProgram(request, context: context)
-        case let path where path.count == 5 && Array(path.prefix(4)) == ["form.svc", "forms", "program", "getprograms"]:
-            try expect(.get)
-            return try await programs(site: parts[5], request: request)
-        case ["touchpoint.svc", "listtouchpoint"]:
-            try expect(.get)
-            return try await listTouchPoints(request: request)
-        case ["touchpoint.svc", "gettouchpoint"]:
-            try expect(.get)
-            return try await getTouchPoint(request: request)
-        case ["touchpoint.svc", "listtouchpointresponses"]:
-            try expect(.get)
-            return try await listResponses(request: request)
-        case ["touchpoint.svc", "gettouchpointresponse"]:
-            try expect(.get)
-            return try await getResponse(request: request)
-        case ["touchpoint.svc", "touchpointresponseadd"], ["touchpoint.svc", "touchpointresponseupdate"]:
-            try expect(.post)
-            return try await saveResponse(request, context: context, update: lower.last == "touchpointresponseupdate")
-        case ["actor.svc", "participant", "enrollment"]:
-            try expect(.post)
-            return try await saveEnrollment(request, context: context)
-        case let path where path.count == 4 && Array(path.prefix(3)) == ["actor.svc", "participant", "enrollment"]:
-            try expect(.get)
-            return try await enrollments(parts[4], request: request)
-        case let path where path.count >= 2 && path.count <= 3 && path[0] == "actor.svc" && path[1] == "participant"
-            && request.method == .post:
-            return try await saveParticipant(request, context: context)
-        case let path where path.count == 3 && path[0] == "actor.svc" && path[1] == "participant":
-            try expect(.get)
-            return try await participant(parts[3], request: request)
-        case let path where path.count == 4 && path[0] == "search.svc" && path[1] == "search":
-            try expect(.get)
-            return try await search(program: parts[3], term: parts[4], request: request)
-        default:
-            throw ETOError(.notFound, "No such service operation: \(request.uri.path.prefix(200))")
+        on("security.svc/ssoauthenticate") { request, context, _ in
+            try expect(.post, request)
+            return try await self.ssoAuthenticate(request, context: context)
         }
+        on("security.svc/getssoenterprises/{token}") { request, _, parts in
+            try expect(.get, request)
+            return try await self.enterprises(token: parts[3])
+        }
+        on("security.svc/getssosites/{token}/{enterprise}") { request, _, parts in
+            try expect(.get, request)
+            return try await self.sites(token: parts[3], enterprise: parts[4])
+        }
+        on("security.svc/ssositelogin/{site}/{enterprise}/{token}/{offset}") { request, _, parts in
+            try expect(.get, request)
+            return try await self.siteLogin(site: parts[3], enterprise: parts[4], token: parts[5], offset: parts[6])
+        }
+        on("security.svc/updatecurrentprogram") { request, context, _ in
+            try expect(.post, request)
+            return try await self.updateCurrentProgram(request, context: context)
+        }
+        on("form.svc/forms/program/getprograms/{site}") { request, _, parts in
+            try expect(.get, request)
+            return try await self.programs(site: parts[5], request: request)
+        }
+        on("touchpoint.svc/listtouchpoint") { request, _, _ in
+            try expect(.get, request)
+            return try await self.listTouchPoints(request: request)
+        }
+        on("touchpoint.svc/gettouchpoint") { request, _, _ in
+            try expect(.get, request)
+            return try await self.getTouchPoint(request: request)
+        }
+        on("touchpoint.svc/listtouchpointresponses") { request, _, _ in
+            try expect(.get, request)
+            return try await self.listResponses(request: request)
+        }
+        on("touchpoint.svc/gettouchpointresponse") { request, _, _ in
+            try expect(.get, request)
+            return try await self.getResponse(request: request)
+        }
+        for operation in ["touchpointresponseadd", "touchpointresponseupdate"] {
+            on("touchpoint.svc/" + operation) { request, context, _ in
+                try expect(.post, request)
+                return try await self.saveResponse(request, context: context, update: operation == "touchpointresponseupdate")
+            }
+        }
+        on("actor.svc/participant/enrollment") { request, context, _ in
+            try expect(.post, request)
+            return try await self.saveEnrollment(request, context: context)
+        }
+        on("actor.svc/participant/enrollment/{clid}") { request, _, parts in
+            try expect(.get, request)
+            return try await self.enrollments(parts[4], request: request)
+        }
+        on("actor.svc/participant") { request, context, _ in
+            guard request.method == .post else { throw ETOError(.notFound, "No such service operation: \(request.uri.path.prefix(200))") }
+            return try await self.saveParticipant(request, context: context)
+        }
+        on("actor.svc/participant/{clid}") { request, context, parts in
+            if request.method == .post { return try await self.saveParticipant(request, context: context) }
+            try expect(.get, request)
+            return try await self.participant(parts[3], request: request)
+        }
+        on("search.svc/search/{program}/{term}") { request, _, parts in
+            try expect(.get, request)
+            return try await self.search(program: parts[3], term: parts[4], request: request)
+        }
+        return router
     }
 
     // MARK: Security.svc
@@ -339,5 +365,31 @@ struct ETOAPI: HTTPResponder {
             throw ETOError(.badRequest, "The body must be a JSON object")
         }
         return json
+    }
+}
+
+/// ETO's paths match in any case: the path is lower-cased for routing (the query is left as it is), and its
+/// segments are kept, percent-decoded and in their original case, for the handlers (a token or a search term keeps
+/// its case).
+struct ETOResponder: HTTPResponder {
+    typealias Context = DocketRequestContext
+    let api: ETOAPI
+    let router: any HTTPResponder<Context>
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        var context = context
+        return try await api.respond(request, context: context) {
+            let raw = request.uri.path.split(separator: "/").map(String.init)
+            guard raw.count <= 12 else { throw ETOError(.notFound, "No such service operation") }
+            context.pathSegments = raw.map { $0.removingPercentEncoding ?? $0 }
+            var head = request.head
+            let full = head.path ?? "/"
+            let queryStart = full.firstIndex(of: "?") ?? full.endIndex
+            head.path = full[..<queryStart].lowercased() + full[queryStart...]
+            let response = try await router.respond(to: Request(head: head, body: request.body), context: context)
+            // The router's own answer for a path no route matches.
+            guard context.endpointPath == "NotFound" else { return response }
+            throw ETOError(.notFound, "No such service operation: \(request.uri.path.prefix(200))")
+        }
     }
 }
