@@ -394,8 +394,11 @@ struct Migrate: AsyncParsableCommand {
             Every table and row is copied in one transaction on the target: records, journals, attachments and \
             their content, users, sessions, OAuth clients and tokens, the event log with its sequence numbers (so \
             live clients resume across the move), schema metadata and tables an administrator added. The source is \
-            first brought up to this docketd's schema, as serving it would. Stop every docketd that serves the \
-            source first. The target must hold no Docket database yet; on failure nothing is written to it. \
+            never written, and every row comes from one snapshot of it: an SQLite source is first copied to a \
+            temporary file (and, when an older docketd made it, brought up to this docketd's schema there); a \
+            PostgreSQL source is read in one repeatable-read transaction and must have this docketd's schema. \
+            Writes made to the source meanwhile are not copied, so stop every docketd that serves it first. The \
+            target must hold no Docket database yet; on failure nothing is written to it. \
             Example: docketd migrate --from sqlite:/var/lib/docket/docket.sqlite \
             --to 'postgres://docket:SECRET@db:5432/docket'
             """

@@ -54,19 +54,25 @@ public enum DatabaseBackup {
         }
         let partial = folder + "/." + targetURL.lastPathComponent + ".partial-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: partial) }
-        try await withConnection(source, logger: logger) { connection in
-            _ = try await connection.query("PRAGMA busy_timeout=5000")
-            do {
-                _ = try await connection.query("VACUUM INTO ?", [.text(partial)])
-            } catch {
-                throw Failure("The backup could not be written to \(folder): \(error)")
-            }
-        }
+        try await snapshot(of: source, into: partial, logger: logger)
         let summary = try await inspect(partial, logger: logger)
         guard rename(partial, targetURL.path) == 0 else {
             throw Failure("The backup could not be moved to \(targetURL.path): \(String(cString: strerror(errno))).")
         }
         return Summary(path: targetURL.path, bytes: summary.bytes, eventSequence: summary.eventSequence, schemaVersion: summary.schemaVersion)
+    }
+
+    /// Writes one consistent copy of the SQLite database at `source` to the new file `target` (one read
+    /// transaction: every write committed before it began, none after); the source is only read.
+    static func snapshot(of source: String, into target: String, logger: Logger) async throws {
+        try await withConnection(source, logger: logger) { connection in
+            _ = try await connection.query("PRAGMA busy_timeout=5000")
+            do {
+                _ = try await connection.query("VACUUM INTO ?", [.text(target)])
+            } catch {
+                throw Failure("A copy of \(source) could not be written to \(target): \(error)")
+            }
+        }
     }
 
     /// Puts the backup `source` in place of the SQLite database at `location`. Refuses to replace a database that

@@ -5,6 +5,11 @@ import Logging
 /// PostgreSQL when a team moves up). Records, journals, attachments and their content, users, sessions, OAuth
 /// clients and tokens, the event log with its sequence numbers, schema metadata and tables an administrator
 /// added: every table, every row, in one transaction on the target, checked by counting afterwards.
+///
+/// The source is never written. Every row is read from one snapshot of it: an SQLite source is first copied with
+/// `VACUUM INTO` to a temporary file (one read transaction), and a PostgreSQL source is read in one
+/// `REPEATABLE READ, READ ONLY` transaction. An SQLite source of an older schema is brought up to date in that
+/// temporary copy; a PostgreSQL source must already have this docketd's schema (start this docketd on it once).
 public enum DatabaseCopy {
     public struct Report: Sendable {
         /// Rows copied, by table.
@@ -23,18 +28,33 @@ public enum DatabaseCopy {
     static let batchSize = 200
     static let blobBatchSize = 4
 
-    /// Copies `source` into `target`, which must hold no Docket database yet. The source is first brought up to
-    /// this docketd's schema (as starting docketd on it would). `progress` is told of each table as it is done.
+    /// Copies `source` into `target`, which must hold no Docket database yet. `progress` is told of each table as
+    /// it is done.
     public static func copy(
         from source: StorageLocation, to target: StorageLocation, logger: Logger,
         progress: @Sendable (String, Int) -> Void = { _, _ in }
     ) async throws -> Report {
         guard source != target else { throw Failure("The source and the target are the same database") }
-        let from = try await source.open(logger: logger)
+        var snapshotFolder: String?
+        defer { if let snapshotFolder { try? FileManager.default.removeItem(atPath: snapshotFolder) } }
+        var reading = source
+        if case .sqlite(let path) = source {
+            guard FileManager.default.fileExists(atPath: path) else { throw Failure("There is no database at \(path)") }
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("docket-migrate-" + UUID().uuidString).path
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            snapshotFolder = folder
+            do {
+                try await DatabaseBackup.snapshot(of: path, into: folder + "/source.sqlite", logger: logger)
+            } catch let failure as DatabaseBackup.Failure {
+                throw Failure(failure.description)
+            }
+            reading = .sqlite(path: folder + "/source.sqlite")
+        }
+        let from = try await reading.open(logger: logger)
         do {
             let to = try await target.open(logger: logger)
             do {
-                let report = try await copy(from: from, to: to, progress: progress)
+                let report = try await copy(from: from, to: to, fromPrivateCopy: snapshotFolder != nil, progress: progress)
                 try await to.close()
                 try await from.close()
                 return report
@@ -48,12 +68,21 @@ public enum DatabaseCopy {
         }
     }
 
-    static func copy(from: any Storage, to: any Storage, progress: @Sendable (String, Int) -> Void) async throws -> Report {
+    /// `fromPrivateCopy`: the source is docketd's own temporary snapshot, which may be migrated; any other source is
+    /// only read, and must have this docketd's schema.
+    static func copy(
+        from: any Storage, to: any Storage, fromPrivateCopy: Bool = false, progress: @Sendable (String, Int) -> Void
+    ) async throws -> Report {
         // The source as this docketd would serve it (a database written by a newer one is refused here).
         guard try await from.read({ db in try await !db.rows(db.dialect.tableExists("docket_meta")).isEmpty }) else {
             throw Failure("The source holds no Docket database")
         }
-        _ = try await SchemaStore.prepare(from)
+        if fromPrivateCopy {
+            // The temporary snapshot, not the source: brought up to this docketd's schema as starting it would.
+            _ = try await SchemaStore.prepare(from)
+        } else {
+            try await requireCurrentSchema(from)
+        }
         let catalog = try await SchemaStore.loadCatalog(from)
         guard try await to.read({ db in try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty }) else {
             throw Failure("The target already holds a Docket database; copy only into an empty database (or a new schema)")
@@ -73,7 +102,38 @@ public enum DatabaseCopy {
         // The target's tables: this docketd's own, then those of tables an administrator added, with every column
         // the source's catalog has.
         _ = try await SchemaStore.prepare(to)
-        return try await to.write { db in
+        return try await from.read { source in
+            try await source.run(SQLFragment(from.dialect.beginSnapshot))
+            do {
+                let report = try await copyTables(tables, catalog: catalog, from: source, to: to, progress: progress)
+                try await source.run("COMMIT")
+                return report
+            } catch {
+                try? await source.run("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// A database this docketd has not migrated is not read: its layout may differ.
+    private static func requireCurrentSchema(_ storage: any Storage) async throws {
+        let (version, applied) = try await storage.read { db in (try await Migrations.version(db), try await Migrations.applied(db)) }
+        let known = Set(SchemaStore.steps.filter(\.once).map(\.name))
+        if version > SchemaStore.schemaVersion || !applied.isSubset(of: known) {
+            throw Failure("The source was written by a newer docketd (schema version \(version)); copy it with that docketd. Nothing was changed.")
+        }
+        if version < SchemaStore.schemaVersion || applied != known {
+            throw Failure(
+                "The source has an older schema (version \(version)); start this docketd on it once to bring it up to date, then copy it. Nothing was changed."
+            )
+        }
+    }
+
+    private static func copyTables(
+        _ tables: [(name: String, columns: [String])], catalog: SchemaCatalog, from: SQLExecutor, to: any Storage,
+        progress: @Sendable (String, Int) -> Void
+    ) async throws -> Report {
+        try await to.write { db in
             let existing = Set(try await db.rows(db.dialect.tableNames).compactMap { try $0.value(at: "name", kind: .text).text })
             for root in catalog.roots {
                 if existing.contains(root.physicalTable) {
@@ -107,7 +167,8 @@ public enum DatabaseCopy {
         }
     }
 
-    private static func copyRows(of table: String, columns: [String], from: any Storage, to db: SQLExecutor) async throws -> Int {
+    /// Copies a table's rows a page at a time, all pages read in the caller's one snapshot of the source.
+    private static func copyRows(of table: String, columns: [String], from source: SQLExecutor, to db: SQLExecutor) async throws -> Int {
         guard let first = columns.first else { return 0 }
         let list = columns.map { SQLFragment.identifier($0) }.joined(", ")
         // Every table's primary key is among its first columns; ordering by them makes the pages exact.
@@ -116,12 +177,10 @@ public enum DatabaseCopy {
         var copied = 0
         while true {
             let offset = copied
-            let rows = try await from.read { source in
-                try await source.rows(
-                    "SELECT " + list + " FROM " + .identifier(table) + " ORDER BY " + order + " LIMIT " + .bind(batchSize)
-                        + " OFFSET " + .bind(offset)
-                )
-            }
+            let rows = try await source.rows(
+                "SELECT " + list + " FROM " + .identifier(table) + " ORDER BY " + order + " LIMIT " + .bind(batchSize)
+                    + " OFFSET " + .bind(offset)
+            )
             if rows.isEmpty { return offset }
             var values: [SQLFragment] = []
             for row in rows {

@@ -62,13 +62,6 @@ public enum Migrations {
         if stored != version { try await setVersion(version, db: db) }
     }
 
-    /// Records every migration of a database just created at the current layout.
-    static func recordNew(_ db: SQLExecutor, steps: [Step], version: Int, now: String) async throws {
-        try await createTable(db)
-        for step in steps where step.once { try await record(step.name, db: db, now: now) }
-        try await setVersion(version, db: db)
-    }
-
     private static func createTable(_ db: SQLExecutor) async throws {
         try await db.run("CREATE TABLE IF NOT EXISTS docket_migration (name TEXT PRIMARY KEY, applied_on TEXT NOT NULL)")
     }

@@ -37,8 +37,10 @@ enum SchemaStore {
         .once("2026-11-27-idempotency-keys") { db, _ in try await IdempotencyRecords.createTable(db) },
     ]
 
-    /// Prepares a database: on a new one, creates the system tables and writes the base schema; on an existing
-    /// one, refuses a database a newer docketd wrote and applies ``steps``. Returns whether it was new.
+    /// Prepares a database: on a new one, creates the system tables and writes the base schema, then applies
+    /// ``steps`` as an upgrade would (so that a step is never only recorded: a new database and an upgraded one are
+    /// built by the same steps); on an existing one, refuses a database a newer docketd wrote and applies ``steps``.
+    /// Returns whether it was new.
     static func prepare(_ storage: any Storage, now: Date = Date()) async throws -> Bool {
         try await storage.write { db in
             let exists = try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty == false
@@ -47,28 +49,14 @@ enum SchemaStore {
                 return false
             }
             try await createSystemTables(db)
-            try await createSideTables(db)
             let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
             for root in catalog.roots { try await createPhysicalTable(root, catalog: catalog, db: db) }
             try await writeMetadata(BaseSchema.tables, choices: BaseSchema.choices, db: db, now: GlideDateTime.format(now))
             try await WorkflowSchema.writeModels(
                 for: Set(WorkflowSchema.models.map(\.table)), db: db, now: GlideDateTime.format(now)
             )
-            try await syncMetadataFiles(db)
-            try await ensureAttachmentCreatorIndex(db)
-            try await createSessionTable(db)
-            try await createRateCountTable(db)
-            try await ensureAssigneeIndex(db)
-            try await createEditTable(db)
-            try await createLoginFailureTable(db)
-            try await createContextTable(db)
-            try await addSystemProperties(db, now: GlideDateTime.format(now))
-            try await SigningKeyStore.createTable(db)
-            try await OpenIDGrants.createTables(db)
-            try await OpenIDGrants.createDeviceTable(db)
-            try await NotificationSchema.createSideTables(db)
-            try await IdempotencyRecords.createTable(db)
-            try await Migrations.recordNew(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
+            // Everything else (side tables, indexes, sessions, keys, notifications, …) comes from the steps.
+            try await Migrations.upgrade(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
             return true
         }
     }

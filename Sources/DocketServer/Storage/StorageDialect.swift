@@ -6,6 +6,14 @@ enum StorageDialect: Sendable {
 
     /// Starts a write transaction. SQLite takes the write lock up front so that a transaction never has to
     /// upgrade a read lock (which can deadlock with another writer).
+    /// Starts a read-only transaction that sees one snapshot of the database throughout (a whole copy's reads).
+    var beginSnapshot: String {
+        switch self {
+        case .sqlite: return "BEGIN"
+        case .postgres: return "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+        }
+    }
+
     var beginTransaction: String {
         switch self {
         case .sqlite: return "BEGIN IMMEDIATE"

@@ -87,4 +87,67 @@ struct DatabaseCopyTests {
             try await DatabaseCopy.copy(from: empty, to: empty, logger: Logger(label: "test"))
         }
     }
+
+    static func digest(_ path: String) throws -> String {
+        Digest.sha256Hex(try Data(contentsOf: URL(fileURLWithPath: path)))
+    }
+
+    @Test("the source is never written: a schema-1 file is upgraded only in a temporary copy, and keeps its bytes")
+    func sourceUntouched() async throws {
+        try #require(FileManager.default.fileExists(atPath: UpgradeTests.fixture), "the fixture is missing")
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let source = directory.path + "/old.sqlite"
+        try FileManager.default.copyItem(atPath: UpgradeTests.fixture, toPath: source)
+        let before = try Self.digest(source)
+        let target = directory.path + "/new.sqlite"
+        let report = try await DatabaseCopy.copy(from: .sqlite(path: source), to: .sqlite(path: target), logger: Logger(label: "test"))
+        #expect(report.totalRows > 100)
+        #expect(try Self.digest(source) == before)
+        #expect(!FileManager.default.fileExists(atPath: source + "-wal"))
+        let copied = try await SQLiteStorage.open(path: target, readers: 1, logger: Logger(label: "test"))
+        let version = try await copied.read { db in try await Migrations.version(db) }
+        let incidents = try await copied.read { db in try await db.integer("SELECT COUNT(*) FROM task WHERE sys_class_name = 'incident'") }
+        try await copied.close()
+        #expect(version == SchemaStore.schemaVersion)
+        #expect(incidents > 0)
+    }
+
+    @Test("a copy made while the source takes writes is one snapshot: its records and its event log agree")
+    func oneSnapshot() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/data/docket.sqlite"
+        try await TestDatabase.demoSQLite(at: path)
+        let storage = try await SQLiteStorage.open(path: path, readers: 2, logger: Logger(label: "test"))
+        let hasher = PasswordHasher(cost: 4)
+        let (store, _) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
+        let target = directory.path + "/copy.sqlite"
+        do {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<100 {
+                    group.addTask {
+                        try await store.insert(into: "incident", values: ["short_description": "copy write \(index)"], caller: Callers.admin)
+                    }
+                }
+                group.addTask {
+                    try await Task.sleep(for: .milliseconds(20))
+                    _ = try await DatabaseCopy.copy(from: .sqlite(path: path), to: .sqlite(path: target), logger: Logger(label: "test"))
+                }
+                try await group.waitForAll()
+            }
+            try await storage.close()
+            await hasher.shutdown()
+        } catch {
+            try? await storage.close()
+            await hasher.shutdown()
+            throw error
+        }
+        let records = try await BackupTests.ids(target, "SELECT sys_id AS id FROM task WHERE short_description LIKE 'copy write %'")
+        let logged = try await BackupTests.ids(
+            target, "SELECT record_id AS id FROM docket_event_log WHERE table_name = 'incident' AND operation = 'insert'"
+        )
+        let before = try await BackupTests.ids(path, "SELECT sys_id AS id FROM task WHERE short_description LIKE 'copy write %'")
+        #expect(before.count == 100)
+        #expect(records == logged.intersection(before))
+    }
 }
