@@ -13,6 +13,7 @@ docs advise), then checks:
   - the main port serves /metrics only with the token;
   - every line docketd wrote to standard error is one JSON object with time, level and message; each request's
     line carries its request id (the one the response echoed), user, dialect, route, status and duration;
+  - /api/docket/openapi.json is valid OpenAPI 3.1 (openapi-spec-validator) and has each table's paths;
   - no password, token, cookie or Authorization header appears anywhere in the log.
 Exits 0 when all hold.
 """
@@ -147,6 +148,24 @@ def main():
                        "docket_auth_password_checks_in_flight"]:
             if f"# HELP {family} " not in text:
                 problems.append(f"no {family} with help text")
+        # The API description: valid OpenAPI 3.1 for openapi-spec-validator.
+        status, _, body = call(port, "GET", "/api/docket/openapi.json", headers=basic("john.doe", secret))
+        if status != 200:
+            problems.append(f"/api/docket/openapi.json: {status}")
+        else:
+            try:
+                from openapi_spec_validator import validate
+            except ImportError:
+                subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                                "openapi-spec-validator==0.9.0"], check=True)
+                from openapi_spec_validator import validate
+            document = json.loads(body)
+            try:
+                validate(document)
+            except Exception as error:  # noqa: BLE001 - the validator's own exception types vary by version
+                problems.append(f"openapi-spec-validator: {str(error)[:300]}")
+            if "/api/now/table/incident" not in document.get("paths", {}):
+                problems.append("the OpenAPI document has no paths of the incident table")
         status, _, _ = call(port, "GET", "/metrics")
         if status != 401:
             problems.append(f"main-port metrics without the token: {status}")

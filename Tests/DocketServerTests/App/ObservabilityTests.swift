@@ -284,3 +284,45 @@ struct ObservabilityTests {
         }
     }
 }
+
+@Suite("The OpenAPI description")
+struct OpenAPITests {
+    @Test("served to signed-in callers: 3.1, every described API's routes, each table with its fields and choices")
+    func document() async throws {
+        try await TestApp.withRouter { client throws in
+            #expect(try await client.get("/api/docket/openapi.json", [:]).status == .unauthorized)
+            let answer = try await client.get("/api/docket/openapi.json")
+            #expect(answer.status == .ok)
+            let document = try answer.json
+            #expect(document["openapi"]?.stringValue == "3.1.0")
+            let paths = try #require(document["paths"]?.objectValue)
+            for (path, methods) in [
+                ("/api/now/table/{table}", ["get", "post"]), ("/api/now/table/{table}/{sys_id}", ["get", "put", "patch", "delete"]),
+                ("/api/now/attachment/{sys_id}/file", ["get"]), ("/api/now/attachment/file", ["post"]), ("/api/now/stats/{table}", ["get"]),
+                ("/api/now/v1/batch", ["post"]), ("/api/x_snc_my_work/v1/tracker/task", ["get"]), ("/api/docket/events", ["get"]),
+                ("/api/now/table/incident", ["get", "post"]), ("/api/now/table/incident/{sys_id}", ["get", "put", "patch", "delete"]),
+            ] {
+                let item = try #require(paths[path]?.objectValue, "\(path) is missing")
+                #expect(Set(item.keys) == Set(methods), "\(path)")
+            }
+            #expect(paths.keys.allSatisfy { !$0.hasPrefix("/api/now/graphql") && !$0.hasPrefix("/api/docket/notifications") })
+            let state = try #require(document["components"]?["schemas"]?["incident"]?["properties"]?["state"])
+            let choices = try #require(state["anyOf"]?.arrayValue?.first?["enum"]?.arrayValue).compactMap(\.stringValue)
+            #expect(choices.contains("1") && choices.contains("7") && choices.contains(""))
+            #expect(document["components"]?["schemas"]?["sys_user"]?["properties"]?["user_password"] == nil)
+            let operation = try #require(paths["/api/now/table/incident"]?["get"])
+            #expect(operation["responses"]?["200"]?["content"]?["application/json"]?["schema"]?["properties"]?["result"]?["items"]?["$ref"]?
+                .stringValue == "#/components/schemas/incident")
+            // Operation ids are unique.
+            let ids = paths.values.flatMap { ($0.objectValue ?? [:]).values.compactMap { $0["operationId"]?.stringValue } }
+            #expect(Set(ids).count == ids.count)
+        }
+    }
+
+    @Test("a route of a described API without a description is named (and stops debug builds)")
+    func drift() {
+        #expect(OpenAPIDocument.undescribed([("GET", "/api/now/table/{table}"), ("GET", "/api/now/graphql")]).isEmpty)
+        #expect(OpenAPIDocument.undescribed([("GET", "/api/now/table/{table}/{sys_id}/extra"), ("HEAD", "/api/now/table/{table}")])
+            == ["GET /api/now/table/{table}/{sys_id}/extra"])
+    }
+}

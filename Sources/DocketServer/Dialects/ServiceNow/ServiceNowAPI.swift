@@ -18,8 +18,19 @@ struct ServiceNowAPI {
     let events: EventStreamController
     let uploads: UploadGate
     let notifications: NotificationController
+    /// Where a batch's sub-requests go: this router, once built.
+    let batchResponder = BatchController.ResponderBox()
 
     func mount() -> DialectMount {
+        let router = router()
+        let responder = router.buildResponder()
+        // A batch's sub-requests run through this router (they are all ServiceNow API calls), as its caller.
+        batchResponder.set(responder)
+        return DialectMount(name: "servicenow", prefix: "/api", responder: MethodOverrideResponder(inner: responder))
+    }
+
+    /// The router of every ServiceNow API path (and Docket's own under `/api/docket`).
+    func router() -> Router<Context> {
         let router = Router(context: Context.self, options: .autoGenerateHeadEndpoints)
         router.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
         router.add(middleware: ServiceNowMiddleware())
@@ -38,7 +49,6 @@ struct ServiceNowAPI {
         for path in ["/api/now/stats", "/api/now/v1/stats"] {
             router.addRoutes(StatsController(store: store, configuration: configuration).endpoints, atPath: RouterPath(path))
         }
-        let batchResponder = BatchController.ResponderBox()
         for path in ["/api/now/batch", "/api/now/v1/batch"] {
             router.addRoutes(BatchController(responder: batchResponder).endpoints, atPath: RouterPath(path))
         }
@@ -48,9 +58,10 @@ struct ServiceNowAPI {
         router.addRoutes(graphQL.endpoints, atPath: "/api/now/graphql")
         router.addRoutes(events.endpoints, atPath: "/api/docket")
         router.addRoutes(notifications.routes, atPath: "/api/docket")
-        let responder = router.buildResponder()
-        // A batch's sub-requests run through this router (they are all ServiceNow API calls), as its caller.
-        batchResponder.set(responder)
-        return DialectMount(name: "servicenow", prefix: "/api", responder: MethodOverrideResponder(inner: responder))
+        let routes = router.routes.map { (method: $0.method.rawValue, path: $0.path.description) }
+        // A route added to a described API without its description stops every debug build's tests here.
+        assert(OpenAPIDocument.undescribed(routes).isEmpty, "routes without an OpenAPI description: \(OpenAPIDocument.undescribed(routes))")
+        router.addRoutes(OpenAPIController(store: store, configuration: configuration, routes: routes).endpoints, atPath: "/api/docket")
+        return router
     }
 }

@@ -1,0 +1,278 @@
+import DocketModel
+import Foundation
+import Hummingbird
+import OrderedCollections
+
+/// `GET /api/docket/openapi.json`: an OpenAPI 3.1 description of the ServiceNow Table, Attachment, Aggregate, Batch
+/// and My Work APIs and Docket's event stream, as this docketd serves them.
+///
+/// It cannot drift from the routes: it is made from the ServiceNow router's own list of routes, and every route
+/// under a described API must have an entry in ``operations`` (``undescribed(_:)`` names those that do not; a test
+/// fails on any). Each table of the catalog gets its own paths and schema, with its fields and their choices, so a
+/// client generator sees real fields. Callers must be signed in, as for ServiceNow's REST API Explorer.
+struct OpenAPIController: Sendable {
+    typealias Context = DocketRequestContext
+
+    let store: RecordStore
+    let configuration: Configuration
+    let routes: [(method: String, path: String)]
+
+    var endpoints: RouteCollection<Context> {
+        let routes = RouteCollection(context: Context.self)
+        routes.get("openapi.json") { request, context in
+            _ = try context.requireCaller()
+            let base = BaseURL.of(request, configuration: self.configuration)
+            let document = OpenAPIDocument.build(routes: self.routes, catalog: self.store.catalog, server: base)
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: document.serialized()))
+            )
+        }
+        return routes
+    }
+}
+
+enum OpenAPIDocument {
+    /// The APIs described; routes under other prefixes (GraphQL, notifications) are not.
+    static let describedPrefixes = [
+        "/api/now/table", "/api/now/v1/table", "/api/now/v2/table", "/api/now/attachment", "/api/now/v1/attachment",
+        "/api/now/stats", "/api/now/v1/stats", "/api/now/batch", "/api/now/v1/batch", "/api/x_snc_my_work", "/api/docket/events",
+    ]
+
+    /// One operation's words: summary, query parameters, whether it takes a JSON body, and what it answers.
+    struct Operation {
+        let summary: String
+        var query: [(name: String, schema: JSONValue, description: String)] = []
+        var body: JSONValue? = nil
+        var result: JSONValue
+        var status = 200
+        var contentType = "application/json"
+    }
+
+    static let string: JSONValue = ["type": "string"]
+    static let integer: JSONValue = ["type": "integer", "minimum": 0]
+    static let boolean: JSONValue = ["type": "string", "enum": ["true", "false"]]
+    static func ref(_ name: String) -> JSONValue { ["$ref": .string("#/components/schemas/" + name)] }
+    static func result(_ schema: JSONValue) -> JSONValue {
+        ["type": "object", "properties": ["result": schema], "required": ["result"]]
+    }
+
+    static let tableQuery: [(String, JSONValue, String)] = [
+        ("sysparm_query", string, "An encoded query: field=value^ORfield2LIKEtext^ORDERBYfield"),
+        ("sysparm_fields", string, "Comma-separated fields to return; dot-walks allowed (caller_id.email)"),
+        ("sysparm_limit", integer, "Records per page (default 10000)"),
+        ("sysparm_offset", integer, "Records to skip"),
+        ("sysparm_display_value", ["type": "string", "enum": ["true", "false", "all"]], "Values, display values, or both"),
+        ("sysparm_exclude_reference_link", boolean, "Leave out references' links"),
+        ("sysparm_suppress_pagination_header", boolean, "Leave out the Link header"),
+        ("sysparm_no_count", boolean, "Do not count the matching records (no X-Total-Count)"),
+    ]
+    static let recordQuery: [(String, JSONValue, String)] = [
+        ("sysparm_fields", string, "Comma-separated fields to return"),
+        ("sysparm_display_value", ["type": "string", "enum": ["true", "false", "all"]], "Values, display values, or both"),
+        ("sysparm_exclude_reference_link", boolean, "Leave out references' links"),
+    ]
+
+    /// What each route does, by method and route pattern (as the router names it).
+    static func operations(record: JSONValue, writable: JSONValue) -> [String: Operation] {
+        var operations: [String: Operation] = [:]
+        for base in ["/api/now/table", "/api/now/v1/table", "/api/now/v2/table"] {
+            operations["GET \(base)/{table}"] = Operation(summary: "List records", query: tableQuery, result: result(["type": "array", "items": record]))
+            operations["POST \(base)/{table}"] = Operation(
+                summary: "Create a record", query: recordQuery, body: writable, result: result(record), status: 201
+            )
+            operations["GET \(base)/{table}/{sys_id}"] = Operation(summary: "Read a record", query: recordQuery, result: result(record))
+            operations["PUT \(base)/{table}/{sys_id}"] = Operation(summary: "Update a record", query: recordQuery, body: writable, result: result(record))
+            operations["PATCH \(base)/{table}/{sys_id}"] = Operation(summary: "Update a record", query: recordQuery, body: writable, result: result(record))
+            operations["DELETE \(base)/{table}/{sys_id}"] = Operation(summary: "Delete a record", result: ["type": "null"], status: 204)
+        }
+        for base in ["/api/now/attachment", "/api/now/v1/attachment"] {
+            let attachment = ref("sys_attachment")
+            operations["GET \(base)"] = Operation(
+                summary: "List attachments",
+                query: [("sysparm_query", string, "An encoded query on sys_attachment"), ("sysparm_limit", integer, "Attachments per page")],
+                result: result(["type": "array", "items": attachment])
+            )
+            operations["POST \(base)/file"] = Operation(
+                summary: "Upload a file as the request body",
+                query: [("table_name", string, "The record's table"), ("table_sys_id", string, "The record's sys_id"),
+                        ("file_name", string, "The file's name")],
+                body: ["type": "string", "contentMediaType": "application/octet-stream"], result: result(attachment), status: 201
+            )
+            operations["POST \(base)/upload"] = Operation(
+                summary: "Upload a file as multipart/form-data (fields table_name, table_sys_id, then the file)",
+                result: result(attachment), status: 201
+            )
+            operations["GET \(base)/{sys_id}"] = Operation(summary: "An attachment's metadata", result: result(attachment))
+            operations["GET \(base)/{sys_id}/file"] = Operation(
+                summary: "An attachment's content", result: ["type": "string", "contentMediaType": "application/octet-stream"],
+                contentType: "application/octet-stream"
+            )
+            operations["DELETE \(base)/{sys_id}"] = Operation(summary: "Delete an attachment", result: ["type": "null"], status: 204)
+        }
+        for base in ["/api/now/stats", "/api/now/v1/stats"] {
+            operations["GET \(base)/{table}"] = Operation(
+                summary: "Aggregate records: count, sums, averages, minimums and maximums, grouped",
+                query: [
+                    ("sysparm_query", string, "An encoded query"), ("sysparm_count", boolean, "Count the records"),
+                    ("sysparm_group_by", string, "Fields to group by"), ("sysparm_order_by", string, "Order of the groups"),
+                    ("sysparm_having", string, "Conditions on aggregates"), ("sysparm_sum_fields", string, "Fields to sum"),
+                    ("sysparm_avg_fields", string, "Fields to average"), ("sysparm_min_fields", string, "Fields' minimums"),
+                    ("sysparm_max_fields", string, "Fields' maximums"), ("sysparm_display_value", boolean, "Group by display values"),
+                ],
+                result: result(["oneOf": [["type": "object"], ["type": "array", "items": ["type": "object"]]]])
+            )
+        }
+        for base in ["/api/now/batch", "/api/now/v1/batch"] {
+            operations["POST \(base)"] = Operation(
+                summary: "Run several REST requests in one (bodies base64-encoded)",
+                body: [
+                    "type": "object", "required": ["rest_requests"],
+                    "properties": [
+                        "batch_request_id": string,
+                        "rest_requests": ["type": "array", "items": [
+                            "type": "object", "required": ["id", "method", "url"],
+                            "properties": ["id": string, "method": string, "url": string, "body": string,
+                                           "headers": ["type": "array", "items": ["type": "object"]]],
+                        ]],
+                    ],
+                ],
+                result: ["type": "object", "properties": ["batch_request_id": string, "serviced_requests": ["type": "array"],
+                                                          "unserviced_requests": ["type": "array"]]]
+            )
+        }
+        operations["GET /api/x_snc_my_work/v1/tracker/task"] = Operation(
+            summary: "My Work: the caller's assigned tasks, grouped by type",
+            query: [("sysparm_limit", integer, "Tasks to return")], result: result(["type": "array", "items": ["type": "object"]])
+        )
+        operations["POST /api/x_snc_my_work/v1/tracker/task/{task_id}/comment"] = Operation(
+            summary: "My Work: comment on a task", body: ["type": "object", "properties": ["comment": string], "required": ["comment"]],
+            result: result(["type": "object"]), status: 201
+        )
+        operations["GET /api/docket/events"] = Operation(
+            summary: "Docket's live event stream (Server-Sent Events): each committed change the caller may see",
+            query: [("table", string, "Only this table (and the tables extending it)"), ("query", string, "An encoded query the records match"),
+                    ("since", integer, "Resume after this event sequence (or send Last-Event-ID)")],
+            result: ["type": "string", "description": "text/event-stream: id, event (insert, update, delete, resync, heartbeat), data"],
+            contentType: "text/event-stream"
+        )
+        return operations
+    }
+
+    /// Routes of a described API that have no description.
+    static func undescribed(_ routes: [(method: String, path: String)]) -> [String] {
+        let known = operations(record: ["type": "object"], writable: ["type": "object"])
+        return routes.filter { route in
+            route.method != "HEAD" && describedPrefixes.contains { route.path == $0 || route.path.hasPrefix($0 + "/") }
+                && known["\(route.method) \(route.path)"] == nil
+        }.map { "\($0.method) \($0.path)" }
+    }
+
+    /// A table's record as the Table API returns it (values as strings; with display values, objects).
+    static func recordSchema(_ table: SchemaCatalog.Table, catalog: SchemaCatalog) -> JSONValue {
+        var properties: OrderedDictionary<String, JSONValue> = [:]
+        for field in table.fields.sorted(by: { $0.name < $1.name }) where field.type != .password {
+            var value: OrderedDictionary<String, JSONValue> = ["type": "string"]
+            if let choices = catalog.choices(for: field.name, in: table), !choices.isEmpty {
+                var values = OrderedSet(choices.map(\.value))
+                values.insert("", at: 0)
+                value["enum"] = .array(values.map { .string($0) })
+            }
+            var schema: OrderedDictionary<String, JSONValue> = [
+                "description": .string(field.label + " (" + field.type.rawValue + (field.reference.map { ", references " + $0 } ?? "") + ")"),
+                "anyOf": [.object(value), ref("DisplayValue")],
+            ]
+            if field.readOnly { schema["readOnly"] = true }
+            properties[field.name] = .object(schema)
+        }
+        return ["type": "object", "title": .string(table.label), "properties": .object(properties)]
+    }
+
+    static func build(routes: [(method: String, path: String)], catalog: SchemaCatalog, server: String) -> JSONValue {
+        var schemas: OrderedDictionary<String, JSONValue> = [
+            "DisplayValue": [
+                "type": "object", "description": "A field with sysparm_display_value=all, or a reference with its link",
+                "properties": ["display_value": string, "value": string, "link": string],
+            ],
+            "Error": [
+                "type": "object",
+                "properties": ["error": ["type": "object", "properties": ["message": string, "detail": ["type": ["string", "null"]]]],
+                               "status": string],
+            ],
+        ]
+        for table in catalog.tables { schemas[table.name] = recordSchema(table, catalog: catalog) }
+        var paths: OrderedDictionary<String, JSONValue> = [:]
+        let generic = operations(record: ["type": "object", "additionalProperties": true], writable: ["type": "object"])
+        func add(_ method: String, _ path: String, _ operation: Operation, id: String, tag: String) {
+            var parameters: [JSONValue] = []
+            var cursor = path[...]
+            while let open = cursor.firstIndex(of: "{"), let close = cursor[open...].firstIndex(of: "}") {
+                let name = String(cursor[cursor.index(after: open)..<close])
+                parameters.append(["name": .string(name), "in": "path", "required": true, "schema": string])
+                cursor = cursor[cursor.index(after: close)...]
+            }
+            for (name, schema, description) in operation.query {
+                parameters.append(["name": .string(name), "in": "query", "required": false, "schema": schema, "description": .string(description)])
+            }
+            var entry: OrderedDictionary<String, JSONValue> = [
+                "operationId": .string(id), "summary": .string(operation.summary), "tags": [.string(tag)],
+                "parameters": .array(parameters),
+            ]
+            if let body = operation.body {
+                let type = body["contentMediaType"] != nil ? "application/octet-stream" : "application/json"
+                entry["requestBody"] = ["required": true, "content": [type: ["schema": body]]]
+            }
+            var responses: OrderedDictionary<String, JSONValue> = [:]
+            responses[String(operation.status)] = operation.status == 204
+                ? ["description": "Done"]
+                : ["description": "Success", "content": [operation.contentType: ["schema": operation.result]]]
+            for (code, text) in [("400", "The request is malformed"), ("401", "Not signed in"), ("403", "Not allowed"),
+                                 ("404", "No such record or table"), ("429", "Too many requests"),
+                                 ("503", "The database is unavailable; retry after Retry-After")] {
+                responses[code] = ["description": .string(text), "content": ["application/json": ["schema": ref("Error")]]]
+            }
+            entry["responses"] = .object(responses)
+            var item = paths[path]?.objectValue ?? [:]
+            item[method.lowercased()] = .object(entry)
+            paths[path] = .object(item)
+        }
+        func identifier(_ method: String, _ path: String) -> String {
+            method.lowercased() + path.split(separator: "/").map { part in
+                part.hasPrefix("{") ? "By" + part.dropFirst().dropLast().capitalized : part.capitalized
+            }.joined().filter { $0.isLetter || $0.isNumber }
+        }
+        for route in routes where route.method != "HEAD" && describedPrefixes.contains(where: { route.path == $0 || route.path.hasPrefix($0 + "/") }) {
+            guard let operation = generic["\(route.method) \(route.path)"] else { continue }
+            let tag = route.path.split(separator: "/").dropFirst(2).first.map(String.init) ?? "api"
+            add(route.method, route.path, operation, id: identifier(route.method, route.path), tag: tag)
+        }
+        // Each table on its own, with its schema: what client generators make types of.
+        let canonical = routes.filter { $0.path.hasPrefix("/api/now/table/{table}") && $0.method != "HEAD" }
+        for table in catalog.tables {
+            let typed = operations(record: ref(table.name), writable: ref(table.name))
+            for route in canonical {
+                guard let operation = typed["\(route.method) \(route.path)"] else { continue }
+                let path = route.path.replacingOccurrences(of: "{table}", with: table.name)
+                add(route.method, path, operation, id: identifier(route.method, path), tag: "table: " + table.name)
+            }
+        }
+        return [
+            "openapi": "3.1.0",
+            "info": [
+                "title": "Docket: ServiceNow-compatible REST APIs",
+                "version": .string("schema \(SchemaStore.schemaVersion)"),
+                "description": "The Table, Attachment, Aggregate, Batch and My Work APIs and Docket's event stream, as this docketd serves them. Every table of this instance has its own paths and schema.",
+            ],
+            "servers": [["url": .string(server)]],
+            "security": [["basic": []], ["bearer": []]],
+            "paths": .object(paths),
+            "components": [
+                "securitySchemes": [
+                    "basic": ["type": "http", "scheme": "basic"],
+                    "bearer": ["type": "http", "scheme": "bearer", "description": "An OAuth or OpenID access token"],
+                ],
+                "schemas": .object(schemas),
+            ],
+        ]
+    }
+}
