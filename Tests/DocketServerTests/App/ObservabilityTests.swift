@@ -307,8 +307,9 @@ struct OpenAPITests {
             }
             #expect(paths.keys.allSatisfy { !$0.hasPrefix("/api/now/graphql") && !$0.hasPrefix("/api/docket/notifications") })
             let state = try #require(document["components"]?["schemas"]?["incident"]?["properties"]?["state"])
-            let choices = try #require(state["anyOf"]?.arrayValue?.first?["enum"]?.arrayValue).compactMap(\.stringValue)
-            #expect(choices.contains("1") && choices.contains("7") && choices.contains(""))
+            let choices = try #require(state["x-choices"]?.arrayValue).compactMap { $0["value"]?.stringValue }
+            #expect(choices.contains("1") && choices.contains("7"))
+            #expect(state["x-choices"]?.arrayValue?.first?["label"]?.stringValue?.isEmpty == false)
             #expect(document["components"]?["schemas"]?["sys_user"]?["properties"]?["user_password"] == nil)
             let operation = try #require(paths["/api/now/table/incident"]?["get"])
             #expect(operation["responses"]?["200"]?["content"]?["application/json"]?["schema"]?["properties"]?["result"]?["items"]?["$ref"]?

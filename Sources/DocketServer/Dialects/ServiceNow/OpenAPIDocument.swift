@@ -22,7 +22,9 @@ struct OpenAPIController: Sendable {
         routes.get("openapi.json") { request, context in
             _ = try context.requireCaller()
             let base = BaseURL.of(request, configuration: self.configuration)
-            let document = OpenAPIDocument.build(routes: self.routes, catalog: self.store.catalog, server: base)
+            let document = OpenAPIDocument.build(
+                routes: self.routes, catalog: self.store.catalog, server: base, maxPageSize: self.configuration.maxPageSize
+            )
             return Response(
                 status: .ok, headers: [.contentType: "application/json"],
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: document.serialized()))
@@ -143,7 +145,15 @@ enum OpenAPIDocument {
         }
         operations["GET /api/x_snc_my_work/v1/tracker/task"] = Operation(
             summary: "My Work: the caller's assigned tasks, grouped by type",
-            query: [("sysparm_limit", integer, "Tasks to return")], result: result(["type": "array", "items": ["type": "object"]])
+            query: [("sysparm_limit", integer, "Tasks to return")],
+            result: result([
+                "type": "object", "description": "Task type label → the caller's tasks of that type",
+                "additionalProperties": ["type": "array", "items": [
+                    "type": "object",
+                    "properties": ["sys_id": string, "number": string, "short_desc": string, "created": string, "link": string,
+                                   "snowui": string],
+                ]],
+            ])
         )
         operations["POST /api/x_snc_my_work/v1/tracker/task/{task_id}/comment"] = Operation(
             summary: "My Work: comment on a task", body: ["type": "object", "properties": ["comment": string], "required": ["comment"]],
@@ -172,23 +182,35 @@ enum OpenAPIDocument {
     static func recordSchema(_ table: SchemaCatalog.Table, catalog: SchemaCatalog) -> JSONValue {
         var properties: OrderedDictionary<String, JSONValue> = [:]
         for field in table.fields.sorted(by: { $0.name < $1.name }) where field.type != .password {
-            var value: OrderedDictionary<String, JSONValue> = ["type": "string"]
-            if let choices = catalog.choices(for: field.name, in: table), !choices.isEmpty {
-                var values = OrderedSet(choices.map(\.value))
-                values.insert("", at: 0)
-                value["enum"] = .array(values.map { .string($0) })
-            }
             var schema: OrderedDictionary<String, JSONValue> = [
                 "description": .string(field.label + " (" + field.type.rawValue + (field.reference.map { ", references " + $0 } ?? "") + ")"),
-                "anyOf": [.object(value), ref("DisplayValue")],
+                "anyOf": [string, ref("DisplayValue")],
             ]
+            // The choices as values and labels; not an enum: display values are the labels, and a record may
+            // hold a value its list does not (as on ServiceNow).
+            if let choices = catalog.choices(for: field.name, in: table), !choices.isEmpty {
+                schema["x-choices"] = .array(choices.map { ["value": .string($0.value), "label": .string($0.label)] })
+            }
             if field.readOnly { schema["readOnly"] = true }
             properties[field.name] = .object(schema)
         }
         return ["type": "object", "title": .string(table.label), "properties": .object(properties)]
     }
 
-    static func build(routes: [(method: String, path: String)], catalog: SchemaCatalog, server: String) -> JSONValue {
+    /// What a write to the table takes: each field a string, number, boolean or null (choices and references by
+    /// value, or by display value with `sysparm_input_display_value`); unknown fields are ignored.
+    static func inputSchema(_ table: SchemaCatalog.Table) -> JSONValue {
+        var properties: OrderedDictionary<String, JSONValue> = [:]
+        for field in table.fields.sorted(by: { $0.name < $1.name }) where !field.readOnly {
+            properties[field.name] = [
+                "type": ["string", "number", "boolean", "null"],
+                "description": .string(field.label + " (" + field.type.rawValue + (field.reference.map { ", references " + $0 } ?? "") + ")"),
+            ]
+        }
+        return ["type": "object", "title": .string(table.label + " (input)"), "properties": .object(properties)]
+    }
+
+    static func build(routes: [(method: String, path: String)], catalog: SchemaCatalog, server: String, maxPageSize: Int = 10_000) -> JSONValue {
         var schemas: OrderedDictionary<String, JSONValue> = [
             "DisplayValue": [
                 "type": "object", "description": "A field with sysparm_display_value=all, or a reference with its link",
@@ -200,19 +222,27 @@ enum OpenAPIDocument {
                                "status": string],
             ],
         ]
-        for table in catalog.tables { schemas[table.name] = recordSchema(table, catalog: catalog) }
+        for table in catalog.tables {
+            schemas[table.name] = recordSchema(table, catalog: catalog)
+            schemas[table.name + "_input"] = inputSchema(table)
+        }
         var paths: OrderedDictionary<String, JSONValue> = [:]
-        let generic = operations(record: ["type": "object", "additionalProperties": true], writable: ["type": "object"])
+        let generic = operations(
+            record: ["type": "object", "additionalProperties": true],
+            writable: ["type": "object", "additionalProperties": ["type": ["string", "number", "boolean", "null"]]]
+        )
         func add(_ method: String, _ path: String, _ operation: Operation, id: String, tag: String) {
             var parameters: [JSONValue] = []
             var cursor = path[...]
             while let open = cursor.firstIndex(of: "{"), let close = cursor[open...].firstIndex(of: "}") {
                 let name = String(cursor[cursor.index(after: open)..<close])
-                parameters.append(["name": .string(name), "in": "path", "required": true, "schema": string])
+                let schema: JSONValue = name == "table" ? ["type": "string", "enum": .array(catalog.tables.map { .string($0.name) })] : string
+                parameters.append(["name": .string(name), "in": "path", "required": true, "schema": schema])
                 cursor = cursor[cursor.index(after: close)...]
             }
             for (name, schema, description) in operation.query {
-                parameters.append(["name": .string(name), "in": "query", "required": false, "schema": schema, "description": .string(description)])
+                let bounded: JSONValue = name == "sysparm_limit" ? ["type": "integer", "minimum": 0, "maximum": .integer(maxPageSize)] : schema
+                parameters.append(["name": .string(name), "in": "query", "required": false, "schema": bounded, "description": .string(description)])
             }
             var entry: OrderedDictionary<String, JSONValue> = [
                 "operationId": .string(id), "summary": .string(operation.summary), "tags": [.string(tag)],
@@ -249,7 +279,7 @@ enum OpenAPIDocument {
         // Each table on its own, with its schema: what client generators make types of.
         let canonical = routes.filter { $0.path.hasPrefix("/api/now/table/{table}") && $0.method != "HEAD" }
         for table in catalog.tables {
-            let typed = operations(record: ref(table.name), writable: ref(table.name))
+            let typed = operations(record: ref(table.name), writable: ref(table.name + "_input"))
             for route in canonical {
                 guard let operation = typed["\(route.method) \(route.path)"] else { continue }
                 let path = route.path.replacingOccurrences(of: "{table}", with: table.name)
