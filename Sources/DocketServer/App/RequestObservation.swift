@@ -85,7 +85,9 @@ struct ObservedResponder: HTTPResponder {
         let elapsed = ContinuousClock.now - start
         let dialect = dialect(request.uri.path)
         let route = context.endpointPath ?? "unmatched"
-        metrics.request(dialect: dialect, route: route, method: request.method.rawValue, status: response.status.code, duration: elapsed)
+        metrics.request(
+            dialect: dialect, route: route, method: Self.methodLabel(request.method), status: response.status.code, duration: elapsed
+        )
         if context.logger.logLevel <= .info {
             var metadata: Logger.Metadata = [
                 "method": .string(request.method.rawValue), "path": .string(Self.loggedPath(request.uri.path, route: route)),
@@ -97,6 +99,15 @@ struct ObservedResponder: HTTPResponder {
             context.logger.info("request", metadata: metadata)
         }
         return response
+    }
+
+    /// A method as a metric's label: the standard ones by name, any other as `other` (a method is any token a
+    /// client likes, and each label value is a series kept for the life of the process).
+    static func methodLabel(_ method: HTTPRequest.Method) -> String {
+        switch method {
+        case .get, .head, .post, .put, .patch, .delete, .options, .connect, .trace: return method.rawValue
+        default: return "other"
+        }
     }
 
     /// The path as logged: never the query (it may hold a code or token), and the route's pattern instead of a path

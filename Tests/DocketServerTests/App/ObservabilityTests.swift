@@ -203,6 +203,10 @@ struct ObservabilityTests {
             }
             #expect(try await client.get("/api/now/table/incident", .basic("john.doe", "wrong")).status == .unauthorized)
             #expect(try await client.get("/nowhere", [:]).status == .notFound)
+            // Methods are any token a client likes: all but the standard ones share one label.
+            for index in 0..<5 {
+                _ = try await client.execute(uri: "/api/now/table/incident", method: HTTPRequest.Method("FUZZ\(index)")!, headers: .john, body: nil)
+            }
             let scrape = try await client.get("/metrics", .bearer(token))
             #expect(scrape.status == .ok)
             #expect(scrape.headers[.contentType]?.hasPrefix("text/plain; version=0.0.4") == true)
@@ -217,6 +221,8 @@ struct ObservabilityTests {
             #expect(samples.contains { $0.name == "docket_http_requests_total" && $0.labels["dialect"] == "root" && $0.labels["status"] == "404" })
             #expect(samples.contains { $0.name == "docket_http_request_duration_seconds_bucket" && $0.labels["le"] == "+Inf" })
             #expect(samples.first { $0.name == "docket_auth_login_failures_total" }?.value == 1)
+            #expect(samples.filter { $0.name == "docket_http_requests_total" && $0.labels["method"] == "other" }.map(\.value).reduce(0, +) == 5)
+            #expect(!samples.contains { $0.labels["method"]?.hasPrefix("FUZZ") == true })
             #expect(samples.contains { $0.name == "docket_storage_statement_seconds_count" && $0.labels["kind"] == "read" })
             #expect(samples.contains { $0.name == "docket_storage_wait_seconds_count" })
             #expect(samples.contains { $0.name == "docket_event_log_head" && $0.value > 0 })
