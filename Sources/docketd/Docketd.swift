@@ -356,6 +356,9 @@ struct Serve: AsyncParsableCommand {
                 FileHandle.standardOutput.write(Data("docketd metrics listening on http://\(metricsHost):\(port)\n".utf8))
             }
         }
+        if configuration.metricsPort == nil, let host = metricsHost ?? environment["DOCKET_METRICS_HOST"], !host.isEmpty {
+            throw ValidationError("--metrics-host '\(host)' needs --metrics-port (the metrics listener it places).")
+        }
         if let token = metricsToken ?? environment["DOCKET_METRICS_TOKEN"], !token.isEmpty {
             guard token.utf8.count >= 16, token.utf8.allSatisfy({ $0 > 32 && $0 < 127 }) else {
                 throw ValidationError("--metrics-token must be at least 16 printable characters without spaces.")

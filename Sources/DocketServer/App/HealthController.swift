@@ -20,6 +20,11 @@ struct HealthController {
     /// A check is reused for this long: load balancers poll often, and the answer stays cheap.
     static let reuse = Duration.seconds(1)
     private let last = LastCheck()
+    private let lastReady = LastReadiness()
+
+    private final class LastReadiness: Sendable {
+        let value = Mutex<(at: ContinuousClock.Instant, failed: Bool, body: OrderedDictionary<String, JSONValue>)?>(nil)
+    }
 
     private final class LastCheck: Sendable {
         let value = Mutex<(at: ContinuousClock.Instant, failure: StorageUnavailable?)?>(nil)
@@ -39,6 +44,10 @@ struct HealthController {
     }
 
     @Sendable func ready(_ request: Request, context: Context) async throws -> Response {
+        // Reused for ``reuse``, as /health is: an unauthenticated probe stays cheap however often it comes.
+        if let recent = lastReady.value.withLock({ $0 }), ContinuousClock.now - recent.at < Self.reuse {
+            return Self.answer(recent.failed ? .serviceUnavailable : .ok, recent.body)
+        }
         var checks: OrderedDictionary<String, JSONValue> = [:]
         var failed = false
         if let failure = await Self.storageFailure(storage) {
@@ -64,19 +73,16 @@ struct HealthController {
         var body = checks
         body["status"] = .string(failed ? "unavailable" : "ok")
         body["service"] = .string("docketd")
+        lastReady.value.withLock { $0 = (.now, failed, body) }
         return Self.answer(failed ? .serviceUnavailable : .ok, body)
     }
 
     /// Why the database's schema is not the one this docketd serves, or nil when it is.
     static func schemaProblem(_ storage: any Storage) async throws -> String? {
-        try await storage.read { db in
-            let version = try await Migrations.version(db)
-            let unknown = try await Migrations.applied(db).subtracting(SchemaStore.steps.filter(\.once).map(\.name))
-            if version > SchemaStore.schemaVersion || !unknown.isEmpty {
-                return "the database was migrated by a newer docketd (schema version \(version))"
-            }
-            if version < SchemaStore.schemaVersion { return "the database has schema version \(version), not yet migrated" }
-            return nil
+        switch try await storage.read({ db in try await SchemaStore.standing(db) }) {
+        case .current: return nil
+        case .newer(let what): return "the database was migrated by a newer docketd (it has \(what))"
+        case .older(let version): return "the database has schema version \(version), not yet migrated"
         }
     }
 

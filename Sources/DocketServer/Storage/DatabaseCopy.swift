@@ -117,12 +117,11 @@ public enum DatabaseCopy {
 
     /// A database this docketd has not migrated is not read: its layout may differ.
     private static func requireCurrentSchema(_ storage: any Storage) async throws {
-        let (version, applied) = try await storage.read { db in (try await Migrations.version(db), try await Migrations.applied(db)) }
-        let known = Set(SchemaStore.steps.filter(\.once).map(\.name))
-        if version > SchemaStore.schemaVersion || !applied.isSubset(of: known) {
-            throw Failure("The source was written by a newer docketd (schema version \(version)); copy it with that docketd. Nothing was changed.")
-        }
-        if version < SchemaStore.schemaVersion || applied != known {
+        switch try await storage.read({ db in try await SchemaStore.standing(db) }) {
+        case .current: return
+        case .newer(let what):
+            throw Failure("The source was written by a newer docketd (it has \(what)); copy it with that docketd. Nothing was changed.")
+        case .older(let version):
             throw Failure(
                 "The source has an older schema (version \(version)); start this docketd on it once to bring it up to date, then copy it. Nothing was changed."
             )

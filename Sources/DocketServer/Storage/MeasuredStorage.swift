@@ -23,7 +23,14 @@ struct MeasuredStorage: Storage {
 
     func close() async throws { try await base.close() }
     func logSignals() -> AsyncStream<Void>? { base.logSignals() }
-    func latestEventSequence() async throws -> Int { try await base.latestEventSequence() }
+    func latestEventSequence() async throws -> Int {
+        do {
+            return try await base.latestEventSequence()
+        } catch {
+            if StorageUnavailable.classify(error) != nil { metrics.storageUnavailable("read") }
+            throw error
+        }
+    }
 
     /// Runs `run`, whose body calls the given wrapper on its connection as it starts: the time before that is the
     /// wait, the time after it the hold.

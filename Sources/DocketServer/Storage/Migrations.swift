@@ -42,13 +42,31 @@ public enum Migrations {
     }
 
     /// Brings an existing database up to date, in the caller's transaction (a failure changes nothing).
-    static func upgrade(_ db: SQLExecutor, steps: [Step], version: Int, now: String) async throws {
+    /// How a database's schema stands against this docketd's.
+    enum Standing: Equatable {
+        case current
+        /// Migrations this docketd has and the database has not run (an older docketd wrote it).
+        case older(version: Int)
+        /// The database records a later version, or migrations this docketd does not know: `what` says which.
+        case newer(what: String)
+    }
+
+    /// Reads a database's version and migrations and compares them with `steps` and `version`.
+    static func standing(_ db: SQLExecutor, steps: [Step], version: Int) async throws -> Standing {
         let stored = try await Self.version(db)
         let done = try await applied(db)
         let known = Set(steps.filter(\.once).map(\.name))
         let unknown = done.subtracting(known).sorted()
         if stored > version || !unknown.isEmpty {
-            let what = unknown.isEmpty ? "schema version \(stored)" : "migration \(unknown.joined(separator: ", "))"
+            return .newer(what: unknown.isEmpty ? "schema version \(stored)" : "migration \(unknown.joined(separator: ", "))")
+        }
+        return stored < version || done != known ? .older(version: stored) : .current
+    }
+
+    static func upgrade(_ db: SQLExecutor, steps: [Step], version: Int, now: String) async throws {
+        let stored = try await Self.version(db)
+        let done = try await applied(db)
+        if case .newer(let what) = try await standing(db, steps: steps, version: version) {
             throw Refusal(
                 description: "This database was written by a newer docketd (it has \(what); this docketd knows schema version "
                     + "\(version)). Run the newer docketd, or point --data-dir at another folder. Nothing was changed."

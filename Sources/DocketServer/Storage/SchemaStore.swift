@@ -37,6 +37,11 @@ enum SchemaStore {
         .once("2026-11-27-idempotency-keys") { db, _ in try await IdempotencyRecords.createTable(db) },
     ]
 
+    /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).
+    static func standing(_ db: SQLExecutor) async throws -> Migrations.Standing {
+        try await Migrations.standing(db, steps: steps, version: schemaVersion)
+    }
+
     /// Prepares a database: on a new one, creates the system tables and writes the base schema, then applies
     /// ``steps`` as an upgrade would (so that a step is never only recorded: a new database and an upgraded one are
     /// built by the same steps); on an existing one, refuses a database a newer docketd wrote and applies ``steps``.
