@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -39,6 +39,9 @@ let package = Package(
         .package(url: "https://github.com/swift-extras/swift-extras-base64.git", from: "1.2.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // Only the OTLP/HTTP exporter: the gRPC one would build grpc-swift for nothing.
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         .target(
@@ -80,6 +83,9 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 // `GET /metrics`: Prometheus's text format.
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                // Traces: spans through swift-distributed-tracing, exported over OTLP/HTTP by swift-otel.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
             ],
             // The web UI's templates, styles and script (``WebResources``): a bundle next to the built binary.
             resources: [.copy("WebResources")]
@@ -150,6 +156,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             // A database made by an older docketd, read by UpgradeTests from its place in the sources.
             exclude: ["Engine/Fixtures"]

@@ -14,7 +14,9 @@ start_docketd() {
     fi
     data="$(mktemp -d)"
     log="$data/docketd.log"
-    "$bin" --demo --port 0 --data-dir "$data/db" --log-level warning "$@" >"$data/stdout" 2>"$log" &
+    # DOCKET_BENCH_ARGS: more flags for every benchmark (split at spaces), e.g. "--otel-endpoint http://127.0.0.1:4318".
+    # shellcheck disable=SC2086
+    "$bin" --demo --port 0 --data-dir "$data/db" --log-level warning "$@" ${DOCKET_BENCH_ARGS:-} >"$data/stdout" 2>"$log" &
     server=$!
     trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$data"' EXIT
     for _ in $(seq 1 100); do

@@ -80,6 +80,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Serve /metrics on the main port too, to requests with 'Authorization: Bearer TOKEN'; with --metrics-port, that listener asks for it as well. Prefer the environment variable: a command line shows in ps (env DOCKET_METRICS_TOKEN).")
     var metricsToken: String?
 
+    @Option(help: "Export OpenTelemetry traces (a span per request, with its storage, access checks and live fan-out) over OTLP/HTTP to this collector, e.g. http://localhost:4318; the caller's traceparent is honoured. OTEL_EXPORTER_OTLP_HEADERS, OTEL_TRACES_SAMPLER and the other OTEL_* variables refine it (env DOCKET_OTEL_ENDPOINT).")
+    var otelEndpoint: String?
+
     @Option(help: "External base URL used in links, e.g. https://docket.example.com (env DOCKET_PUBLIC_URL).")
     var publicURL: String?
 
@@ -364,6 +367,10 @@ struct Serve: AsyncParsableCommand {
                 throw ValidationError("--metrics-token must be at least 16 printable characters without spaces.")
             }
             configuration.metricsToken = token
+        }
+        if let endpoint = otelEndpoint ?? environment["DOCKET_OTEL_ENDPOINT"], !endpoint.isEmpty {
+            _ = try TraceExport.tracesURL(endpoint)
+            configuration.otelEndpoint = endpoint
         }
         configuration.database = try databaseLocation(database ?? environment["DOCKET_DATABASE_URL"])
         // The port is checked before the data folder is touched: a failed start writes nothing.

@@ -6,9 +6,76 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 import Testing
 
 @testable import DocketServer
+
+/// The whole suite's logs and credentials, for `Tests/Operations/secret_scan.py` (CI): when `DOCKET_TEST_LOG` names
+/// a file, every app the tests build logs there, at trace level, as JSON lines; and every credential the test client
+/// sends (an `Authorization` header's, a cookie, a password in a form) or receives (a token) is written to that
+/// file's name with `.credentials` added, one a line. The scan then fails on any credential in any log line.
+enum SuiteLog {
+    private static let files: (log: FileHandle, credentials: FileHandle)? = {
+        guard let path = ProcessInfo.processInfo.environment["DOCKET_TEST_LOG"], !path.isEmpty else { return nil }
+        func open(_ path: String) -> FileHandle? {
+            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+            guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
+            handle.seekToEndOfFile()
+            return handle
+        }
+        guard let log = open(path), let credentials = open(path + ".credentials") else { return nil }
+        return (log, credentials)
+    }()
+    private static let lock = Mutex(())
+
+    /// The suite's log handler; nil when no file is named.
+    static var handler: (@Sendable (String) -> any LogHandler)? {
+        guard let files else { return nil }
+        let output = JSONLogHandler.Output { bytes in lock.withLock { _ in files.log.write(Data(bytes)) } }
+        return { label in
+            var handler = JSONLogHandler(label: label, output: output)
+            handler.logLevel = .trace
+            return handler
+        }
+    }
+
+    /// Notes a credential the suite used (only long ones: a demo password such as `password` is also a word).
+    static func credential(_ value: some StringProtocol) {
+        guard let files, value.count >= 10 else { return }
+        lock.withLock { _ in files.credentials.write(Data((String(value) + "\n").utf8)) }
+    }
+
+    /// Notes the credentials of a request's header fields and body.
+    static func request(_ fields: HTTPFields, body: String?) {
+        guard files != nil else { return }
+        if let authorization = fields[.authorization] {
+            credential(authorization)
+            if let space = authorization.firstIndex(of: " ") { credential(authorization[authorization.index(after: space)...]) }
+        }
+        for cookie in fields[values: .cookie] {
+            for pair in cookie.split(separator: ";") { if let value = pair.split(separator: "=", maxSplits: 1).dropFirst().first { credential(value) } }
+        }
+        for pair in (body ?? "").split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, ["password", "client_secret", "refresh_token", "code", "code_verifier", "token"].contains(String(parts[0])) {
+                credential(parts[1].removingPercentEncoding ?? String(parts[1]))
+            }
+        }
+    }
+
+    /// Notes the tokens and cookies an answer handed out.
+    static func response(_ response: TestResponse) {
+        guard files != nil else { return }
+        for cookie in response.headers[values: .setCookie] {
+            if let value = cookie.split(separator: ";").first?.split(separator: "=", maxSplits: 1).dropFirst().first { credential(value) }
+        }
+        guard response.headers[.contentType]?.contains("json") == true, let json = try? response.json else { return }
+        for key in ["access_token", "refresh_token", "id_token"] {
+            if let token = json[key]?.stringValue { credential(token) }
+        }
+    }
+}
 
 /// A throw-away data folder, removed when the test ends.
 struct TemporaryDirectory: ~Copyable {
@@ -183,6 +250,10 @@ enum TestApp {
             host: "127.0.0.1", port: 0, dataDirectory: dataDirectory, demo: demo, logLevel: .warning, bcryptCost: 4
         )
         configuration.database = TestDatabase.freshPostgres()
+        if let handler = SuiteLog.handler {
+            configuration.logHandler = handler
+            configuration.logLevel = .trace
+        }
         return configuration
     }
 
@@ -318,16 +389,22 @@ extension TestResponse {
 extension TestClientProtocol {
     @discardableResult
     func get(_ uri: String, _ headers: HTTPFields = .john) async throws -> TestResponse {
-        try await execute(uri: uri, method: .get, headers: headers, body: nil)
+        SuiteLog.request(headers, body: nil)
+        let response = try await execute(uri: uri, method: .get, headers: headers, body: nil)
+        SuiteLog.response(response)
+        return response
     }
 
     @discardableResult
     func send(
         _ method: HTTPRequest.Method, _ uri: String, json: String?, headers: HTTPFields = .john
     ) async throws -> TestResponse {
-        try await execute(
+        SuiteLog.request(headers, body: nil)
+        let response = try await execute(
             uri: uri, method: method, headers: .json(headers), body: json.map { ByteBuffer(string: $0) }
         )
+        SuiteLog.response(response)
+        return response
     }
 }
 
@@ -336,7 +413,10 @@ extension TestClientProtocol {
     func form(_ uri: String, _ body: String, headers: HTTPFields = [:]) async throws -> TestResponse {
         var fields = headers
         fields[.contentType] = "application/x-www-form-urlencoded"
-        return try await execute(uri: uri, method: .post, headers: fields, body: ByteBuffer(string: body))
+        SuiteLog.request(fields, body: body)
+        let response = try await execute(uri: uri, method: .post, headers: fields, body: ByteBuffer(string: body))
+        SuiteLog.response(response)
+        return response
     }
 
     /// A password grant for a demo user with the demo client; returns the token response.

@@ -27,11 +27,13 @@ done
 base="$(sed -n 's/^docketd listening on //p' "$folder/stdout")"
 [ -n "$base" ] || { echo "docketd did not start:"; cat "$folder/stderr"; exit 1; }
 curl -sf -u john.doe:password "$base/api/docket/openapi.json" -o "$folder/openapi.json"
+# One worker: with two, hypothesis's own cache of lambda sources races between its threads ("AST constructor
+# recursion depth mismatch"), an error of the fuzzer's that no request caused.
 run() { # round
     local status=0
     st run "$folder/openapi.json" --url "$base" -a john.doe:password \
         --exclude-checks unsupported_method,positive_data_acceptance,negative_data_rejection \
-        --exclude-path-regex '^/api/docket/events$' --max-time "$seconds" --workers 2 --seed "${SCHEMATHESIS_SEED:-1}" \
+        --exclude-path-regex '^/api/docket/events$' --max-time "$seconds" --workers 1 --seed "${SCHEMATHESIS_SEED:-1}" \
         --continue-on-failure --no-color >"$folder/st-$1.log" 2>&1 || status=$?
     cp "$folder/st-$1.log" "${SCHEMATHESIS_LOG:-/dev/null}" 2>/dev/null || true
     # The failures and errors in full (they come before the summary), then the summary.

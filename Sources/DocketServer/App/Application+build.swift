@@ -26,6 +26,9 @@ public func buildApplication(
     )
     var logger = configuration.logHandler.map { Logger(label: "docketd", factory: $0) } ?? Logger(label: "docketd")
     logger.logLevel = configuration.logLevel
+    // Traces: a test's tracer, or one exporting to --otel-endpoint (checked before the data folder is touched).
+    let traceExport = try configuration.otelEndpoint.map { try TraceExport.backend(endpoint: $0, logger: logger) }
+    let tracer = configuration.tracer ?? traceExport?.tracer
     try configuration.prepareStorage()
     let location = try await configuration.storageLocation.open(logger: logger)
     let metrics = ServerMetrics()
@@ -170,6 +173,9 @@ public func buildApplication(
             let published = store.shared.publishedUpTo ?? head
             metrics.set(ServerMetrics.Name.eventHead, published)
             metrics.set(ServerMetrics.Name.eventLag, max(0, head - published))
+            for (kind, lag) in store.broadcaster.lags(head: published) {
+                metrics.set(ServerMetrics.Name.followerLag, labels: [("follower", kind.rawValue)], lag)
+            }
         } catch {
             // The storage metrics count the failure; the gauges keep their last reading.
         }
@@ -177,13 +183,14 @@ public func buildApplication(
     // On a database other docketd write too, each request first takes in what they committed.
     let dialects = DialectResponder(mounts: mounts, root: root.buildResponder())
     let responder = ObservedResponder(
-        next: SharedChangesResponder(store: store, next: dialects), dialect: { dialects.dialect(of: $0) }, metrics: metrics
+        next: SharedChangesResponder(store: store, next: dialects), dialect: { dialects.dialect(of: $0) }, metrics: metrics,
+        tracer: tracer
     )
 
     // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
     let sockets = GraphQLSocketServer(
         store: store, credentials: credentials, streams: liveStreams, heartbeat: configuration.liveHeartbeat,
-        initTimeout: configuration.liveSocketInitTimeout, logger: logger
+        initTimeout: configuration.liveSocketInitTimeout, logger: logger, metrics: metrics, tracer: tracer
     )
     let socketRouter = Router(context: DocketSocketContext.self)
     let socketDialects: [(String, any GraphQLSocketDialect)] = [
@@ -230,7 +237,7 @@ public func buildApplication(
                 logger: logger
             )),
             LiveTickService(broadcaster: store.broadcaster, interval: configuration.liveHeartbeat),
-        ] + (configuration.metricsPort.map { port in
+        ] + (traceExport.map { [$0.service] } ?? []) + (configuration.metricsPort.map { port in
             [metricsEndpoint.listener(
                 host: configuration.metricsHost, port: port, logger: logger,
                 onRunning: { port in await configuration.onMetricsListening?(port) }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Tracing
 
 /// Everything `docketd` can be told. Flags beat environment variables beat these defaults (see `docketd serve --help`).
 public struct Configuration: Sendable {
@@ -100,6 +101,10 @@ public struct Configuration: Sendable {
     public var metricsToken: String?
     /// Called with the metrics listener's port once it listens (docketd prints it).
     public var onMetricsListening: (@Sendable (Int) async -> Void)?
+    /// Export OpenTelemetry traces over OTLP/HTTP to this URL (`--otel-endpoint`; see ``TraceExport``); nil: none.
+    public var otelEndpoint: String?
+    /// Tests only: where spans go, instead of an exporter to ``otelEndpoint``.
+    var tracer: (any Tracer)? = nil
     /// Tests only: the log handler of the application's loggers (to read what was logged); nil for the process's.
     var logHandler: (@Sendable (String) -> any LogHandler)? = nil
 

@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import Logging
 import Synchronization
+import Tracing
 
 /// What the layers inside a request learn that the outermost one reports: who the caller turned out to be.
 /// Request contexts are values, copied into each router; this box is shared by every copy of one request's.
@@ -58,6 +59,9 @@ enum RequestIDs {
 /// ready records it: one log line (method, path, route pattern, dialect, user, status, duration), the request
 /// metrics, and `X-Request-ID` on the response. A streamed answer (an event stream) is counted when its head is
 /// ready; its duration is the time to that head.
+///
+/// With a tracer, each request is also a server span (a child of the caller's `traceparent` when it sends one), named
+/// by its method and route pattern, that ends with the answer's head; the layers below add child spans (``Traces``).
 struct ObservedResponder: HTTPResponder {
     typealias Context = DocketRequestContext
 
@@ -65,8 +69,29 @@ struct ObservedResponder: HTTPResponder {
     /// The dialect that answers a path (``DialectResponder/dialect(of:)``).
     let dialect: @Sendable (String) -> String
     let metrics: ServerMetrics
+    /// Where spans go; nil when docketd does not trace.
+    var tracer: (any Tracer)? = nil
 
     func respond(to request: Request, context: Context) async throws -> Response {
+        guard let tracer else { return try await answer(request, context: context, span: nil) }
+        var parent = ServiceContext.topLevel
+        tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
+        let span = tracer.startSpan("HTTP", context: parent, ofKind: .server)
+        do {
+            return try await Traces.$tracer.withValue(tracer) {
+                try await ServiceContext.$current.withValue(span.context) {
+                    try await answer(request, context: context, span: span)
+                }
+            }
+        } catch {
+            // Only when not even an error response could be made; the span ends with it.
+            Traces.failed(span, error)
+            span.end()
+            throw error
+        }
+    }
+
+    private func answer(_ request: Request, context: Context, span: (any Span)?) async throws -> Response {
         var context = context
         let id = RequestIDs.accepted(request.headers[RequestIDs.header]) ?? RequestIDs.make()
         context.logger[metadataKey: RequestIDs.metadataKey] = .string(id)
@@ -97,6 +122,23 @@ struct ObservedResponder: HTTPResponder {
             ]
             if let user = context.notes.userName { metadata["user"] = .string(user) }
             context.logger.info("request", metadata: metadata)
+        }
+        if let span {
+            let method = Self.methodLabel(request.method) == "other" ? "HTTP" : request.method.rawValue
+            span.operationName = context.endpointPath.map { "\(method) \($0)" } ?? method
+            span.updateAttributes { attributes in
+                // OpenTelemetry's name for a method outside the standard ones.
+                let method = Self.methodLabel(request.method)
+                attributes["http.request.method"] = method == "other" ? "_OTHER" : method
+                attributes["url.path"] = Self.loggedPath(request.uri.path, route: route)
+                if context.endpointPath != nil { attributes["http.route"] = route }
+                attributes["http.response.status_code"] = Int64(response.status.code)
+                attributes["docket.dialect"] = dialect
+                attributes["docket.request_id"] = id
+                if let user = context.notes.userName { attributes["enduser.id"] = user }
+            }
+            if response.status.code >= 500 { span.setStatus(SpanStatus(code: .error)) }
+            span.end()
         }
         return response
     }

@@ -17,6 +17,7 @@ final class ServerMetrics: Sendable {
     private let requestInstruments = Mutex<[RequestKey: (Counter, DurationHistogram)]>([:])
     /// The storage instruments of reads and writes: wait, hold, statement.
     private let storageInstruments: [String: (wait: DurationHistogram, held: DurationHistogram, statement: DurationHistogram)]
+    private let fanoutInstruments: (time: DurationHistogram, deliveries: Counter)
 
     init() {
         let registry = PrometheusCollectorRegistry()
@@ -30,6 +31,10 @@ final class ServerMetrics: Sendable {
             )
         }
         storageInstruments = storage
+        fanoutInstruments = (
+            registry.makeDurationHistogram(descriptor: Name.liveFanout, buckets: Self.storageBuckets),
+            registry.makeCounter(descriptor: Name.liveFanoutDeliveries)
+        )
     }
 
     /// Seconds: from a millisecond to a minute (long polls and slow reports).
@@ -99,6 +104,24 @@ final class ServerMetrics: Sendable {
             MetricNameDescriptor(
                 namespace: "docket", subsystem: "live", metricName: "streams_open", unitName: "",
                 helpText: "Live event streams (SSE) and GraphQL subscriptions open."
+            )
+        }
+        static var liveFanout: MetricNameDescriptor {
+            MetricNameDescriptor(
+                namespace: "docket", subsystem: "live", metricName: "fanout", unitName: "seconds",
+                helpText: "Time a live group took to judge and render one change once and hand it to every member's socket."
+            )
+        }
+        static var liveFanoutDeliveries: MetricNameDescriptor {
+            MetricNameDescriptor(
+                namespace: "docket", subsystem: "live", metricName: "fanout_deliveries", unitName: "total",
+                helpText: "Results live groups handed to their members' sockets (one change to a group of n members counts n)."
+            )
+        }
+        static var followerLag: MetricNameDescriptor {
+            MetricNameDescriptor(
+                namespace: "docket", subsystem: "event_log", metricName: "follower_lag", unitName: "",
+                helpText: "Events the furthest behind follower of each kind (live: streams, subscriptions and groups; notifier) has yet to take from the event log."
             )
         }
         static var liveFollowers: MetricNameDescriptor {
@@ -178,8 +201,15 @@ final class ServerMetrics: Sendable {
         registry.makeCounter(descriptor: Name.notifications, labels: [("channel", channel), ("outcome", outcome)]).increment()
     }
 
-    func set(_ name: MetricNameDescriptor, _ value: Int) {
-        registry.makeGauge(descriptor: name).set(Int64(value))
+    /// One change a live group judged, rendered and handed to `members` sockets (none when it concerned nobody).
+    func fanout(took duration: Duration, members: Int) {
+        fanoutInstruments.time.record(duration)
+        fanoutInstruments.deliveries.increment(by: Int64(members))
+    }
+
+    func set(_ name: MetricNameDescriptor, labels: [(String, String)] = [], _ value: Int) {
+        let gauge = labels.isEmpty ? registry.makeGauge(descriptor: name) : registry.makeGauge(descriptor: name, labels: labels)
+        gauge.set(Int64(value))
     }
 
     /// Adds a reading taken at every scrape.
@@ -196,6 +226,6 @@ final class ServerMetrics: Sendable {
     /// The counters and histograms that exist before anything happened, so that a scrape of a new server
     /// already lists them (with zero) and alerts on their rate work from the start.
     func declareStartingMetrics() {
-        for descriptor in [Name.loginFailures, Name.loginThrottled] { registry.makeCounter(descriptor: descriptor) }
+        for descriptor in [Name.loginFailures, Name.loginThrottled] { _ = registry.makeCounter(descriptor: descriptor) }
     }
 }

@@ -39,7 +39,7 @@ struct SharedChangesResponder: HTTPResponder {
             // The request itself meets the same storage and answers 503; the outage is logged once, by the storage.
         } catch {
             // The request itself will meet the same storage and answer for it; a failed catch-up is only logged.
-            store.logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
+            context.logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
         }
         return try await next.respond(to: request, context: context)
     }

@@ -128,13 +128,38 @@ final class EventBroadcaster: Sendable {
         case tick
     }
 
-    private let followers = Mutex<(next: Int, streams: [Int: AsyncStream<Signal>.Continuation], closed: Bool)>(
-        (0, [:], false)
-    )
+    /// Where a follower is in the log (the last sequence it took), for the lag metrics; set by the follower with a
+    /// relaxed store, read at a scrape.
+    final class Position: Sendable {
+        /// What follows: `live` (streams, subscriptions, groups) or `notifier`.
+        let kind: FollowerKind
+        private let sequence: Atomic<Int>
+
+        init(kind: FollowerKind, at sequence: Int) {
+            self.kind = kind
+            self.sequence = Atomic(sequence)
+        }
+
+        var value: Int { sequence.load(ordering: .relaxed) }
+        func set(_ value: Int) { sequence.store(value, ordering: .relaxed) }
+    }
+
+    /// The kinds of followers the lag metrics tell apart.
+    enum FollowerKind: String, Sendable, CaseIterable {
+        case live, notifier
+    }
+
+    private struct Follower {
+        let continuation: AsyncStream<Signal>.Continuation
+        let position: Position?
+    }
+
+    private let followers = Mutex<(next: Int, streams: [Int: Follower], closed: Bool)>((0, [:], false))
 
     /// A stream of every event published from now on, and the token that ends it. With a `buffer`, a follower
-    /// that falls further behind loses its oldest events (it must read them from the log).
-    func follow(buffer: Int? = nil) -> (events: AsyncStream<Signal>, token: Int) {
+    /// that falls further behind loses its oldest events (it must read them from the log). A follower that
+    /// reports its `position` counts in ``lags(head:)``.
+    func follow(buffer: Int? = nil, position: Position? = nil) -> (events: AsyncStream<Signal>, token: Int) {
         let (stream, continuation) = AsyncStream<Signal>.makeStream(
             bufferingPolicy: buffer.map { .bufferingNewest($0) } ?? .unbounded
         )
@@ -144,11 +169,22 @@ final class EventBroadcaster: Sendable {
             if state.closed {
                 continuation.finish()
             } else {
-                state.streams[token] = continuation
+                state.streams[token] = Follower(continuation: continuation, position: position)
             }
             return token
         }
         return (stream, token)
+    }
+
+    /// How far behind `head` the furthest behind follower of each kind is (0 for a kind with no follower).
+    func lags(head: Int) -> [FollowerKind: Int] {
+        var lags = Dictionary(uniqueKeysWithValues: FollowerKind.allCases.map { ($0, 0) })
+        for follower in followers.withLock({ Array($0.streams.values) }) {
+            guard let position = follower.position else { continue }
+            let lag = head.subtractingReportingOverflow(position.value)
+            if !lag.overflow, lag.partialValue > lags[position.kind, default: 0] { lags[position.kind] = lag.partialValue }
+        }
+        return lags
     }
 
     /// Ends every follower's stream, now and from now on (the server is shutting down: live streams end, so
@@ -157,13 +193,13 @@ final class EventBroadcaster: Sendable {
         let streams = followers.withLock { state in
             state.closed = true
             defer { state.streams = [:] }
-            return Array(state.streams.values)
+            return state.streams.values.map(\.continuation)
         }
         for continuation in streams { continuation.finish() }
     }
 
     func stop(_ token: Int) {
-        followers.withLock { $0.streams.removeValue(forKey: token) }?.finish()
+        followers.withLock { $0.streams.removeValue(forKey: token) }?.continuation.finish()
     }
 
     private let observers = Mutex<[any ChangeObserver]>([])
@@ -175,12 +211,12 @@ final class EventBroadcaster: Sendable {
 
     func publish(_ event: ChangeEvent) {
         for observer in observers.withLock({ $0 }) { observer.observe(event) }
-        for continuation in followers.withLock({ Array($0.streams.values) }) { continuation.yield(.event(event)) }
+        for follower in followers.withLock({ Array($0.streams.values) }) { follower.continuation.yield(.event(event)) }
     }
 
     /// Wakes every follower (see ``Signal/tick``).
     func tick() {
-        for continuation in followers.withLock({ Array($0.streams.values) }) { continuation.yield(.tick) }
+        for follower in followers.withLock({ Array($0.streams.values) }) { follower.continuation.yield(.tick) }
     }
 
     /// How many followers there are (for tests and metrics).
@@ -243,10 +279,12 @@ extension RecordStore {
     /// `replayLimited: false` is for a durable reader (the notifier) that must read every event however far
     /// behind it starts; it still learns of events retention removed.
     func subscribe(
-        after sequence: Int, batchSize: Int = 500, liveBuffer: Int = EventLogFollower.liveBuffer, replayLimited: Bool = true
+        after sequence: Int, batchSize: Int = 500, liveBuffer: Int = EventLogFollower.liveBuffer, replayLimited: Bool = true,
+        kind: EventBroadcaster.FollowerKind = .live
     ) -> EventLogFollower {
         EventLogFollower(
-            store: self, after: sequence, batchSize: max(1, batchSize), liveBuffer: max(1, liveBuffer), replayLimited: replayLimited
+            store: self, after: sequence, batchSize: max(1, batchSize), liveBuffer: max(1, liveBuffer), replayLimited: replayLimited,
+            kind: kind
         )
     }
 }
@@ -278,9 +316,10 @@ struct EventLogFollower: AsyncSequence, Sendable {
     let batchSize: Int
     let liveBuffer: Int
     var replayLimited = true
+    var kind: EventBroadcaster.FollowerKind = .live
 
     func makeAsyncIterator() -> Iterator {
-        var iterator = Iterator(store: store, cursor: after, batchSize: batchSize, liveBuffer: liveBuffer)
+        var iterator = Iterator(store: store, cursor: after, batchSize: batchSize, liveBuffer: liveBuffer, kind: kind)
         iterator.startChecked = !replayLimited
         return iterator
     }
@@ -291,10 +330,12 @@ struct EventLogFollower: AsyncSequence, Sendable {
             let broadcaster: EventBroadcaster
             let token: Int
             var events: AsyncStream<EventBroadcaster.Signal>.Iterator
+            let position: EventBroadcaster.Position
 
-            init(_ broadcaster: EventBroadcaster, buffer: Int) {
+            init(_ broadcaster: EventBroadcaster, buffer: Int, position: EventBroadcaster.Position) {
                 self.broadcaster = broadcaster
-                let (stream, token) = broadcaster.follow(buffer: buffer)
+                self.position = position
+                let (stream, token) = broadcaster.follow(buffer: buffer, position: position)
                 self.token = token
                 self.events = stream.makeAsyncIterator()
             }
@@ -303,7 +344,8 @@ struct EventLogFollower: AsyncSequence, Sendable {
         }
 
         let store: RecordStore
-        var cursor: Int
+        /// The last sequence taken; the broadcaster's lag metrics read it.
+        var cursor: Int { didSet { following.position.set(cursor) } }
         let batchSize: Int
         let following: Following
         var pending: [ChangeEvent] = []
@@ -317,11 +359,11 @@ struct EventLogFollower: AsyncSequence, Sendable {
         /// Events read from the log that the iteration has not yielded yet (a replay judges them together).
         var upcoming: ArraySlice<ChangeEvent> { pending[pendingIndex...] }
 
-        init(store: RecordStore, cursor: Int, batchSize: Int, liveBuffer: Int) {
+        init(store: RecordStore, cursor: Int, batchSize: Int, liveBuffer: Int, kind: EventBroadcaster.FollowerKind = .live) {
             self.store = store
             self.cursor = cursor
             self.batchSize = batchSize
-            self.following = Following(store.broadcaster, buffer: liveBuffer)
+            self.following = Following(store.broadcaster, buffer: liveBuffer, position: .init(kind: kind, at: cursor))
         }
 
         /// What following yields: an event, or a tick of the broadcaster's clock while waiting for one.

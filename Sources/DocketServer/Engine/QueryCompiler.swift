@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import Tracing
 
 /// Turns encoded queries and access rules into parameterised SQL for one table.
 ///
@@ -321,6 +322,22 @@ struct QueryCompiler {
     }
 
     // MARK: Access
+
+    /// ``accessFilter(_:)`` in a span of its own (`access.filter`) when the request is traced (``Traces``).
+    mutating func tracedAccessFilter(_ operation: AccessOperation) throws(EngineError) -> SQLFragment? {
+        guard let span = Traces.start("access.filter") else { return try accessFilter(operation) }
+        defer { span.end() }
+        span.attributes["docket.access.operation"] = operation.rawValue
+        span.attributes["docket.table"] = table.name
+        do {
+            let filter = try accessFilter(operation)
+            span.attributes["docket.access.restricted"] = filter != nil
+            return filter
+        } catch {
+            Traces.failed(span, error)
+            throw error
+        }
+    }
 
     /// The records of this table the caller may `operation`, as a condition; nil means all of them.
     mutating func accessFilter(_ operation: AccessOperation) throws(EngineError) -> SQLFragment? {

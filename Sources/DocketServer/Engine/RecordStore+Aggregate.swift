@@ -85,7 +85,7 @@ extension RecordStore {
             }
             var conditions: [SQLFragment] = []
             if let filter = compiler.classFilter() { conditions.append(filter) }
-            if let filter = try compiler.accessFilter(.read) { conditions.append(filter) }
+            if let filter = try compiler.tracedAccessFilter(.read) { conditions.append(filter) }
             if let filter = try compiler.condition(for: request.query) { conditions.append(filter) }
             var having: [SQLFragment] = []
             for clause in request.having {

@@ -22,7 +22,7 @@ extension RecordStore {
         // Callers who may read every record of the table, asking for plain fields, can be served from the
         // record cache; anyone whose access depends on the row goes through SQL every time.
         var compiler = compiler(for: table, caller: caller, dialect: storage.dialect)
-        let cacheable = try compiler.accessFilter(.read) == nil && !(fields ?? []).contains { $0.contains(".") }
+        let cacheable = try compiler.tracedAccessFilter(.read) == nil && !(fields ?? []).contains { $0.contains(".") }
         if cacheable, let hit = cachedRecord(sysID, table: table, fields: fields) { return hit }
         let generation = cache.generation
         let page = try await storage.read { db in
@@ -94,7 +94,7 @@ extension RecordStore {
         var conditions: [SQLFragment] = []
         if let sysID { conditions.append(compiler.column("sys_id") + " = " + .bind(sysID)) }
         if let filter = compiler.classFilter() { conditions.append(filter) }
-        if let filter = try compiler.accessFilter(.read) { conditions.append(filter) }
+        if let filter = try compiler.tracedAccessFilter(.read) { conditions.append(filter) }
         if let filter = try compiler.condition(for: query) { conditions.append(filter) }
         let order = try compiler.orderBy(query.orderBy)
         let whereClause: SQLFragment = conditions.isEmpty ? "" : " WHERE " + conditions.joined(" AND ")

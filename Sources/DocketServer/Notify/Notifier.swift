@@ -165,7 +165,7 @@ final class Notifier: Sendable {
         var position = start
         var renewed = ContinuousClock.now
         let renewal = Duration.milliseconds(lease.duration / 3)
-        var events = store.subscribe(after: start, replayLimited: false).makeAsyncIterator()
+        var events = store.subscribe(after: start, replayLimited: false, kind: .notifier).makeAsyncIterator()
         while let step = try await events.nextStep() {
             if case .event(let event) = step {
                 // A message written elsewhere (the sender API, on any instance) waits for this instance's dispatcher.

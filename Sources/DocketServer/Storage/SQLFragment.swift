@@ -51,6 +51,21 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
         }.joined()
     }
 
+    /// The statement as a trace shows it (`db.query.text`): identifiers quoted, each bound value a `?`, so never a
+    /// value; at most `limit` characters.
+    func tracedText(limit: Int = 2_000) -> String {
+        var text = ""
+        for piece in pieces {
+            switch piece {
+            case .raw(let raw): text += raw
+            case .identifier(let name): text += "\"" + name + "\""
+            case .bind: text += "?"
+            }
+            if text.count > limit { return String(text.prefix(limit)) + "…" }
+        }
+        return text
+    }
+
     static func + (lhs: SQLFragment, rhs: SQLFragment) -> SQLFragment {
         var result = lhs
         result.pieces += rhs.pieces

@@ -238,6 +238,11 @@ struct ObservabilityTests {
             #expect(samples.contains { $0.name == "docket_event_log_head" && $0.value > 0 })
             #expect(samples.contains { $0.name == "docket_event_log_lag" && $0.value == 0 })
             #expect(samples.contains { $0.name == "docket_live_streams_open" })
+            #expect(samples.contains { $0.name == "docket_live_fanout_seconds_count" })
+            #expect(samples.contains { $0.name == "docket_live_fanout_deliveries_total" })
+            for kind in ["live", "notifier"] {
+                #expect(samples.contains { $0.name == "docket_event_log_follower_lag" && $0.labels["follower"] == kind && $0.value >= 0 })
+            }
             #expect(samples.contains { $0.name == "docket_auth_password_checks_in_flight" })
             // Every family has help and a type.
             let families = Set(samples.map { name in

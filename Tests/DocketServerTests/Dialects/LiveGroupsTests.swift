@@ -4,7 +4,9 @@ import Logging
 import NIOCore
 import NIOPosix
 import Synchronization
+import InMemoryTracing
 import Testing
+import Tracing
 
 @testable import DocketServer
 
@@ -70,11 +72,16 @@ struct LiveGroupsTests {
         }
     }
 
-    static func withFixture(_ test: @Sendable (Fixture) async throws -> Void) async throws {
+    static func withFixture(
+        metrics: ServerMetrics? = nil, tracer: (any Tracer)? = nil, _ test: @Sendable (Fixture) async throws -> Void
+    ) async throws {
         let threads = MultiThreadedEventLoopGroup(numberOfThreads: 2)
         try await TestApp.withStore { store in
             let (identity, hasher) = TestApp.identity(on: store)
-            let groups = LiveGroups(store: store, credentials: CredentialCheck(identity: identity), logger: Logger(label: "test"))
+            let groups = LiveGroups(
+                store: store, credentials: CredentialCheck(identity: identity), logger: Logger(label: "test"), metrics: metrics,
+                tracer: tracer
+            )
             let fixture = Fixture(store: store, authenticator: identity.authenticator, groups: groups, loop: threads.next())
             defer {
                 for ride in fixture.rides.withLock({ $0 }) { ride.cancel() }
@@ -102,6 +109,38 @@ struct LiveGroupsTests {
     static func eventually(_ condition: @Sendable () -> Bool) async throws {
         for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
         #expect(condition())
+    }
+
+    @Test("each change's fan-out is timed once for the group and, when traced, is a span of its own", .timeLimit(.minutes(3)))
+    func fanoutObserved() async throws {
+        let metrics = ServerMetrics()
+        let tracer = InMemoryTracer()
+        try await Self.withFixture(metrics: metrics, tracer: tracer) { fixture in
+            let (caller, token) = try await fixture.authenticator.login(userName: "admin", password: "admin", address: "t")
+            let start = try await fixture.store.latestSequence()
+            let subscription = try fixture.subscription(caller, after: start)
+            let sockets = [FakeSocket(), FakeSocket(), FakeSocket()]
+            for socket in sockets {
+                _ = try fixture.ride(subscription, socket.rider(caller, credential: .session(token), after: start, fixture: fixture))
+            }
+            try await Self.eventually { fixture.groups.members == 3 }
+            let first = try await fixture.create("one")
+            let second = try await fixture.create("two")
+            try await Self.eventually { sockets.allSatisfy { $0.count == 2 } }
+            let fanouts = tracer.finishedSpans.filter { $0.operationName == "live.fanout" }
+            #expect(fanouts.count == 2)
+            for (span, sequence) in zip(fanouts.sorted { $0.startInstant.nanosecondsSinceEpoch < $1.startInstant.nanosecondsSinceEpoch }, [first, second]) {
+                #expect(span.parentSpanID == nil)
+                #expect(span.kind == .producer)
+                let attributes = TracingTests.texts(span)
+                #expect(attributes["docket.event.sequence"] == String(sequence))
+                #expect(attributes["docket.table"] == "incident")
+                #expect(attributes["docket.live.members"] == "3")
+            }
+            let text = String(decoding: await metrics.exposition(), as: UTF8.self)
+            #expect(text.contains("docket_live_fanout_seconds_count 2"))
+            #expect(text.contains("docket_live_fanout_deliveries_total 6"))
+        }
     }
 
     @Test("members get each change once, in order; a congested one goes on alone from where it stopped", .timeLimit(.minutes(3)))

@@ -97,6 +97,29 @@ struct EventLogTests {
         }
     }
 
+    @Test("the lag metrics: how far the furthest behind follower of each kind is from the head")
+    func followerLag() async throws {
+        try await TestApp.withStore { store in
+            let start = try await store.latestSequence()
+            #expect(store.broadcaster.lags(head: start) == [.live: 0, .notifier: 0])
+            var live = store.subscribe(after: start).makeAsyncIterator()
+            var notifier = store.subscribe(after: start, replayLimited: false, kind: .notifier).makeAsyncIterator()
+            for index in 0..<3 {
+                _ = try await store.insert(into: "incident", values: ["short_description": "lag \(index)"], caller: Callers.admin)
+            }
+            let head = try await store.latestSequence()
+            #expect(store.broadcaster.lags(head: head) == [.live: head - start, .notifier: head - start])
+            _ = try await live.next()
+            #expect(store.broadcaster.lags(head: head)[.live] == head - start - 1)
+            for _ in 0..<2 { _ = try await live.next() }
+            #expect(store.broadcaster.lags(head: head) == [.live: 0, .notifier: head - start])
+            for _ in 0..<3 { _ = try await notifier.next() }
+            #expect(store.broadcaster.lags(head: head) == [.live: 0, .notifier: 0])
+            // A follower that stops no longer counts.
+            withExtendedLifetime(live) {}
+        }
+    }
+
     @Test("a follower ahead of the log (a database restored from a backup) is told to resync, never skips new changes")
     func aheadOfTheLog() async throws {
         try await TestApp.withStore { store in

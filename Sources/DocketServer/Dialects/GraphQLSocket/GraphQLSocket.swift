@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
 import Logging
+import Tracing
 import NIOCore
 import NIOWebSocket
 import Synchronization
@@ -119,14 +120,14 @@ struct GraphQLSocketServer: Sendable {
 
     init(
         store: RecordStore, credentials: CredentialCheck, streams: LiveStreamLimit, heartbeat: Duration, initTimeout: Duration,
-        logger: Logger
+        logger: Logger, metrics: ServerMetrics? = nil, tracer: (any Tracer)? = nil
     ) {
         self.store = store
         self.credentials = credentials
         self.streams = streams
         self.heartbeat = heartbeat
         self.initTimeout = initTimeout
-        self.groups = LiveGroups(store: store, credentials: credentials, logger: logger)
+        self.groups = LiveGroups(store: store, credentials: credentials, logger: logger, metrics: metrics, tracer: tracer)
     }
 
     /// Decides the upgrade: a GraphQL socket needs one of the two subprotocols; a client that offers neither

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOWebSocket
 import Synchronization
+import Tracing
 
 /// Subscriptions that follow the head of the event log alike, served together.
 ///
@@ -110,12 +111,19 @@ final class LiveGroups: Sendable {
     let store: RecordStore
     let credentials: CredentialCheck
     let logger: Logger
+    /// Where each change's fan-out time is counted, and where its span goes (a trace of its own: `live.fanout`).
+    let metrics: ServerMetrics?
+    let tracer: (any Tracer)?
     private let groups = Mutex<(next: Int, byKey: [String: Group])>((0, [:]))
 
-    init(store: RecordStore, credentials: CredentialCheck, logger: Logger) {
+    init(
+        store: RecordStore, credentials: CredentialCheck, logger: Logger, metrics: ServerMetrics? = nil, tracer: (any Tracer)? = nil
+    ) {
         self.store = store
         self.credentials = credentials
         self.logger = logger
+        self.metrics = metrics
+        self.tracer = tracer
     }
 
     /// How many groups ride now, and how many members they have (for tests and metrics).
@@ -223,9 +231,7 @@ final class LiveGroups: Sendable {
                     position = iterator.position
                     continue
                 }
-                if let result = try await subscription.render(change, caller) {
-                    deliver(result, of: change.event.sequence, to: seats(of: key, id: id), key: key, previous: position)
-                }
+                try await fanOut(change, key: key, id: id, subscription: subscription, caller: caller, previous: position)
                 position = iterator.position
             }
             // Following ended: the server is shutting down.
@@ -237,6 +243,42 @@ final class LiveGroups: Sendable {
             logger.debug("A live group stopped", metadata: ["error": "\(error)"])
             for seat in seats(of: key, id: id) { release(seat, .alone(after: position)) }
         }
+    }
+
+    /// Judges and renders one change once and hands it to the members: timed for the metrics and, when traced, a
+    /// span of its own (the change's fan-out is no request's part) whose storage reads are its children.
+    private func fanOut(
+        _ change: RecordChange, key: String, id: Int, subscription: SocketSubscription, caller: Caller, previous: Int
+    ) async throws {
+        let start = ContinuousClock.now
+        var members = 0
+        let span = tracer?.startSpan("live.fanout", context: .topLevel, ofKind: .producer)
+        defer {
+            metrics?.fanout(took: ContinuousClock.now - start, members: members)
+            if let span {
+                span.attributes["docket.event.sequence"] = Int64(change.event.sequence)
+                span.attributes["docket.table"] = change.event.table
+                span.attributes["docket.live.members"] = Int64(members)
+                span.end()
+            }
+        }
+        let result: [UInt8]?
+        if let span, let tracer {
+            do {
+                result = try await Traces.$tracer.withValue(tracer) {
+                    try await ServiceContext.$current.withValue(span.context) { try await subscription.render(change, caller) }
+                }
+            } catch {
+                Traces.failed(span, error)
+                throw error
+            }
+        } else {
+            result = try await subscription.render(change, caller)
+        }
+        guard let result else { return }
+        let seats = seats(of: key, id: id)
+        members = seats.count
+        deliver(result, of: change.event.sequence, to: seats, key: key, previous: previous)
     }
 
     /// Hands a result to every member, one task per event loop (not one hop per member). Each event loop runs its
