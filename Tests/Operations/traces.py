@@ -15,7 +15,9 @@ decodes them with the opentelemetry-proto package (Docket did not write it). The
     nothing (the parent-based sampler);
   - the resource names the service docketd;
   - no password, token or written value appears in any span;
-  - spans still held when docketd is told to stop (SIGTERM) are sent before it exits.
+  - the request's JSON log line names its trace (trace_id);
+  - spans still held when docketd is told to stop (SIGTERM) are sent before it exits;
+  - with the collector down, requests are answered as fast as ever and docketd still stops cleanly.
 Exits 0 when all hold.
 """
 
@@ -114,6 +116,7 @@ def start(binary, folder, collector_port, collector_token):
     env = dict(os.environ, OTEL_BSP_SCHEDULE_DELAY="200",
                OTEL_EXPORTER_OTLP_HEADERS=f"authorization=Bearer {collector_token}")
     args = [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "trace",
+            "--log-format", "json",
             "--otel-endpoint", f"http://127.0.0.1:{collector_port}"]
     process = subprocess.Popen(args, stdout=out, stderr=err, env=env)
     for _ in range(600):
@@ -175,6 +178,11 @@ def main():
             return ours if wanted <= names else None
 
         ours = wait_for(collector, in_trace)
+        # The request's log line names its trace.
+        lines = [json.loads(line) for line in open(os.path.join(folder, "stderr")) if line.startswith("{")]
+        logged = [line for line in lines if line.get("request_id") == request_id and line.get("message") == "request"]
+        if not logged or logged[0].get("trace_id") != trace_id:
+            problems.append(f"the request's log line does not name its trace: {logged[:1]}")
         if not ours:
             problems.append("the traced list's spans did not arrive: "
                             + repr(sorted({s.name for _, s in collector.all()})))

@@ -61,7 +61,8 @@ enum RequestIDs {
 /// ready; its duration is the time to that head.
 ///
 /// With a tracer, each request is also a server span (a child of the caller's `traceparent` when it sends one), named
-/// by its method and route pattern, that ends with the answer's head; the layers below add child spans (``Traces``).
+/// by its method and route pattern, that ends with the answer's head; the layers below add child spans (``Traces``),
+/// and every log line of the request names its trace (`trace_id`).
 struct ObservedResponder: HTTPResponder {
     typealias Context = DocketRequestContext
 
@@ -77,6 +78,8 @@ struct ObservedResponder: HTTPResponder {
         var parent = ServiceContext.topLevel
         tracer.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
         let span = tracer.startSpan("HTTP", context: parent, ofKind: .server)
+        var context = context
+        if let traceID = Traces.traceID(of: span, tracer: tracer) { context.logger[metadataKey: "trace_id"] = .string(traceID) }
         do {
             return try await Traces.$tracer.withValue(tracer) {
                 try await ServiceContext.$current.withValue(span.context) {

@@ -46,6 +46,22 @@ enum Traces {
     }
 }
 
+/// Writes a span's context as header fields would carry it (`traceparent`), to name its trace in the request's log line.
+struct DictionaryInjector: Injector {
+    func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) { carrier[key] = value }
+}
+
+extension Traces {
+    /// The W3C trace id of `span` (as a collector shows it), when the tracer propagates W3C trace context.
+    static func traceID(of span: any Span, tracer: any Tracer) -> String? {
+        var fields: [String: String] = [:]
+        tracer.inject(span.context, into: &fields, using: DictionaryInjector())
+        // version-traceid-parentid-flags
+        let parts = fields["traceparent"]?.split(separator: "-") ?? []
+        return parts.count == 4 && parts[1].count == 32 ? String(parts[1]) : nil
+    }
+}
+
 /// Reads a request's trace context (`traceparent`, `tracestate`, and whatever else the tracer's propagators use)
 /// from its header fields.
 struct HTTPFieldsExtractor: Extractor {
