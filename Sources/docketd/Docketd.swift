@@ -122,6 +122,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Live event streams and GraphQL subscriptions one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
     var liveStreamsPerUser: Int?
 
+    @Option(help: "Megabytes of rendered Table API list pages kept to answer the same caller's same page again while nothing it shows has changed; 0 keeps none (env DOCKET_LIST_CACHE_MB; default 64).")
+    var listCacheMb: Int?
+
     @Option(name: .customLong("oidc-trust"), help: "Accept bearer tokens of an outside OpenID provider: 'ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM][,client=ID][,secret-env=VAR][,name=LABEL]' (repeatable; env DOCKET_OIDC_TRUST, issuers separated by ';'). A token maps to the user whose user name is its username claim (default preferred_username, else email). With client=ID the web UI offers \"Sign in with LABEL\" through that provider.")
     var oidcTrust: [String] = []
 
@@ -285,6 +288,11 @@ struct Serve: AsyncParsableCommand {
         configuration.liveStreamsPerUser = try number(
             liveStreamsPerUser, "DOCKET_LIVE_STREAMS_PER_USER", environment, default: 16, name: "--live-streams-per-user"
         )
+        let listCache = listCacheMb.map { String($0) } ?? environment["DOCKET_LIST_CACHE_MB"] ?? "64"
+        guard let megabytes = Int(listCache), (0...65_536).contains(megabytes) else {
+            throw ValidationError("--list-cache-mb must be a whole number from 0 to 65536, not '\(listCache)'.")
+        }
+        configuration.listCacheBytes = megabytes << 20
         let realm = oidcRealm ?? environment["DOCKET_OIDC_REALM"] ?? "docket"
         guard !realm.isEmpty, realm.utf8.count <= 64,
             realm.unicodeScalars.allSatisfy({ CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_" || $0 == "." })

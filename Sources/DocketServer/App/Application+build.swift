@@ -80,6 +80,7 @@ public func buildApplication(
     let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
     let rateLimiter = RateLimiter(store: store)
     // Caches forget what a committed change touched: told by the event log's broadcaster before anyone follows.
+    let listPages = ListPages(maxBytes: configuration.listCacheBytes)
     for observer: any ChangeObserver in [authenticator, oauth, rateLimiter] { store.broadcaster.add(observer: observer) }
 
     // Notifications: rules judged on every committed change, messages written, pushes sent (``Notifier``).
@@ -132,7 +133,8 @@ public func buildApplication(
         ServiceNowAPI(
             store: store, configuration: configuration, identity: identity, rateLimiter: rateLimiter, graphQL: nowGraphQL,
             events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
-            notifications: NotificationController(store: store, vapid: vapid, subscriptions: pushSubscriptions)
+            notifications: NotificationController(store: store, vapid: vapid, subscriptions: pushSubscriptions),
+            listPages: listPages
         ).mount(),
         // DataSync: GraphQL's error shape, bearer or Basic credentials, no session cookie; outside /api/.
         DataSyncController.mount(dataSync, configuration: configuration, identity: identity),

@@ -29,9 +29,14 @@ struct MeasuredStorage: Storage {
     func close() async throws { try await base.close() }
     func logSignals() -> AsyncStream<Void>? { base.logSignals() }
     func latestEventSequence() async throws -> Int {
+        let span = Traces.start("db.read", kind: .client)
+        span?.attributes["db.system.name"] = dialect == .postgres ? "postgresql" : "sqlite"
+        span?.attributes["db.operation.name"] = "event log head"
+        defer { span?.end() }
         do {
             return try await base.latestEventSequence()
         } catch {
+            if let span { Traces.failed(span, error) }
             if StorageUnavailable.classify(error) != nil { metrics.storageUnavailable("read") }
             throw error
         }

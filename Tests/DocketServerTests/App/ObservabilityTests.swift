@@ -42,11 +42,7 @@ final class CapturedLog: Sendable {
 struct ObservabilityTests {
     @Test("live answers while the database is down; ready names the check that fails")
     func liveAndReady() async throws {
-        let faulty = FaultyStorage()
-        try await TestApp.withRouter(configure: { configuration in
-            configuration.wrapStorage = { faulty.wrap($0) }
-            configuration.runsMaintenance = false
-        }) { client throws in
+        try await OutageTests.withFaultyRouter { client, faulty throws in
             let live = try await client.get("/health/live", [:])
             #expect(live.status == .ok)
             #expect(try live.json["status"]?.stringValue == "ok")

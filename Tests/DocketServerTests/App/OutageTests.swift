@@ -63,11 +63,15 @@ final class FaultyStorage: Storage {
 @Suite("When the database is unavailable")
 struct OutageTests {
     /// Runs `test` against a demo app whose storage fails on demand.
-    static func withFaultyRouter(_ test: @Sendable (any TestClientProtocol, FaultyStorage) async throws -> Void) async throws {
+    static func withFaultyRouter(
+        configure: (inout Configuration) -> Void = { _ in },
+        _ test: @Sendable (any TestClientProtocol, FaultyStorage) async throws -> Void
+    ) async throws {
         let faulty = FaultyStorage()
         try await TestApp.withRouter(configure: { configuration in
             configuration.wrapStorage = { faulty.wrap($0) }
             configuration.runsMaintenance = false
+            configure(&configuration)
         }) { client in
             try await test(client, faulty)
         }

@@ -43,6 +43,17 @@ enum ListResponse {
         _ records: [Record], total: Int?, parameters: TableParameters, baseURL: String, path: String,
         bytesPerRecord: Int, write: (Record, inout JSONWriter) -> Void
     ) -> Response {
+        let (body, headers) = parts(
+            records, total: total, parameters: parameters, baseURL: baseURL, path: path, bytesPerRecord: bytesPerRecord, write: write
+        )
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: body))
+    }
+
+    /// The answer's body and header fields (``ListPages`` keeps them).
+    static func parts(
+        _ records: [Record], total: Int?, parameters: TableParameters, baseURL: String, path: String,
+        bytesPerRecord: Int, write: (Record, inout JSONWriter) -> Void
+    ) -> (body: ByteBuffer, headers: HTTPFields) {
         var writer = JSONWriter(capacity: bytesPerRecord * max(1, records.count))
         writer.beginObject()
         writer.key("result")
@@ -50,8 +61,8 @@ enum ListResponse {
         for record in records { write(record, &writer) }
         writer.endArray()
         writer.endObject()
-        var response = Response.json(writer)
-        response.headers.append(contentsOf: parameters.pagingHeaders(total: total ?? 0, baseURL: baseURL, path: path))
-        return response
+        var headers: HTTPFields = [.contentType: "application/json;charset=UTF-8"]
+        headers.append(contentsOf: parameters.pagingHeaders(total: total ?? 0, baseURL: baseURL, path: path))
+        return (ByteBuffer(bytes: writer.bytes), headers)
     }
 }

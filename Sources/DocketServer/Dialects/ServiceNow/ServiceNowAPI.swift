@@ -18,6 +18,8 @@ struct ServiceNowAPI {
     let events: EventStreamController
     let uploads: UploadGate
     let notifications: NotificationController
+    /// The Table API's rendered list pages (``ListPages``), shared by its three mounts.
+    let listPages: ListPages
     /// Where a batch's sub-requests go: this router, once built.
     let batchResponder = BatchController.ResponderBox()
 
@@ -40,7 +42,7 @@ struct ServiceNowAPI {
         router.add(middleware: RateLimitMiddleware(limiter: rateLimiter))
         for (path, version) in [("/api/now/table", 2), ("/api/now/v1/table", 1), ("/api/now/v2/table", 2)] {
             router.addRoutes(
-                TableController(store: store, configuration: configuration, version: version).endpoints, atPath: RouterPath(path)
+                TableController(store: store, configuration: configuration, version: version, pages: listPages).endpoints, atPath: RouterPath(path)
             )
         }
         for path in ["/api/now/attachment", "/api/now/v1/attachment"] {

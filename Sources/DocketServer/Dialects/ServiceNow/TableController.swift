@@ -12,6 +12,8 @@ struct TableController {
     let configuration: Configuration
     /// 1 for `/v1` (an empty list is a 404 there), otherwise 2.
     let version: Int
+    /// Rendered list pages, served again while nothing they show changed.
+    let pages: ListPages
 
     var endpoints: RouteCollection<Context> {
         let routes = RouteCollection(context: Context.self)
@@ -27,6 +29,27 @@ struct TableController {
     @Sendable func list(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
         let (table, parameters) = try prepare(request, context: context)
+        let baseURL = baseURL(for: request)
+        guard pages.isEnabled else {
+            return try await listPage(table, parameters: parameters, request: request, baseURL: baseURL, caller: caller).response
+        }
+        let key = [
+            request.uri.path, request.uri.query ?? "", baseURL, ListPages.callerKey(caller), String(store.versionedCatalog.generation),
+        ].joined(separator: "\u{0}")
+        // Read first: a change that commits after it ends the page at the next request (see ``ListPages``).
+        let head = try await store.latestSequence()
+        if let kept = pages.page(key, head: head) { return kept.response }
+        let page = try await listPage(table, parameters: parameters, request: request, baseURL: baseURL, caller: caller)
+        if store.listIsTimeless(table, query: parameters.query, caller: caller) {
+            pages.keep(ListPages.Page(body: page.body, headers: page.headers, head: head), as: key)
+        }
+        return page.response
+    }
+
+    /// A list page read and rendered now.
+    private func listPage(
+        _ table: SchemaCatalog.Table, parameters: TableParameters, request: Request, baseURL: String, caller: Caller
+    ) async throws -> (body: ByteBuffer, headers: HTTPFields, response: Response) {
         let page = try await store.list(
             RecordQuery(
                 table: table.name, query: parameters.query, fields: parameters.fields, limit: parameters.limit,
@@ -37,12 +60,12 @@ struct TableController {
         if version == 1, page.records.isEmpty {
             throw ServiceNowError(.notFound, "No Record found", detail: "Records matching query not found")
         }
-        let baseURL = baseURL(for: request)
         let renderer = try await renderer(for: page, parameters: parameters, baseURL: baseURL, caller: caller)
-        return ListResponse.make(
+        let (body, headers) = ListResponse.parts(
             page.records, total: page.total, parameters: parameters, baseURL: baseURL, path: request.uri.path,
             bytesPerRecord: 512
         ) { record, writer in renderer.write(record, columns: page.columns, to: &writer) }
+        return (body, headers, Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: body)))
     }
 
     @Sendable func read(_ request: Request, context: Context) async throws -> Response {

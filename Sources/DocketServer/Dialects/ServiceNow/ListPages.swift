@@ -1,0 +1,109 @@
+import DocketModel
+import Foundation
+import HTTPTypes
+import Hummingbird
+import OrderedCollections
+import Synchronization
+
+/// Rendered pages of the Table API's lists, served again to the same caller asking for the same page while nothing
+/// has changed since.
+///
+/// A page of 100 incidents with display values costs milliseconds of CPU to read and render, and the same few lists
+/// (my open incidents, my group's queue) are asked for again and again by the people who work them. A page is kept
+/// with the event log's head as it was just before the page was read, and served again only while the head is still
+/// there: every committed change appends to the log, in this process or another instance, so an unchanged head
+/// means the database holds what it held when the page was read. The head is read for each request (one indexed
+/// read), so a database that does not answer is a 503 as for any other request, and a change committed anywhere, a
+/// moment ago, is never missed.
+///
+/// That is coarse on purpose: any change ends every kept page, since what a page shows can come from many tables
+/// (its references' targets, the tables its query joins, journal entries). A page is kept per caller (the user,
+/// roles, time zone and domains: ``callerKey(_:)``), per request (path, query, base URL) and per schema generation,
+/// and only when what it selects does not move with the clock (a query such as "opened today" compiles differently
+/// tomorrow: ``RecordStore/listIsTimeless(_:query:caller:)``). Pages are forgotten oldest first beyond ``maxBytes``
+/// (`--list-cache-mb`; 0 keeps none).
+final class ListPages: Sendable {
+    struct Page: Sendable {
+        let body: ByteBuffer
+        let headers: HTTPFields
+        /// The event log's head just before the page was read.
+        let head: Int
+
+        var response: Response { Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: body)) }
+    }
+
+    private struct State {
+        var pages: OrderedDictionary<String, Page> = [:]
+        var bytes = 0
+    }
+
+    private let state = Mutex(State())
+    let maxBytes: Int
+    /// A page larger than this is not kept (a 10,000-record export is read once).
+    let maxPageBytes: Int
+
+    init(maxBytes: Int) {
+        self.maxBytes = max(0, maxBytes)
+        self.maxPageBytes = min(self.maxBytes / 8, 4 << 20)
+    }
+
+    var isEnabled: Bool { maxBytes > 0 }
+
+    /// The page kept under `key` when it was read at event-log head `head`.
+    func page(_ key: String, head: Int) -> Page? {
+        state.withLock { state in
+            guard let page = state.pages[key] else { return nil }
+            guard page.head == head else {
+                state.pages.removeValue(forKey: key)
+                state.bytes -= page.body.readableBytes
+                return nil
+            }
+            return page
+        }
+    }
+
+    /// Keeps a page (forgetting the oldest beyond ``maxBytes``).
+    func keep(_ page: Page, as key: String) {
+        let size = page.body.readableBytes
+        guard isEnabled, size <= maxPageBytes else { return }
+        state.withLock { state in
+            if let old = state.pages.removeValue(forKey: key) { state.bytes -= old.body.readableBytes }
+            state.pages[key] = page
+            state.bytes += size
+            while state.bytes > maxBytes, !state.pages.isEmpty {
+                state.bytes -= state.pages.removeFirst().value.body.readableBytes
+            }
+        }
+    }
+
+    /// Everything about the caller that can change what a page shows them. Every stored property of ``Caller`` but
+    /// its display name (`ListPagesTests.callerKeyCoversCaller` fails when one is added and not named here).
+    static func callerKey(_ caller: Caller) -> String {
+        [
+            caller.userID, caller.userName, caller.roles.sorted().joined(separator: ","), caller.timeZoneName,
+            caller.domains.sorted().joined(separator: ","), caller.activeDomain ?? "",
+        ].joined(separator: "\u{0}")
+    }
+}
+
+extension RecordStore {
+    /// Whether a list of `table` selects the same rows in the same order whenever it is read: its query, its order and
+    /// the caller's read filter compile alike for a date 400 days later (a query relative to today does not).
+    func listIsTimeless(_ table: SchemaCatalog.Table, query: EncodedQuery, caller: Caller) -> Bool {
+        let catalog = self.catalog
+        func compiled(_ now: Date) -> String? {
+            var compiler = QueryCompiler(catalog: catalog, policy: policy, dialect: storage.dialect, caller: caller, now: now, table: table)
+            do {
+                let access = try compiler.accessFilter(.read)?.keyText ?? "*"
+                let condition = try compiler.condition(for: query)?.keyText ?? "*"
+                let order = try compiler.orderBy(query.orderBy).keyText
+                return access + "\u{0}" + condition + "\u{0}" + order
+            } catch {
+                return nil
+            }
+        }
+        let now = Date()
+        guard let today = compiled(now) else { return false }
+        return today == compiled(now.addingTimeInterval(400 * 86_400))
+    }
+}
