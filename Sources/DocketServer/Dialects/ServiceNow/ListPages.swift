@@ -35,7 +35,12 @@ final class ListPages: Sendable {
     private struct State {
         var pages: OrderedDictionary<String, Page> = [:]
         var bytes = 0
+        /// Pages being read now, by key: a request for the same page at the same head waits for that read.
+        var reading: [String: (head: Int, task: Task<Read, any Error>)] = [:]
     }
+
+    /// A page as read: kept for later when `keep` (it does not move with the clock).
+    typealias Read = (page: Page, keep: Bool)
 
     private let state = Mutex(State())
     let maxBytes: Int
@@ -48,6 +53,41 @@ final class ListPages: Sendable {
     }
 
     var isEnabled: Bool { maxBytes > 0 }
+
+    /// The page of `key` at event-log head `head`: the kept one, the one another request is reading at that head
+    /// (after a change, the callers who ask at once cost one read, not one each), or one `read` now (and kept
+    /// when it may be).
+    func page(_ key: String, head: Int, read: @escaping @Sendable () async throws -> Read) async throws -> Page {
+        enum Found {
+            case kept(Page)
+            case reading(Task<Read, any Error>, owned: Bool)
+        }
+        let found = state.withLock { state -> Found in
+            if let kept = state.pages[key] {
+                if kept.head == head { return .kept(kept) }
+                state.pages.removeValue(forKey: key)
+                state.bytes -= kept.body.readableBytes
+            }
+            if let reading = state.reading[key], reading.head == head { return .reading(reading.task, owned: false) }
+            let task = Task { try await read() }
+            state.reading[key] = (head, task)
+            return .reading(task, owned: true)
+        }
+        switch found {
+        case .kept(let page):
+            return page
+        case .reading(let task, owned: false):
+            return try await task.value.page
+        case .reading(let task, owned: true):
+            let result: Result<Read, any Error> = await task.result
+            state.withLock { state in
+                if state.reading[key]?.head == head { state.reading[key] = nil }
+            }
+            let read = try result.get()
+            if read.keep { keep(read.page, as: key) }
+            return read.page
+        }
+    }
 
     /// The page kept under `key` when it was read at event-log head `head`.
     func page(_ key: String, head: Int) -> Page? {

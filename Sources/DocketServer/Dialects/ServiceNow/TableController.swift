@@ -38,10 +38,11 @@ struct TableController {
         ].joined(separator: "\u{0}")
         // Read first: a change that commits after it ends the page at the next request (see ``ListPages``).
         let head = try await store.latestSequence()
-        if let kept = pages.page(key, head: head) { return kept.response }
-        let page = try await listPage(table, parameters: parameters, request: request, baseURL: baseURL, caller: caller)
-        if store.listIsTimeless(table, query: parameters.query, caller: caller) {
-            pages.keep(ListPages.Page(body: page.body, headers: page.headers, head: head), as: key)
+        let store = self.store
+        let page = try await pages.page(key, head: head) {
+            let page = try await listPage(table, parameters: parameters, request: request, baseURL: baseURL, caller: caller)
+            let keep = store.listIsTimeless(table, query: parameters.query, caller: caller)
+            return (ListPages.Page(body: page.body, headers: page.headers, head: head), keep)
         }
         return page.response
     }

@@ -2,6 +2,7 @@ import DocketModel
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import Synchronization
 import Testing
 
 @testable import DocketServer
@@ -154,6 +155,44 @@ struct ListPagesTests {
             #expect(try kept.results == fresh.results)
             for index in ids.indices { #expect(kept.text.contains("race \(index) 4")) }
         }
+    }
+
+    @Test("callers asking for the same page at the same head at once cost one read; a failed read is nobody's page", .timeLimit(.minutes(1)))
+    func oneReadForMany() async throws {
+        let pages = ListPages(maxBytes: 1 << 20)
+        let reads = Mutex(0)
+        @Sendable func read(_ text: String, failing: Bool = false) -> @Sendable () async throws -> ListPages.Read {
+            {
+                reads.withLock { $0 += 1 }
+                // Long enough for every caller to ask while this read is still going.
+                try await Task.sleep(for: .milliseconds(300))
+                if failing { throw StorageUnavailable(reason: "test") }
+                return (ListPages.Page(body: .init(string: text), headers: [:], head: 1), true)
+            }
+        }
+        func together(_ head: Int, _ work: @escaping @Sendable () async throws -> ListPages.Read) async -> [Result<String, any Error>] {
+            await withTaskGroup(of: Result<String, any Error>.self) { group in
+                for _ in 0..<16 {
+                    group.addTask {
+                        do { return .success(String(buffer: try await pages.page("k", head: head, read: work).body)) }
+                        catch { return .failure(error) }
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        let first = await together(1, read("one"))
+        #expect(reads.withLock { $0 } == 1)
+        #expect(first.allSatisfy { (try? $0.get()) == "one" })
+        // Kept: asked again at the same head, nothing is read.
+        #expect(String(buffer: try await pages.page("k", head: 1, read: read("unused")).body) == "one")
+        #expect(reads.withLock { $0 } == 1)
+        // The head moved: one read for all again; when it fails, all are told, and nothing is kept.
+        let failed = await together(2, read("two", failing: true))
+        #expect(reads.withLock { $0 } == 2)
+        #expect(failed.allSatisfy { if case .failure(let error) = $0 { error is StorageUnavailable } else { false } })
+        #expect(String(buffer: try await pages.page("k", head: 2, read: read("three")).body) == "three")
+        #expect(reads.withLock { $0 } == 3)
     }
 
     @Test("kept pages are bounded: the oldest go first; a page read before a change is not served after it")
