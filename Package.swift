@@ -150,7 +150,7 @@ let package = Package(
         .testTarget(
             name: "DocketServerTests",
             dependencies: [
-                "DocketServer", "DocketKit",
+                "DocketServer", "DocketKit", "DocketTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GraphQL", package: "GraphQL"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -1,4 +1,5 @@
 import DocketModel
+import DocketTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -11,44 +12,11 @@ import Testing
 
 @testable import DocketServer
 
-/// The whole suite's logs and credentials, for `Tests/Operations/secret_scan.py` (CI): when `DOCKET_TEST_LOG` names
-/// a file, every app the tests build logs there, at trace level, as JSON lines; and every credential the test client
-/// sends (an `Authorization` header's, a cookie, a password in a form) or receives (a token) is written to that
-/// file's name with `.credentials` added, one a line. The scan then fails on any credential in any log line.
-enum SuiteLog {
-    private static let files: (log: FileHandle, credentials: FileHandle)? = {
-        guard let path = ProcessInfo.processInfo.environment["DOCKET_TEST_LOG"], !path.isEmpty else { return nil }
-        func open(_ path: String) -> FileHandle? {
-            if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-            guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
-            handle.seekToEndOfFile()
-            return handle
-        }
-        guard let log = open(path), let credentials = open(path + ".credentials") else { return nil }
-        return (log, credentials)
-    }()
-    private static let lock = Mutex(())
-
-    /// The suite's log handler; nil when no file is named.
-    static var handler: (@Sendable (String) -> any LogHandler)? {
-        guard let files else { return nil }
-        let output = JSONLogHandler.Output { bytes in lock.withLock { _ in files.log.write(Data(bytes)) } }
-        return { label in
-            var handler = JSONLogHandler(label: label, output: output)
-            handler.logLevel = .trace
-            return handler
-        }
-    }
-
-    /// Notes a credential the suite used (only long ones: a demo password such as `password` is also a word).
-    static func credential(_ value: some StringProtocol) {
-        guard let files, value.count >= 10 else { return }
-        lock.withLock { _ in files.credentials.write(Data((String(value) + "\n").utf8)) }
-    }
-
+/// What the test client sends and receives, noted for the suite's secret scan (``SuiteLog``).
+extension SuiteLog {
     /// Notes the credentials of a request's header fields and body.
     static func request(_ fields: HTTPFields, body: String?) {
-        guard files != nil else { return }
+        guard isOn else { return }
         if let authorization = fields[.authorization] {
             credential(authorization)
             if let space = authorization.firstIndex(of: " ") { credential(authorization[authorization.index(after: space)...]) }
@@ -66,7 +34,7 @@ enum SuiteLog {
 
     /// Notes the tokens and cookies an answer handed out.
     static func response(_ response: TestResponse) {
-        guard files != nil else { return }
+        guard isOn else { return }
         for cookie in response.headers[values: .setCookie] {
             if let value = cookie.split(separator: ";").first?.split(separator: "=", maxSplits: 1).dropFirst().first { credential(value) }
         }
@@ -250,10 +218,7 @@ enum TestApp {
             host: "127.0.0.1", port: 0, dataDirectory: dataDirectory, demo: demo, logLevel: .warning, bcryptCost: 4
         )
         configuration.database = TestDatabase.freshPostgres()
-        if let handler = SuiteLog.handler {
-            configuration.logHandler = handler
-            configuration.logLevel = .trace
-        }
+        SuiteLog.configure(&configuration)
         return configuration
     }
 

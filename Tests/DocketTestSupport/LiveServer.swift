@@ -18,6 +18,7 @@ public func withLiveServer<T: Sendable>(
         host: "127.0.0.1", port: 0, dataDirectory: directory.path, demo: true, logLevel: .warning, bcryptCost: 4
     )
     configuration.liveHeartbeat = heartbeat
+    SuiteLog.configure(&configuration)
     configuration.tlsCertificatePath = tls?.certificateFile
     configuration.tlsKeyPath = tls?.keyFile
     configure(&configuration)
@@ -45,6 +46,7 @@ public func withRestartingLiveServer<T: Sendable>(
         host: "127.0.0.1", port: 0, dataDirectory: directory.path, demo: true, logLevel: .warning, bcryptCost: 4
     )
     configuration.liveHeartbeat = heartbeat
+    SuiteLog.configure(&configuration)
     let port = try await runServer(configuration) { port in
         try await first("http://127.0.0.1:\(port)")
         return port

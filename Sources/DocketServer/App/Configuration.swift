@@ -108,8 +108,9 @@ public struct Configuration: Sendable {
     public var otelEndpoint: String?
     /// Tests only: where spans go, instead of an exporter to ``otelEndpoint``.
     var tracer: (any Tracer)? = nil
-    /// Tests only: the log handler of the application's loggers (to read what was logged); nil for the process's.
-    var logHandler: (@Sendable (String) -> any LogHandler)? = nil
+    /// The log handler of the application's loggers (an embedding program's, or a test's reading what was logged);
+    /// nil for the process's (`LoggingSystem`).
+    public var logHandler: (@Sendable (String) -> any LogHandler)? = nil
 
     /// An administrator to create on a start that finds no user who can log in (`DOCKET_ADMIN_USER`,
     /// `DOCKET_ADMIN_PASSWORD`); ignored once anyone can log in.

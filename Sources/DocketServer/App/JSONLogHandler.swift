@@ -29,6 +29,12 @@ public struct JSONLogHandler: LogHandler {
 
     public init(label: String) { self.init(label: label, output: .standardError) }
 
+    /// Lines go to `write`, one call per line (its text ends with a newline); handlers made separately may call it
+    /// at once, so it orders its own writes.
+    public init(label: String, write: @escaping @Sendable ([UInt8]) -> Void) {
+        self.init(label: label, output: Output(write))
+    }
+
     init(label: String, output: Output) {
         self.label = label
         self.output = output
