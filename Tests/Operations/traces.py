@@ -22,8 +22,6 @@ Exits 0 when all hold.
 """
 
 import argparse
-import base64
-import http.client
 import http.server
 import json
 import os
@@ -37,6 +35,9 @@ import uuid
 
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 from opentelemetry.proto.trace.v1 import trace_pb2
+
+# The same request helpers as the other operations checks (this folder is on the path when run as a script).
+from observability import basic, call
 
 
 class Collector(http.server.ThreadingHTTPServer):
@@ -88,24 +89,6 @@ def value(any_value):
 
 def attributes(span):
     return {a.key: value(a.value) for a in span.attributes}
-
-
-def call(port, method, path, body=None, headers=None):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    all_headers = {"Accept": "application/json"}
-    if body is not None:
-        all_headers["Content-Type"] = "application/json"
-    all_headers.update(headers or {})
-    connection.request(method, path, body=None if body is None else json.dumps(body), headers=all_headers)
-    response = connection.getresponse()
-    payload = response.read()
-    result = (response.status, dict((k.lower(), v) for k, v in response.getheaders()), payload)
-    connection.close()
-    return result
-
-
-def basic(user, password):
-    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
 def start(binary, folder, collector_port, collector_token):
