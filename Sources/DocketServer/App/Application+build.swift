@@ -80,7 +80,7 @@ public func buildApplication(
     let oauth = OAuthService(directory: OAuthDirectory(store: store), authenticator: authenticator, hasher: hasher)
     let rateLimiter = RateLimiter(store: store)
     // Caches forget what a committed change touched: told by the event log's broadcaster before anyone follows.
-    let listPages = ListPages(maxBytes: configuration.listCacheBytes)
+    let listPages = ListPages(maxBytes: configuration.listCacheBytes, metrics: metrics)
     for observer: any ChangeObserver in [authenticator, oauth, rateLimiter] { store.broadcaster.add(observer: observer) }
 
     // Notifications: rules judged on every committed change, messages written, pushes sent (``Notifier``).

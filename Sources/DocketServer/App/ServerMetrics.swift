@@ -18,6 +18,7 @@ final class ServerMetrics: Sendable {
     /// The storage instruments of reads and writes: wait, hold, statement.
     private let storageInstruments: [String: (wait: DurationHistogram, held: DurationHistogram, statement: DurationHistogram)]
     private let fanoutInstruments: (time: DurationHistogram, deliveries: Counter)
+    private let listPageCounters: [String: Counter]
 
     init() {
         let registry = PrometheusCollectorRegistry()
@@ -31,6 +32,9 @@ final class ServerMetrics: Sendable {
             )
         }
         storageInstruments = storage
+        listPageCounters = Dictionary(uniqueKeysWithValues: ["kept", "shared", "read"].map { outcome in
+            (outcome, registry.makeCounter(descriptor: Name.listPages, labels: [("outcome", outcome)]))
+        })
         fanoutInstruments = (
             registry.makeDurationHistogram(descriptor: Name.liveFanout, buckets: Self.storageBuckets),
             registry.makeCounter(descriptor: Name.liveFanoutDeliveries)
@@ -116,6 +120,12 @@ final class ServerMetrics: Sendable {
             MetricNameDescriptor(
                 namespace: "docket", subsystem: "live", metricName: "fanout_deliveries", unitName: "total",
                 helpText: "Results live groups handed to their members' sockets (one change to a group of n members counts n)."
+            )
+        }
+        static var listPages: MetricNameDescriptor {
+            MetricNameDescriptor(
+                namespace: "docket", subsystem: "table", metricName: "list_pages", unitName: "total",
+                helpText: "Table API list pages answered, by how: kept (served again unchanged), shared (another request's read at the same moment), read."
             )
         }
         static var followerLag: MetricNameDescriptor {
@@ -205,6 +215,11 @@ final class ServerMetrics: Sendable {
     func fanout(took duration: Duration, members: Int) {
         fanoutInstruments.time.record(duration)
         fanoutInstruments.deliveries.increment(by: Int64(members))
+    }
+
+    /// A Table API list page answered: `kept`, `shared` or `read` (see ``ListPages``).
+    func listPage(_ outcome: String) {
+        listPageCounters[outcome]?.increment()
     }
 
     func set(_ name: MetricNameDescriptor, labels: [(String, String)] = [], _ value: Int) {

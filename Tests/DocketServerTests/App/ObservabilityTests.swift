@@ -236,6 +236,10 @@ struct ObservabilityTests {
             #expect(samples.contains { $0.name == "docket_live_streams_open" })
             #expect(samples.contains { $0.name == "docket_live_fanout_seconds_count" })
             #expect(samples.contains { $0.name == "docket_live_fanout_deliveries_total" })
+            // The 20 lists: at least one read; the others kept or shared.
+            let pages = samples.filter { $0.name == "docket_table_list_pages_total" }
+            #expect(pages.map(\.value).reduce(0, +) >= 20)
+            #expect(pages.first { $0.labels["outcome"] == "read" }.map(\.value) ?? 0 >= 1)
             for kind in ["live", "notifier"] {
                 #expect(samples.contains { $0.name == "docket_event_log_follower_lag" && $0.labels["follower"] == kind && $0.value >= 0 })
             }

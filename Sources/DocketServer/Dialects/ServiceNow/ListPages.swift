@@ -43,11 +43,14 @@ final class ListPages: Sendable {
     typealias Read = (page: Page, keep: Bool)
 
     private let state = Mutex(State())
+    /// Where each answer is counted (kept, shared, read).
+    let metrics: ServerMetrics?
     let maxBytes: Int
     /// A page larger than this is not kept (a 10,000-record export is read once).
     let maxPageBytes: Int
 
-    init(maxBytes: Int) {
+    init(maxBytes: Int, metrics: ServerMetrics? = nil) {
+        self.metrics = metrics
         self.maxBytes = max(0, maxBytes)
         self.maxPageBytes = min(self.maxBytes / 8, 4 << 20)
     }
@@ -75,10 +78,13 @@ final class ListPages: Sendable {
         }
         switch found {
         case .kept(let page):
+            metrics?.listPage("kept")
             return page
         case .reading(let task, owned: false):
+            metrics?.listPage("shared")
             return try await task.value.page
         case .reading(let task, owned: true):
+            metrics?.listPage("read")
             let result: Result<Read, any Error> = await task.result
             state.withLock { state in
                 if state.reading[key]?.head == head { state.reading[key] = nil }

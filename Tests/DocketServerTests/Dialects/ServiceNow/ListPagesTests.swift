@@ -159,7 +159,8 @@ struct ListPagesTests {
 
     @Test("callers asking for the same page at the same head at once cost one read; a failed read is nobody's page", .timeLimit(.minutes(1)))
     func oneReadForMany() async throws {
-        let pages = ListPages(maxBytes: 1 << 20)
+        let metrics = ServerMetrics()
+        let pages = ListPages(maxBytes: 1 << 20, metrics: metrics)
         let reads = Mutex(0)
         @Sendable func read(_ text: String, failing: Bool = false) -> @Sendable () async throws -> ListPages.Read {
             {
@@ -193,6 +194,10 @@ struct ListPagesTests {
         #expect(failed.allSatisfy { if case .failure(let error) = $0 { error is StorageUnavailable } else { false } })
         #expect(String(buffer: try await pages.page("k", head: 2, read: read("three")).body) == "three")
         #expect(reads.withLock { $0 } == 3)
+        // Counted for operators: 3 reads, the 30 who shared them, the 1 kept answer.
+        let samples = ObservabilityTests.samples(String(decoding: await metrics.exposition(), as: UTF8.self))
+            .filter { $0.name == "docket_table_list_pages_total" }
+        #expect(Dictionary(uniqueKeysWithValues: samples.map { ($0.labels["outcome"] ?? "", $0.value) }) == ["read": 3, "shared": 30, "kept": 1])
     }
 
     @Test("kept pages are bounded: the oldest go first; a page read before a change is not served after it")
