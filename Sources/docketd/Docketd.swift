@@ -122,7 +122,7 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Live event streams and GraphQL subscriptions one user may hold open at once (env DOCKET_LIVE_STREAMS_PER_USER; default 16).")
     var liveStreamsPerUser: Int?
 
-    @Option(help: "Megabytes of rendered Table API list pages kept to answer the same caller's same page again while nothing it shows has changed; 0 keeps none (env DOCKET_LIST_CACHE_MB; default 64).")
+    @Option(help: "Megabytes of rendered Table API list pages kept to answer the same caller's same request again while nothing has been written since (any change ends them all); 0 keeps none (env DOCKET_LIST_CACHE_MB; default 64).")
     var listCacheMb: Int?
 
     @Option(name: .customLong("oidc-trust"), help: "Accept bearer tokens of an outside OpenID provider: 'ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM][,client=ID][,secret-env=VAR][,name=LABEL]' (repeatable; env DOCKET_OIDC_TRUST, issuers separated by ';'). A token maps to the user whose user name is its username claim (default preferred_username, else email). With client=ID the web UI offers \"Sign in with LABEL\" through that provider.")

@@ -101,7 +101,7 @@ public struct Configuration: Sendable {
     public var metricsToken: String?
     /// Called with the metrics listener's port once it listens (docketd prints it).
     public var onMetricsListening: (@Sendable (Int) async -> Void)?
-    /// Bytes of rendered Table API list pages kept to serve again while nothing they show changed
+    /// Bytes of rendered Table API list pages kept to serve again while nothing has been written since
     /// (`--list-cache-mb`; 0 keeps none); see ``ListPages``.
     public var listCacheBytes: Int = 64 << 20
     /// Export OpenTelemetry traces over OTLP/HTTP to this URL (`--otel-endpoint`; see ``TraceExport``); nil: none.

@@ -18,12 +18,12 @@ enum Traces {
         return tracer.startSpan(name, context: context ?? ServiceContext.current ?? .topLevel, ofKind: kind)
     }
 
-    /// Runs `body` in a span named `name`, a child of the current one and the parent of those `body` opens. A thrown
-    /// error is recorded on the span and marks it failed.
+    /// Runs `body` in a span named `name`, a child of `context` (by default the current span's) and the parent of those
+    /// `body` opens. A thrown error marks the span failed, unless it is the engine's answer (``isAnswer(_:)``).
     static func span<T>(
-        _ name: String, kind: SpanKind = .internal, _ body: ((any Span)?) async throws -> T
+        _ name: String, kind: SpanKind = .internal, context: ServiceContext? = nil, _ body: ((any Span)?) async throws -> T
     ) async throws -> T {
-        guard let span = start(name, kind: kind) else { return try await body(nil) }
+        guard let span = start(name, kind: kind, context: context) else { return try await body(nil) }
         defer { span.end() }
         do {
             return try await ServiceContext.$current.withValue(span.context) { try await body(span) }

@@ -213,3 +213,25 @@ extension Array {
         stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
     }
 }
+
+extension RecordStore {
+    /// Whether a list of `table` selects the same rows in the same order whenever it is read: its query, its order and
+    /// the caller's read filter compile alike for a date 400 days later (a query relative to today does not).
+    func listIsTimeless(_ table: SchemaCatalog.Table, query: EncodedQuery, caller: Caller) -> Bool {
+        let catalog = self.catalog
+        func compiled(_ now: Date) -> String? {
+            var compiler = QueryCompiler(catalog: catalog, policy: policy, dialect: storage.dialect, caller: caller, now: now, table: table)
+            do {
+                let access = try compiler.accessFilter(.read)?.keyText ?? "*"
+                let condition = try compiler.condition(for: query)?.keyText ?? "*"
+                let order = try compiler.orderBy(query.orderBy).keyText
+                return access + "\u{0}" + condition + "\u{0}" + order
+            } catch {
+                return nil
+            }
+        }
+        let now = Date()
+        guard let today = compiled(now) else { return false }
+        return today == compiled(now.addingTimeInterval(400 * 86_400))
+    }
+}

@@ -26,11 +26,14 @@ struct MeasuredStorage: Storage {
         try await measure("write") { enter in try await base.writeUnordered { db in try await enter(db, body) } }
     }
 
+    /// OpenTelemetry's `db.system.name` of the database.
+    private var systemName: String { dialect == .postgres ? "postgresql" : "sqlite" }
+
     func close() async throws { try await base.close() }
     func logSignals() -> AsyncStream<Void>? { base.logSignals() }
     func latestEventSequence() async throws -> Int {
         let span = Traces.start("db.read", kind: .client)
-        span?.attributes["db.system.name"] = dialect == .postgres ? "postgresql" : "sqlite"
+        span?.attributes["db.system.name"] = systemName
         span?.attributes["db.operation.name"] = "event log head"
         defer { span?.end() }
         do {
@@ -48,7 +51,7 @@ struct MeasuredStorage: Storage {
         let asked = ContinuousClock.now
         let started = Started()
         let span = Traces.start(kind == "read" ? "db.read" : "db.write", kind: .client)
-        span?.attributes["db.system.name"] = dialect == .postgres ? "postgresql" : "sqlite"
+        span?.attributes["db.system.name"] = systemName
         do {
             let result = try await run(Entry(kind: kind, metrics: metrics, started: started, span: span))
             report(kind, asked: asked, started: started.instant, span: span)

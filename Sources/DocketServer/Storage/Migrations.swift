@@ -41,7 +41,6 @@ public enum Migrations {
         return Set(try await db.rows("SELECT name FROM docket_migration").compactMap { try $0.value(at: "name", kind: .text).text })
     }
 
-    /// Brings an existing database up to date, in the caller's transaction (a failure changes nothing).
     /// How a database's schema stands against this docketd's.
     enum Standing: Equatable {
         case current
@@ -53,8 +52,10 @@ public enum Migrations {
 
     /// Reads a database's version and migrations and compares them with `steps` and `version`.
     static func standing(_ db: SQLExecutor, steps: [Step], version: Int) async throws -> Standing {
-        let stored = try await Self.version(db)
-        let done = try await applied(db)
+        standing(stored: try await Self.version(db), done: try await applied(db), steps: steps, version: version)
+    }
+
+    private static func standing(stored: Int, done: Set<String>, steps: [Step], version: Int) -> Standing {
         let known = Set(steps.filter(\.once).map(\.name))
         let unknown = done.subtracting(known).sorted()
         if stored > version || !unknown.isEmpty {
@@ -63,10 +64,11 @@ public enum Migrations {
         return stored < version || done != known ? .older(version: stored) : .current
     }
 
+    /// Brings an existing database up to date, in the caller's transaction (a failure changes nothing).
     static func upgrade(_ db: SQLExecutor, steps: [Step], version: Int, now: String) async throws {
         let stored = try await Self.version(db)
         let done = try await applied(db)
-        if case .newer(let what) = try await standing(db, steps: steps, version: version) {
+        if case .newer(let what) = standing(stored: stored, done: done, steps: steps, version: version) {
             throw Refusal(
                 description: "This database was written by a newer docketd (it has \(what); this docketd knows schema version "
                     + "\(version)). Run the newer docketd, or point --data-dir at another folder. Nothing was changed."

@@ -61,7 +61,7 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
             case .identifier(let name): text += "\"" + name + "\""
             case .bind: text += "?"
             }
-            if text.count > limit { return String(text.prefix(limit)) + "…" }
+            if text.utf8.count > limit { return String(text.prefix(limit)) + "…" }
         }
         return text
     }

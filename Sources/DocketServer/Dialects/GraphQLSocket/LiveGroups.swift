@@ -251,34 +251,18 @@ final class LiveGroups: Sendable {
         _ change: RecordChange, key: String, id: Int, subscription: SocketSubscription, caller: Caller, previous: Int
     ) async throws {
         let start = ContinuousClock.now
-        var members = 0
-        let span = tracer?.startSpan("live.fanout", context: .topLevel, ofKind: .producer)
-        defer {
-            metrics?.fanout(took: ContinuousClock.now - start, members: members)
-            if let span {
-                span.attributes["docket.event.sequence"] = Int64(change.event.sequence)
-                span.attributes["docket.table"] = change.event.table
-                span.attributes["docket.live.members"] = Int64(members)
-                span.end()
+        let members = try await Traces.$tracer.withValue(tracer) {
+            try await Traces.span("live.fanout", kind: .producer, context: .topLevel) { span in
+                span?.attributes["docket.event.sequence"] = Int64(change.event.sequence)
+                span?.attributes["docket.table"] = change.event.table
+                guard let result = try await subscription.render(change, caller) else { return 0 }
+                let seats = seats(of: key, id: id)
+                deliver(result, of: change.event.sequence, to: seats, key: key, previous: previous)
+                span?.attributes["docket.live.members"] = Int64(seats.count)
+                return seats.count
             }
         }
-        let result: [UInt8]?
-        if let span, let tracer {
-            do {
-                result = try await Traces.$tracer.withValue(tracer) {
-                    try await ServiceContext.$current.withValue(span.context) { try await subscription.render(change, caller) }
-                }
-            } catch {
-                Traces.failed(span, error)
-                throw error
-            }
-        } else {
-            result = try await subscription.render(change, caller)
-        }
-        guard let result else { return }
-        let seats = seats(of: key, id: id)
-        members = seats.count
-        deliver(result, of: change.event.sequence, to: seats, key: key, previous: previous)
+        metrics?.fanout(took: ContinuousClock.now - start, members: members)
     }
 
     /// Hands a result to every member, one task per event loop (not one hop per member). Each event loop runs its

@@ -1,5 +1,3 @@
-import DocketModel
-import Foundation
 import HTTPTypes
 import Hummingbird
 import OrderedCollections
@@ -95,19 +93,6 @@ final class ListPages: Sendable {
         }
     }
 
-    /// The page kept under `key` when it was read at event-log head `head`.
-    func page(_ key: String, head: Int) -> Page? {
-        state.withLock { state in
-            guard let page = state.pages[key] else { return nil }
-            guard page.head == head else {
-                state.pages.removeValue(forKey: key)
-                state.bytes -= page.body.readableBytes
-                return nil
-            }
-            return page
-        }
-    }
-
     /// Keeps a page (forgetting the oldest beyond ``maxBytes``).
     func keep(_ page: Page, as key: String) {
         let size = page.body.readableBytes
@@ -129,27 +114,5 @@ final class ListPages: Sendable {
             caller.userID, caller.userName, caller.roles.sorted().joined(separator: ","), caller.timeZoneName,
             caller.domains.sorted().joined(separator: ","), caller.activeDomain ?? "",
         ].joined(separator: "\u{0}")
-    }
-}
-
-extension RecordStore {
-    /// Whether a list of `table` selects the same rows in the same order whenever it is read: its query, its order and
-    /// the caller's read filter compile alike for a date 400 days later (a query relative to today does not).
-    func listIsTimeless(_ table: SchemaCatalog.Table, query: EncodedQuery, caller: Caller) -> Bool {
-        let catalog = self.catalog
-        func compiled(_ now: Date) -> String? {
-            var compiler = QueryCompiler(catalog: catalog, policy: policy, dialect: storage.dialect, caller: caller, now: now, table: table)
-            do {
-                let access = try compiler.accessFilter(.read)?.keyText ?? "*"
-                let condition = try compiler.condition(for: query)?.keyText ?? "*"
-                let order = try compiler.orderBy(query.orderBy).keyText
-                return access + "\u{0}" + condition + "\u{0}" + order
-            } catch {
-                return nil
-            }
-        }
-        let now = Date()
-        guard let today = compiled(now) else { return false }
-        return today == compiled(now.addingTimeInterval(400 * 86_400))
     }
 }

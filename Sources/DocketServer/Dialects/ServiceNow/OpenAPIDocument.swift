@@ -179,11 +179,16 @@ enum OpenAPIDocument {
     }
 
     /// A table's record as the Table API returns it (values as strings; with display values, objects).
+    /// A field as the document describes it: its label, type and the table it references.
+    static func describe(_ field: FieldDefinition) -> JSONValue {
+        .string(field.label + " (" + field.type.rawValue + (field.reference.map { ", references " + $0 } ?? "") + ")")
+    }
+
     static func recordSchema(_ table: SchemaCatalog.Table, catalog: SchemaCatalog) -> JSONValue {
         var properties: OrderedDictionary<String, JSONValue> = [:]
         for field in table.fields.sorted(by: { $0.name < $1.name }) where field.type != .password {
             var schema: OrderedDictionary<String, JSONValue> = [
-                "description": .string(field.label + " (" + field.type.rawValue + (field.reference.map { ", references " + $0 } ?? "") + ")"),
+                "description": describe(field),
                 "anyOf": [string, ref("DisplayValue")],
             ]
             // The choices as values and labels; not an enum: display values are the labels, and a record may
@@ -204,7 +209,7 @@ enum OpenAPIDocument {
         for field in table.fields.sorted(by: { $0.name < $1.name }) where !field.readOnly {
             properties[field.name] = [
                 "type": ["string", "number", "boolean", "null"],
-                "description": .string(field.label + " (" + field.type.rawValue + (field.reference.map { ", references " + $0 } ?? "") + ")"),
+                "description": describe(field),
             ]
         }
         return ["type": "object", "title": .string(table.label + " (input)"), "properties": .object(properties)]

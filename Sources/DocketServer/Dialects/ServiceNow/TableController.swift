@@ -12,7 +12,7 @@ struct TableController {
     let configuration: Configuration
     /// 1 for `/v1` (an empty list is a 404 there), otherwise 2.
     let version: Int
-    /// Rendered list pages, served again while nothing they show changed.
+    /// Rendered list pages, served again while nothing has been written since (``ListPages``).
     let pages: ListPages
 
     var endpoints: RouteCollection<Context> {
