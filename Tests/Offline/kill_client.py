@@ -64,6 +64,7 @@ class Proxy(http.server.ThreadingHTTPServer):
         self.upstream = upstream
         self.drop = drop
         self.dropped = 0
+        self.cut = 0
         self.forwarded = 0
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), Handler)
@@ -75,21 +76,47 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def forward(self):
+    def read_body(self):
+        """The request's whole body (None for none), or raises EOFError when the client went away before sending all
+        of it: a writer killed between its headers and its body. Such a request is never forwarded, as no proxy
+        forwards half a request; forwarding the part (an empty body is a valid create) once made the server record
+        the write's Idempotency-Key for an empty record, and the whole request sent again was refused as another
+        request under the same key."""
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             # URLSession may send a body in chunks.
             body = b""
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                line = self.rfile.readline()
+                if not line.endswith(b"\n"):
+                    raise EOFError
+                size = int(line.split(b";")[0].strip() or b"0", 16)
                 if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    break
-                body += self.rfile.read(size)
-                self.rfile.readline()
-        else:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
+                    while True:
+                        trailer = self.rfile.readline()
+                        if not trailer.endswith(b"\n"):
+                            raise EOFError
+                        if trailer in (b"\r\n", b"\n"):
+                            return body
+                chunk = self.rfile.read(size)
+                if len(chunk) < size or not self.rfile.readline().endswith(b"\n"):
+                    raise EOFError
+                body += chunk
+        length = int(self.headers.get("Content-Length") or 0)
+        if not length:
+            return None
+        body = self.rfile.read(length)
+        if len(body) < length:
+            raise EOFError
+        return body
+
+    def forward(self):
+        try:
+            body = self.read_body()
+        except EOFError:
+            with self.server.lock:
+                self.server.cut += 1
+            self.close_connection = True
+            return
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
         upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream, timeout=30)
         upstream.request(self.command, self.path, body=body, headers=headers)
@@ -191,9 +218,10 @@ def main():
         if never:
             failures.append("writes the writer never started are on the server: %s" % never[:10])
         print("kill_client: %d kills, %d writes acknowledged, %d on the server (%d sent but unacknowledged), in %.1f s; "
-              "%d answers dropped of %d forwarded; drained the %d still queued in %.1f s" % (
+              "%d answers dropped of %d forwarded, %d requests cut short by a kill and not forwarded; drained the %d still queued "
+              "in %.1f s" % (
                   kills, len(acked), len(labels), len(labels) - len(acked & {int(l[2:]) for l in counts}), killing,
-                  proxy.dropped, proxy.forwarded, waiting, drain))
+                  proxy.dropped, proxy.forwarded, proxy.cut, waiting, drain))
     finally:
         proxy.shutdown()
         docketd.terminate()
