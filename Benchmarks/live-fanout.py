@@ -9,11 +9,14 @@ Starts a release docketd with demo data, opens SUBSCRIBERS streams or subscripti
 incidents that match a query), then creates WRITES incidents one after another through the Table API (from a
 second thread) and records, for every subscriber, the time from sending the POST to receiving that incident's
 change: mutation-to-delivery latency, p50 and p99 over all deliveries. Then it holds IDLE subscribers open with
-nothing happening and reports docketd's resident memory. With --users N, the Swift reader's subscribers are N
-users seeded before docketd starts (`docketd users seed N --prefix fanout. --role itil --cost 4`: one shared
-hash of a cheap cost, so that seeding and signing a thousand users in take seconds) instead of john.doe alone
-(see Benchmarks/LiveFanoutClient). One reading thread, non-blocking sockets, raw bytes (a
-change is recognised by its sys_id): the client costs little next to the server. Prints a Markdown table."""
+nothing happening and reports docketd's resident memory. Two readers measure, one after the other: the Swift
+reader (Benchmarks/LiveFanoutClient, over either transport), which times each delivery by the kernel's receive
+timestamp, so that its own speed is not measured; then this script's (one reading thread, non-blocking sockets, raw
+bytes: a change is recognised by its sys_id), which times a delivery when it gets round to reading it, so that a
+burst of a thousand deliveries at once is partly timed as its own reading. --client python runs only the second.
+With --users N, the subscribers are N users seeded before docketd starts (`docketd users seed N --prefix fanout.
+--role itil --cost 4`: one shared hash of a cheap cost, so that seeding and signing a thousand users in take
+seconds) instead of john.doe alone. Prints a Markdown table."""
 import argparse
 import base64
 import json
@@ -146,7 +149,7 @@ def main():
                         help="spread the Swift reader's subscribers over this many new users (subscriber i is user i %% "
                              "USERS), so that fewer subscriptions are alike and share a live group; 0: all john.doe")
     parser.add_argument("--client", choices=["swift", "python"], default="swift",
-                        help="the WebSocket reader: Benchmarks/LiveFanoutClient (default) or this script's own")
+                        help="Benchmarks/LiveFanoutClient (default, kernel timestamps; then this script's reader too) or only this script's own")
     args = parser.parse_args()
     kind = "WebSocket subscriptions" if args.transport == "ws" else "SSE streams"
     subprocess.run(["swift", "build", "-c", "release", "--product", "docketd"], cwd=ROOT, check=True,
@@ -154,7 +157,7 @@ def main():
     bin_path = subprocess.run(["swift", "build", "-c", "release", "--show-bin-path"], cwd=ROOT, check=True,
                               capture_output=True, text=True).stdout.strip()
     binary = args.binary or bin_path + "/docketd"
-    swift_client = args.transport == "ws" and args.client == "swift"
+    swift_client = args.client == "swift"
     if swift_client:
         subprocess.run(["swift", "build", "-c", "release", "--product", "live-fanout-client"], cwd=ROOT, check=True,
                        stdout=subprocess.DEVNULL)
@@ -183,16 +186,17 @@ def main():
                 result = subprocess.run([bin_path + "/live-fanout-client", str(port), str(args.subscribers), str(args.writes),
                                          "1", str(args.reader_pause)],
                                         capture_output=True, text=True, timeout=900,
-                                        env=dict(os.environ, LIVE_FANOUT_USERS=str(args.users), **seeded_env))
+                                        env=dict(os.environ, LIVE_FANOUT_USERS=str(args.users), LIVE_FANOUT_TRANSPORT=args.transport,
+                                                 **seeded_env))
                 if result.returncode != 0:
                     raise SystemExit(result.stderr)
                 p50, p99 = result.stdout.split()[1], result.stdout.split()[3]
                 who = f" of {args.users} users" if args.users else ""
                 rows.append((f"{args.subscribers} {kind}{who}, {args.writes} writes: mutation to delivery (Swift reader)",
                              f"p50 {p50} ms, p99 {p99} ms"))
-            # The Python reader: john.doe, or with --users and SSE (the Swift reader speaks WebSocket only) the
-            # seeded users, subscriber i as user i mod USERS.
-            python_users = args.users if (args.users and not swift_client) else 0
+            # The Python reader: john.doe, or with --users the seeded users, subscriber i as user i mod USERS (beside
+            # the Swift reader over WebSockets, john.doe).
+            python_users = args.users if (args.users and (args.transport == "sse" or not swift_client)) else 0
             readers = [base64.b64encode(f"fanout.{str(i + 1).zfill(len(str(python_users)))}:password".encode()).decode()
                        for i in range(python_users)] or auth
             selector, sockets = open_streams(port, args.subscribers, readers, "short_descriptionSTARTSWITHlive-bench",

@@ -1,12 +1,14 @@
-// The reading side of Benchmarks/live-fanout.py for WebSockets: SUBSCRIBERS graphql-transport-ws sockets to a
-// running docketd, each subscribed to incidents matching a query; then WRITES incidents created one after another
+// The reading side of Benchmarks/live-fanout.py: SUBSCRIBERS graphql-transport-ws sockets to a running docketd,
+// each subscribed to incidents matching a query (or, with LIVE_FANOUT_TRANSPORT=sse, as many Server-Sent Events
+// streams of /api/docket/events following the same incidents); then WRITES incidents created one after another
 // (Basic admin:admin, through the Table API), each timed from sending its POST to its change arriving on every
 // socket. Prints "p50 <ms> p99 <ms>".
 //
 // On a 2-core machine the reader shares the CPUs with the server it measures, so it is as cheap as it can be:
 // - the sockets are plain non-blocking sockets on one epoll loop per reader thread;
-// - the upgrade and the client's two messages are written by hand, and each read is only searched for the write's
-//   marker (the server's frames are unmasked, so the marker's bytes appear as they are);
+// - the upgrade and the client's two messages (or the stream's request) are written by hand, and each read is only
+//   searched for the write's marker (the server's frames are unmasked, and SSE's JSON does not escape the marker,
+//   so its bytes appear as they are);
 // - the POSTs go over one kept-alive blocking socket.
 // A message costs one read here. Through a WebSocket client library with a task per socket it cost 60 µs, and
 // through NIO channels 16 µs, which was most of what was measured.
@@ -35,7 +37,7 @@ guard arguments.count >= 4, let port = Int(arguments[1]), let subscribers = Int(
     let writes = Int(arguments[3]), writes > 0
 else {
     FileHandle.standardError.write(Data((
-        "usage: [LIVE_FANOUT_USERS=N] [LIVE_FANOUT_SPANS=1] live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS] [PAUSE_MS]\n"
+        "usage: [LIVE_FANOUT_USERS=N] [LIVE_FANOUT_SPANS=1] [LIVE_FANOUT_TRANSPORT=sse] live-fanout-client PORT SUBSCRIBERS WRITES [READER_THREADS] [PAUSE_MS]\n"
     ).utf8))
     exit(2)
 }
@@ -161,20 +163,34 @@ let upgrade = Array(
         + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
         + "Sec-WebSocket-Protocol: graphql-transport-ws\r\n\r\n").utf8
 )
-/// The client's first two messages as `user` (with the demo password).
+/// Server-Sent Events instead of WebSockets.
+let sse = ProcessInfo.processInfo.environment["LIVE_FANOUT_TRANSPORT"] == "sse"
+/// The client's first two messages as `user` (with the demo password), or the stream's request.
 func opening(as user: String) -> [UInt8] {
     let auth = "Basic " + Data("\(user):password".utf8).base64EncodedString()
+    if sse {
+        return Array((
+            "GET /api/docket/events?table=incident&query=short_descriptionSTARTSWITHlive-bench HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n"
+                + "Accept: text/event-stream\r\nAuthorization: \(auth)\r\n\r\n"
+        ).utf8)
+    }
     return frame(#"{"type":"connection_init","payload":{"Authorization":"\#(auth)"}}"#)
         + frame(#"{"type":"subscribe","id":"1","payload":{"query":"\#(document)"}}"#)
 }
 
-/// Opens one subscriber: upgrade, init, subscribe; then non-blocking, for the epoll loop.
+/// Opens one subscriber: upgrade, init, subscribe (or the stream's request, until its `ready`); then non-blocking,
+/// for the epoll loop.
 func subscriber(_ port: Int, upgrade: [UInt8], opening: [UInt8]) throws -> Int32 {
     let descriptor = try connectSocket(port)
-    try send(descriptor, upgrade)
-    _ = try read(descriptor, until: Array("\r\n\r\n".utf8))
-    try send(descriptor, opening)
-    _ = try read(descriptor, until: Array("connection_ack".utf8))
+    if sse {
+        try send(descriptor, opening)
+        _ = try read(descriptor, until: Array("event: ready".utf8))
+    } else {
+        try send(descriptor, upgrade)
+        _ = try read(descriptor, until: Array("\r\n\r\n".utf8))
+        try send(descriptor, opening)
+        _ = try read(descriptor, until: Array("connection_ack".utf8))
+    }
     _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) | O_NONBLOCK)
     // The kernel stamps each arrival: a delivery is timed when it reached the socket, not when this reader got
     // round to it, so the reader may take its time.

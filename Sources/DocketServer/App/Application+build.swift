@@ -117,6 +117,8 @@ public func buildApplication(
     let identity = Identity(authenticator: authenticator, oauth: oauth, compass: compassTokens, openID: openID, federation: federation)
     let credentials = CredentialCheck(identity: identity)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
+    // Subscriptions and event streams that follow the head of the log alike ride one follower (``LiveGroups``).
+    let liveGroups = LiveGroups(store: store, credentials: credentials, logger: logger, metrics: metrics, tracer: tracer)
     // Attachment uploads (the Attachment API's and the web UI's) share one bound.
     let uploads = UploadGate(total: configuration.concurrentUploads, perUser: configuration.concurrentUploadsPerUser)
     let dataSync = try DataSyncController(store: store, configuration: configuration)
@@ -132,7 +134,7 @@ public func buildApplication(
         ETOAPI(store: store, identity: identity, sessions: ContextSessions(storage: storage)).mount(),
         ServiceNowAPI(
             store: store, configuration: configuration, identity: identity, rateLimiter: rateLimiter, graphQL: nowGraphQL,
-            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams, groups: liveGroups), uploads: uploads,
             notifications: NotificationController(store: store, vapid: vapid, subscriptions: pushSubscriptions),
             listPages: listPages
         ).mount(),
@@ -142,7 +144,7 @@ public func buildApplication(
         WebAPI(
             store: store, configuration: configuration, identity: identity,
             sessions: WebSessions(secret: signingKey, secure: configuration.servedOverHTTPS), ui: webUI,
-            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams), uploads: uploads,
+            events: EventStreamController(store: store, credentials: credentials, streams: liveStreams, groups: liveGroups), uploads: uploads,
             openID: openID, federation: federation, push: (vapid, pushSubscriptions)
         ).mount(),
         // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
@@ -191,8 +193,8 @@ public func buildApplication(
 
     // GraphQL over WebSocket on both GraphQL endpoints: upgrades are decided by a router of their own.
     let sockets = GraphQLSocketServer(
-        store: store, credentials: credentials, streams: liveStreams, heartbeat: configuration.liveHeartbeat,
-        initTimeout: configuration.liveSocketInitTimeout, logger: logger, metrics: metrics, tracer: tracer
+        store: store, credentials: credentials, streams: liveStreams, groups: liveGroups, heartbeat: configuration.liveHeartbeat,
+        initTimeout: configuration.liveSocketInitTimeout
     )
     let socketRouter = Router(context: DocketSocketContext.self)
     let socketDialects: [(String, any GraphQLSocketDialect)] = [

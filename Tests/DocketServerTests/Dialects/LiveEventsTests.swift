@@ -235,4 +235,96 @@ struct LiveEventsTests {
             #expect(messages.map { $0["event"] } == ["ready", "revoked"])
         }
     }
+    /// An HTTP/1.1 body in chunks, decoded; nil when the framing is broken. What follows the last whole chunk is left.
+    static func dechunk(_ bytes: [UInt8]) -> String? {
+        var body: [UInt8] = []
+        var index = 0
+        while let lineEnd = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
+            let sizeText = String(decoding: bytes[index..<lineEnd], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let size = Int(sizeText, radix: 16) else { return nil }
+            if size == 0 { break }
+            let start = lineEnd + 1
+            guard start + size + 2 <= bytes.count else { break }
+            guard bytes[start + size] == UInt8(ascii: "\r"), bytes[start + size + 1] == UInt8(ascii: "\n") else { return nil }
+            body += bytes[start..<start + size]
+            index = start + size + 2
+        }
+        return String(decoding: body, as: UTF8.self)
+    }
+
+    @Test(
+        "streams from now on HTTP/1 ride one group per way of seeing: each change reaches each stream once, in order, in whole chunks; one that resumes follows alone and misses nothing",
+        .timeLimit(.minutes(3))
+    )
+    func groupedStreams() async throws {
+        let token = "metrics-" + UUID().uuidString
+        try await ConnectionGuardTests.withServer(configure: {
+            $0.metricsToken = token
+            $0.idleTimeout = .seconds(60)
+        }) { port in
+            func basic(_ user: String, _ password: String) -> String {
+                "Authorization: Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+            }
+            func request(_ auth: String, _ extra: String = "") -> [UInt8] {
+                Array("GET /api/docket/events?table=incident&query=short_descriptionSTARTSWITHgrouped HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\(auth)\r\n\(extra)\r\n".utf8)
+            }
+            func metric(_ name: String) async throws -> Int {
+                let (answer, _) = try await ConnectionGuardTests.exchange(
+                    port, Array("GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nConnection: close\r\n\r\n".utf8)
+                )
+                let line = answer.split(separator: "\n").first { $0.hasPrefix(name + " ") }
+                return line.flatMap { Int(Double($0.split(separator: " ").last ?? "") ?? -1) } ?? 0
+            }
+            func create(_ text: String) async throws -> String {
+                let body = #"{"short_description":"\#(text)"}"#
+                let (answer, _) = try await ConnectionGuardTests.exchange(port, Array((
+                    "POST /api/now/table/incident HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json\r\n"
+                        + basic("admin", "admin") + "\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+                ).utf8))
+                #expect(answer.hasPrefix("HTTP/1.1 201"))
+                return try #require(answer.firstRange(of: #""sys_id":""#).map { String(answer[$0.upperBound...].prefix(32)) })
+            }
+            // john three times (one group) and beth (another time zone: another group).
+            let john = basic("john.doe", "password")
+            var streams: [(name: String, channel: any Channel, collector: ConnectionGuardTests.Collector)] = []
+            for (name, auth) in [("john 1", john), ("john 2", john), ("beth", basic("beth.anglin", "password")), ("john 3", john)] {
+                let (channel, collector) = try await ConnectionGuardTests.open(port, request(auth), until: "event: ready")
+                streams.append((name, channel, collector))
+            }
+            let deliveries = try await metric("docket_live_fanout_deliveries_total")
+            let fanouts = try await metric("docket_live_fanout_seconds_count")
+            var created: [String] = []
+            for index in 0..<3 { created.append(try await create("grouped \(index)")) }
+            _ = try await create("not for these streams")
+            // One resuming from before the first change follows on its own, and misses none of them.
+            let john1 = try #require(streams.first)
+            let ready = String(decoding: john1.collector.received.withLock { $0 }, as: UTF8.self)
+            let start = try #require(ready.firstRange(of: "event: ready\nid: ").map { ready[$0.upperBound...].prefix { $0.isNumber } })
+            let (resumed, resumedCollector) = try await ConnectionGuardTests.open(
+                port, request(john, "Last-Event-ID: \(start)\r\n"), until: "grouped 2"
+            )
+            streams.append(("resumed", resumed, resumedCollector))
+
+            for stream in streams {
+                var text = ""
+                for _ in 0..<500 {
+                    let bytes = stream.collector.received.withLock { $0 }
+                    guard let split = bytes.firstRange(of: Array("\r\n\r\n".utf8)) else { continue }
+                    let body = Array(bytes[split.upperBound...])
+                    text = try #require(Self.dechunk(body), "\(stream.name): broken chunks")
+                    if text.contains("grouped 2") { break }
+                    try await Task.sleep(for: .milliseconds(10))
+                }
+                let changes = Self.messages(text).filter { $0["event"] == nil && $0["data"] != nil }
+                let ids = changes.compactMap { $0["data"].flatMap { try? JSONValue.parse(Data($0.utf8)) }?["sys_id"]?.stringValue }
+                #expect(ids == created, "\(stream.name): \(text.suffix(400))")
+                let sequences = changes.compactMap { $0["id"].flatMap { Int($0) } }
+                #expect(sequences == sequences.sorted() && Set(sequences).count == sequences.count, "\(stream.name)")
+            }
+            // Two groups judged and wrote each of the three changes: john's three streams and beth's one.
+            #expect(try await metric("docket_live_fanout_seconds_count") - fanouts == 6)
+            #expect(try await metric("docket_live_fanout_deliveries_total") - deliveries == 12)
+            for stream in streams { try? await stream.channel.close() }
+        }
+    }
 }

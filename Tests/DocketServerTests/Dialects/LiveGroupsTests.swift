@@ -50,7 +50,7 @@ struct LiveGroupsTests {
         }
 
         /// Rides a group in a task of its own (stopped when the test ends, however it ends).
-        func ride(_ subscription: SocketSubscription, _ rider: LiveGroups.Rider) throws -> Task<LiveGroups.Exit, Never> {
+        func ride(_ subscription: LiveSubscription, _ rider: LiveGroups.Rider) throws -> Task<LiveGroups.Exit, Never> {
             let key = try #require(subscription.groupKey(in: store))
             let ride = Task { await groups.ride(key: key, subscription: subscription, rider: rider) }
             rides.withLock { $0.append(ride) }
@@ -58,8 +58,8 @@ struct LiveGroupsTests {
         }
 
         /// A subscription to every incident, rendered as the event's sequence.
-        func subscription(_ caller: Caller, after: Int) throws -> SocketSubscription {
-            var subscription = SocketSubscription(
+        func subscription(_ caller: Caller, after: Int) throws -> LiveSubscription {
+            var subscription = LiveSubscription(
                 live: LiveQuery(table: try store.table("incident"), caller: caller), after: after
             ) { change, _ in Array(String(change.event.sequence).utf8) }
             subscription.shareable = "test"
@@ -218,8 +218,8 @@ struct LiveGroupsTests {
         try await Self.withFixture { fixture in
             let store = fixture.store
             // Each change rendered as its sequence (what a member may see is decided by its group's judgement).
-            func subscription(_ caller: Caller, after: Int) throws -> SocketSubscription {
-                var subscription = SocketSubscription(
+            func subscription(_ caller: Caller, after: Int) throws -> LiveSubscription {
+                var subscription = LiveSubscription(
                     live: LiveQuery(table: try store.table("incident"), query: try EncodedQuery("short_descriptionSTARTSWITHride"), caller: caller),
                     after: after
                 ) { change, caller in Array("\(change.event.sequence)".utf8) }
@@ -256,6 +256,88 @@ struct LiveGroupsTests {
             try await Self.eventually { john.count == 2 && beth.count == 2 && abel.count == 1 }
             #expect(abel.received.withLock { $0 } == [hisSequence])
             #expect(john.received.withLock { $0 } == [hidden, hisSequence])
+        }
+    }
+
+    @Test("a member that must see every change after its start never joins a group already past it: it follows alone from its start", .timeLimit(.minutes(3)))
+    func exactStart() async throws {
+        try await Self.withFixture { fixture in
+            let (caller, token) = try await fixture.authenticator.login(userName: "admin", password: "admin", address: "t")
+            let start = try await fixture.store.latestSequence()
+            let subscription = try fixture.subscription(caller, after: start)
+            let early = FakeSocket()
+            _ = try fixture.ride(subscription, early.rider(caller, credential: .session(token), after: start, fixture: fixture))
+            try await Self.eventually { fixture.groups.members == 1 }
+            let first = try await fixture.create("handed out before the others join")
+            try await Self.eventually { early.count == 1 }
+
+            // One told it starts before `first`: the group cannot give it `first` again, so it follows alone.
+            let behind = FakeSocket()
+            var late = behind.rider(caller, credential: .session(token), after: start, fixture: fixture)
+            late.exact = true
+            #expect(await Self.exit(of: try fixture.ride(subscription, late)) == .alone(after: start))
+            #expect(behind.count == 0)
+            // One that starts where the group is joins it, as does one that is not exact (a socket "from now").
+            let (level, lenient) = (FakeSocket(), FakeSocket())
+            var joining = level.rider(caller, credential: .session(token), after: first, fixture: fixture)
+            joining.exact = true
+            _ = try fixture.ride(subscription, joining)
+            _ = try fixture.ride(subscription, lenient.rider(caller, credential: .session(token), after: start, fixture: fixture))
+            try await Self.eventually { fixture.groups.members == 3 }
+            let second = try await fixture.create("handed out to all three")
+            try await Self.eventually { level.count == 1 && lenient.count == 1 && early.count == 2 }
+            #expect(level.received.withLock { $0 } == [second])
+            #expect(early.received.withLock { $0 } == [first, second])
+            #expect(fixture.groups.count == 1)
+
+            // A new group starts where its first member starts: an exact member told an earlier start goes alone.
+            let other = try fixture.subscription(caller, after: start)
+            var otherSubscription = other
+            otherSubscription.shareable = "another format"
+            let (starter, older) = (FakeSocket(), FakeSocket())
+            var starting = starter.rider(caller, credential: .session(token), after: second, fixture: fixture)
+            starting.exact = true
+            _ = try fixture.ride(otherSubscription, starting)
+            try await Self.eventually { fixture.groups.count == 2 }
+            var before = older.rider(caller, credential: .session(token), after: first, fixture: fixture)
+            before.exact = true
+            #expect(await Self.exit(of: try fixture.ride(otherSubscription, before)) == .alone(after: first))
+        }
+    }
+
+    @Test("at each tick a member with a heartbeat has its credential looked at and gets the heartbeat; one whose session ended is revoked", .timeLimit(.minutes(3)))
+    func heartbeats() async throws {
+        try await Self.withFixture { fixture in
+            let (caller, token) = try await fixture.authenticator.login(userName: "john.doe", password: "password", address: "t")
+            // A second session of the same user (from another client: one client keeps one session).
+            let (_, other) = try await fixture.authenticator.login(userName: "john.doe", password: "password", address: "t", client: "another")
+            #expect(other != token)
+            let start = try await fixture.store.latestSequence()
+            let subscription = try fixture.subscription(caller, after: start)
+            let beats = Mutex([0, 0, 0])
+            var rides: [Task<LiveGroups.Exit, Never>] = []
+            for (index, session) in [token, other, token].enumerated() {
+                var rider = FakeSocket().rider(caller, credential: .session(session), after: start, fixture: fixture)
+                // The third has a clock of its own (a socket): no heartbeat from the group.
+                if index < 2 {
+                    let loop = fixture.loop
+                    rider.beat = {
+                        precondition(loop.inEventLoop)
+                        beats.withLock { $0[index] += 1 }
+                        return .written
+                    }
+                }
+                rides.append(try fixture.ride(subscription, rider))
+            }
+            try await Self.eventually { fixture.groups.members == 3 }
+            fixture.store.broadcaster.tick()
+            try await Self.eventually { beats.withLock { $0 } == [1, 1, 0] }
+            // The second's session ends without any change to the log: the next tick finds it.
+            try await fixture.authenticator.endSession(other)
+            fixture.store.broadcaster.tick()
+            #expect(await Self.exit(of: rides[1]) == .revoked)
+            try await Self.eventually { beats.withLock { $0 } == [2, 1, 0] }
+            #expect(fixture.groups.members == 2)
         }
     }
 

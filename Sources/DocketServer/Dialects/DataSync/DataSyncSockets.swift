@@ -52,7 +52,7 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
         let key = RenderedResultKey.document(text: request.query ?? "", variables: request.variables, operationName: request.operationName)
         let (controller, results, operationName) = (controller, results, request.operationName)
         let prepared = NowGraphQLController.PreparedDocument(document: document, problems: [])
-        var stream = SocketSubscription(live: LiveQuery(table: table, query: EncodedQuery(), caller: caller), after: after) {
+        var stream = LiveSubscription(live: LiveQuery(table: table, query: EncodedQuery(), caller: caller), after: after) {
             change, caller in
             guard reports(change) else { return nil }
             // A task's fields do not depend on who reads it: every subscriber of the document shares one result.

@@ -3,8 +3,6 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdWebSocket
-import Logging
-import Tracing
 import NIOCore
 import NIOWebSocket
 import Synchronization
@@ -53,11 +51,11 @@ enum SocketOperation: Sendable {
     /// Refused before it ran (syntax, validation, arguments): GraphQL error objects.
     case refused([JSONValue])
     /// A subscription: changes the engine's event log shows it.
-    case stream(SocketSubscription)
+    case stream(LiveSubscription)
 }
 
 /// A subscription as the socket layer runs it: which changes to follow, and how each becomes a result.
-struct SocketSubscription: Sendable {
+struct LiveSubscription: Sendable {
     let live: LiveQuery
     let after: Int
     /// The result for one change (`{"data", "errors"}`), or nil when the subscription does not report it. It is
@@ -115,19 +113,19 @@ struct GraphQLSocketServer: Sendable {
     static let maxMessageSize = 256 * 1024
     /// Keep-alives and credential checks of every socket.
     let clock = SocketClock()
-    /// Subscriptions that follow the head of the log alike, served together.
+    /// Subscriptions (and event streams) that follow the head of the log alike, served together.
     let groups: LiveGroups
 
     init(
-        store: RecordStore, credentials: CredentialCheck, streams: LiveStreamLimit, heartbeat: Duration, initTimeout: Duration,
-        logger: Logger, metrics: ServerMetrics? = nil, tracer: (any Tracer)? = nil
+        store: RecordStore, credentials: CredentialCheck, streams: LiveStreamLimit, groups: LiveGroups, heartbeat: Duration,
+        initTimeout: Duration
     ) {
         self.store = store
         self.credentials = credentials
         self.streams = streams
+        self.groups = groups
         self.heartbeat = heartbeat
         self.initTimeout = initTimeout
-        self.groups = LiveGroups(store: store, credentials: credentials, logger: logger, metrics: metrics, tracer: tracer)
     }
 
     /// Decides the upgrade: a GraphQL socket needs one of the two subprotocols; a client that offers neither

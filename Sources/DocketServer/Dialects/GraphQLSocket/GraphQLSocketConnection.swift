@@ -288,7 +288,7 @@ final class GraphQLSocketConnection: Sendable {
 
     /// Sends what the subscription's follower shows until the client stops it, the credential ends (the socket is
     /// closed), the log cannot serve it (an error asking to read again) or the server shuts down.
-    private func follow(_ subscription: SocketSubscription, id: String, handle: OperationHandle) async {
+    private func follow(_ subscription: LiveSubscription, id: String, handle: OperationHandle) async {
         guard let (userID, credential) = state.withLock({ state in state.login.map { ($0.caller.userID, $0.credential) } }) else {
             return
         }
@@ -332,7 +332,7 @@ final class GraphQLSocketConnection: Sendable {
     /// group, as most idle ones do, never needs it.
     @inline(never)
     private func followAlone(
-        _ subscription: SocketSubscription, id: String, handle: OperationHandle, after: Int, checkFirst: Bool,
+        _ subscription: LiveSubscription, id: String, handle: OperationHandle, after: Int, checkFirst: Bool,
         credential: PresentedCredential, watch: CredentialCheck.Watch
     ) async {
         var checkFirst = checkFirst

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import NIOCore
+import NIOHTTPTypes
 import ServiceLifecycle
 import Synchronization
 
@@ -25,6 +26,12 @@ import Synchronization
 /// Resuming: `Last-Event-ID` (what `EventSource` sends on reconnect) wins over `since`; with neither, the
 /// stream starts with what commits from now on. With `follow=false` the stream replays what was committed
 /// when the request arrived and ends with `event: end` (its `id:` where to continue): a poll, for scripts.
+///
+/// Streams that start from now on an HTTP/1 connection, without the caller's notifications, ride a ``LiveGroups``
+/// group with every other such stream of the same table and query whose caller sees alike: each change is judged and
+/// written out once for them all, and written onto each connection by its event loop (``EventStreamBody``). The
+/// others (resuming, polls, the web UI's streams with notifications, HTTP/2) follow the log on their own; a rider
+/// that cannot keep up, or whose caller changed, goes on alone from where the group left it.
 struct EventStreamController {
     typealias Context = DocketRequestContext
 
@@ -32,6 +39,8 @@ struct EventStreamController {
     let credentials: CredentialCheck
     /// Shared with the GraphQL sockets' subscriptions.
     let streams: LiveStreamLimit
+    /// Shared with the GraphQL sockets' subscriptions; nil: every stream follows the log on its own.
+    var groups: LiveGroups? = nil
     let messages = MessageCache()
     let names = UserNames()
 
@@ -89,6 +98,7 @@ struct EventStreamController {
         if let lastEventID = request.headers[.lastEventID], !lastEventID.isEmpty {
             since = try Self.sequence(lastEventID, name: "Last-Event-ID")
         }
+        let shareable = since == nil && follow && !inbox
         let latest = try await store.latestSequence()
         let start = since ?? latest
         let until = follow ? nil : latest
@@ -111,7 +121,8 @@ struct EventStreamController {
             body: ResponseBody { writer in
                 defer { stream.releaseStream(for: caller.userID) }
                 try await stream.run(
-                    live, after: start, until: until, unread: unread, credential: credential, channel: channel, writer: &writer
+                    live, after: start, until: until, unread: unread, shareable: shareable, credential: credential, channel: channel,
+                    writer: &writer
                 )
             }
         )
@@ -119,22 +130,42 @@ struct EventStreamController {
 
     /// Writes the stream until the client leaves, its credentials end or it must resync.
     private func run(
-        _ live: LiveQuery, after start: Int, until: Int?, unread: Int?, credential: PresentedCredential, channel: any Channel,
-        writer: inout any ResponseBodyWriter
+        _ live: LiveQuery, after start: Int, until: Int?, unread: Int?, shareable: Bool, credential: PresentedCredential,
+        channel: any Channel, writer: inout any ResponseBodyWriter
     ) async throws {
-        var iterator = store.subscribe(live, after: start).makeAsyncIterator()
+        try await writer.write(Self.buffer(
+            "retry: 2000\nevent: ready\nid: \(start)\ndata: {\"sequence\":\(start)" + (unread.map { ",\"unread\":\($0)" } ?? "") + "}\n\n"
+        ))
+        var after = start
+        var checkFirst = false
+        if shareable, let groups {
+            switch await ride(groups, live, after: start, credential: credential, channel: channel) {
+            case .alone(let position)?:
+                // It left its group (congested, its caller changed, the group failed): on alone from where it was,
+                // its credential looked at again first.
+                (after, checkFirst) = (position, true)
+            case .revoked?:
+                try await writer.write(Self.buffer(Self.revoked))
+                try await writer.finish(nil)
+                return
+            case .ended?, .cancelled?:
+                // The server is shutting down (its client reconnects and resumes), or the client left.
+                try await writer.finish(nil)
+                return
+            case nil:
+                break
+            }
+        }
+        var iterator = store.subscribe(live, after: after).makeAsyncIterator()
         let (broadcaster, token) = (store.broadcaster, iterator.followToken)
         // A client that left (a page closed or put in the back/forward cache) ends its stream at once, releasing
         // its place under the per-user limit, instead of at the next heartbeat that cannot be written.
         let forget = await channel.whenClientLeaves { broadcaster.stop(token) }
         defer { forget() }
-        try await writer.write(Self.buffer(
-            "retry: 2000\nevent: ready\nid: \(start)\ndata: {\"sequence\":\(start)" + (unread.map { ",\"unread\":\($0)" } ?? "") + "}\n\n"
-        ))
         // At shutdown the stream ends (its client reconnects and resumes), instead of holding the shutdown open.
         do {
             try await withGracefulShutdownHandler {
-                try await follow(&iterator, until: until, credential: credential, writer: &writer)
+                try await follow(&iterator, until: until, credential: credential, checkFirst: checkFirst, writer: &writer)
             } onGracefulShutdown: {
                 broadcaster.stop(token)
             }
@@ -154,10 +185,11 @@ struct EventStreamController {
 
     /// Writes changes and heartbeats until the client leaves, the credentials end or following stops.
     private func follow(
-        _ iterator: inout LiveChanges.Iterator, until: Int?, credential: PresentedCredential,
+        _ iterator: inout LiveChanges.Iterator, until: Int?, credential: PresentedCredential, checkFirst: Bool,
         writer: inout any ResponseBodyWriter
     ) async throws {
         var watch = credentials.watch()
+        if checkFirst { watch.checkedAt = (-1, -1) }
         while let update = try await iterator.nextUpdate(until: until) {
             // No change reaches a subscriber whose credentials ended, and roles changed since are applied.
             let judgedAs = iterator.live.caller
@@ -165,9 +197,7 @@ struct EventStreamController {
             if case .tick = update { isTick = true }
             let caller = try await watch.caller(judgedAs, credential: credential, force: isTick)
             guard let caller else {
-                try await writer.write(Self.buffer(
-                    "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"
-                ))
+                try await writer.write(Self.buffer(Self.revoked))
                 return
             }
             iterator.live.caller = caller
@@ -190,6 +220,35 @@ struct EventStreamController {
             try await writer.write(Self.buffer("event: end\nid: \(position)\ndata: {\"sequence\":\(position)}\n\n"))
         }
     }
+
+    /// Rides the group of the streams that see `live` alike, when the connection is one the group can write to
+    /// (HTTP/1, as docketd serves it), until the ride ends; nil when it is not.
+    private func ride(
+        _ groups: LiveGroups, _ live: LiveQuery, after start: Int, credential: PresentedCredential, channel: any Channel
+    ) async -> LiveGroups.Exit? {
+        guard let body = await EventStreamBody(channel) else { return nil }
+        let (names, store) = (names, store)
+        var subscription = LiveSubscription(live: live, after: start) { change, _ in
+            Array(Self.message(change, userDisplay: try await names.fullName(of: change.event.userName, store: store)).utf8)
+        }
+        subscription.shareable = "sse"
+        guard let key = subscription.groupKey(in: store) else { return nil }
+        var rider = LiveGroups.Rider(
+            caller: live.caller, credential: credential, after: start, checkedAt: credentials.watch().checkedAt,
+            eventLoop: channel.eventLoop
+        ) { result in body.write(result.message("sse") { ByteBuffer(bytes: $0) }) }
+        // Its client was told it starts at `start`: it must see every change after it.
+        rider.exact = true
+        let heartbeat = Self.buffer(": heartbeat\n\n")
+        rider.beat = { body.write(heartbeat) }
+        let riding = Task { await groups.ride(key: key, subscription: subscription, rider: rider) }
+        // A client that left ends its ride at once (as it ends a stream that follows alone).
+        let forget = await channel.whenClientLeaves { riding.cancel() }
+        defer { forget() }
+        return await withTaskCancellationHandler { await riding.value } onCancel: { riding.cancel() }
+    }
+
+    static let revoked = "event: revoked\ndata: {\"reason\":\"The session or token of this stream has ended\"}\n\n"
 
     private func reserveStream(for userID: String) throws {
         guard streams.reserve(for: userID) else {
@@ -287,4 +346,37 @@ final class UserNames: Sendable {
 
 extension HTTPField.Name {
     static let lastEventID = HTTPField.Name("Last-Event-ID")!
+}
+
+/// Writes an event stream's messages straight onto its HTTP/1 connection, on the connection's event loop, for a
+/// ``LiveGroups`` group: each is handed to the pipeline just above the HTTP codec as a body part, so the codec frames
+/// it (a chunk) as it frames what the stream's own writer writes. The stream's `ready`
+/// was written before the ride began, and what the stream writes after it leaves the group goes behind the group's
+/// deliveries on the same event loop, so nothing is written out of order.
+struct EventStreamBody: Sendable {
+    private let channel: any Channel
+    private let context: NIOLoopBound<ChannelHandlerContext>
+
+    /// Nil when the connection is not HTTP/1 as docketd serves it (an HTTP/2 stream, a test's channel): the stream
+    /// then follows the log on its own.
+    init?(_ channel: any Channel) async {
+        let found: NIOLoopBound<ChannelHandlerContext>
+        do {
+            found = try await channel.eventLoop.submit {
+                NIOLoopBound(try channel.pipeline.syncOperations.context(handlerType: LingeringCloseHandler.self), eventLoop: channel.eventLoop)
+            }.get()
+        } catch {
+            return nil
+        }
+        self.channel = channel
+        self.context = found
+    }
+
+    /// Writes one message; called on the channel's event loop.
+    func write(_ message: ByteBuffer) -> LiveGroups.Delivery {
+        guard channel.isActive else { return .closed }
+        guard channel.isWritable else { return .congested }
+        context.value.writeAndFlush(NIOAny(HTTPResponsePart.body(message)), promise: nil)
+        return .written
+    }
 }

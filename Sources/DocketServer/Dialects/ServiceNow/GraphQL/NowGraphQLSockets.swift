@@ -107,7 +107,7 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
         let maxPageSize = controller.configuration.maxPageSize
         // Plain documents render without the library's executor (see ``NowGraphQLDirect``).
         let plan = direct ? NowGraphQLDirect.subscriptionPlan(document, operationName: request.operationName, catalog: store.catalog) : nil
-        var stream = SocketSubscription(live: LiveQuery(table: table, query: query, caller: caller), after: after) { change, caller in
+        var stream = LiveSubscription(live: LiveQuery(table: table, query: query, caller: caller), after: after) { change, caller in
             // Followers who see alike (the same document and visibility) share one rendering of each change.
             let shared = RenderedResultKey(
                 sequence: change.event.sequence, kind: change.kind.rawValue, document: key,

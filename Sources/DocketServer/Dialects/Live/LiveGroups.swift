@@ -5,9 +5,10 @@ import NIOWebSocket
 import Synchronization
 import Tracing
 
-/// Subscriptions that follow the head of the event log alike, served together.
+/// Subscriptions and event streams that follow the head of the event log alike, served together.
 ///
-/// Subscribers that start "from now" (no `since`) with the same document, table and query, who see alike
+/// Subscribers that start "from now" (no `since`) with the same document (or, for Server-Sent Events, the same
+/// stream format), table and query, who see alike
 /// (``RecordStore/judgementKey(for:)``: not necessarily the same user), would each judge and render every change the
 /// same way. They ride one group: one task follows the log,
 /// judges and renders each change once, and writes the same result to every member's socket straight onto its
@@ -19,6 +20,10 @@ import Tracing
 /// when its socket cannot take more (a client that reads slowly is then paced by the log, not by memory), when its
 /// caller no longer sees alike (roles, scope), or when the group failed; it is revoked when its credential ended. A subscription that
 /// resumes from a sequence follows on its own from the start.
+///
+/// A member whose client was told where it starts (an event stream's `ready`) never joins a group that handed out
+/// a later change: it would miss it. It follows alone instead. Members with a heartbeat (event streams) are checked
+/// against their credential at each tick of the log's clock and then sent it; a socket has a clock of its own.
 final class LiveGroups: Sendable {
     /// Why a member stopped riding its group.
     enum Exit: Sendable, Equatable {
@@ -54,6 +59,12 @@ final class LiveGroups: Sendable {
         let eventLoop: any EventLoop
         /// Writes one result to the socket, without waiting; called on ``eventLoop``.
         let deliver: @Sendable (Result) -> Delivery
+        /// Whether it must see every change after ``after`` (it told its client so): it then joins only a group that
+        /// handed out nothing later.
+        var exact = false
+        /// Writes a heartbeat, without waiting; called on ``eventLoop`` at each tick, after the group looked at the
+        /// member's credential. Nil for a member with a clock of its own.
+        var beat: (@Sendable () -> Delivery)? = nil
     }
 
     /// One result as the members on one event loop see it: each distinct message it becomes (a protocol's message
@@ -106,6 +117,9 @@ final class LiveGroups: Sendable {
         let id: Int
         var seats: [ObjectIdentifier: Seat] = [:]
         var task: Task<Void, Never>?
+        /// Where the group started following, then the sequence of the last change handed to the members: a member
+        /// that joins now gets the later ones.
+        var handedOut: Int
     }
 
     let store: RecordStore
@@ -131,20 +145,26 @@ final class LiveGroups: Sendable {
     var members: Int { groups.withLock { $0.byKey.values.reduce(0) { $0 + $1.seats.count } } }
 
     /// Rides the group of `key` (starting it when there is none) until the ride ends; see ``Exit``.
-    func ride(key: String, subscription: SocketSubscription, rider: Rider) async -> Exit {
+    func ride(key: String, subscription: LiveSubscription, rider: Rider) async -> Exit {
         let seat = Seat(rider)
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 seat.wait(continuation)
                 guard !seat.hasLeft else { return }
-                let started = groups.withLock { groups -> Int? in
-                    if groups.byKey[key] != nil {
+                let (started, joined) = groups.withLock { groups -> (Int?, Bool) in
+                    if let group = groups.byKey[key] {
+                        if rider.exact, group.handedOut > rider.after { return (nil, false) }
                         groups.byKey[key]?.seats[ObjectIdentifier(seat)] = seat
-                        return nil
+                        return (nil, true)
                     }
                     groups.next += 1
-                    groups.byKey[key] = Group(id: groups.next, seats: [ObjectIdentifier(seat): seat])
-                    return groups.next
+                    groups.byKey[key] = Group(id: groups.next, seats: [ObjectIdentifier(seat): seat], handedOut: rider.after)
+                    return (groups.next, true)
+                }
+                guard joined else {
+                    // The group is past where this member starts.
+                    seat.leave(.alone(after: rider.after))
+                    return
                 }
                 if let id = started {
                     let task = Task { await self.run(key: key, id: id, subscription: subscription, after: seat.rider.after) }
@@ -169,16 +189,18 @@ final class LiveGroups: Sendable {
         }?.cancel()
     }
 
-    /// The members of group `id` (none once it was removed).
-    private func seats(of key: String, id: Int) -> [Seat] {
+    /// The members of group `id` (none once it was removed); with `handing`, those the change of that sequence is
+    /// handed to (a member that joins later gets only later changes).
+    private func seats(of key: String, id: Int, handing sequence: Int? = nil) -> [Seat] {
         groups.withLock { groups in
             guard let group = groups.byKey[key], group.id == id else { return [] }
+            if let sequence { groups.byKey[key]?.handedOut = sequence }
             return Array(group.seats.values)
         }
     }
 
     /// The group's one follower: judges and renders each change once and hands the result to every member.
-    private func run(key: String, id: Int, subscription: SocketSubscription, after start: Int) async {
+    private func run(key: String, id: Int, subscription: LiveSubscription, after start: Int) async {
         var iterator = store.subscribe(subscription.live, after: start).makeAsyncIterator()
         let caller = subscription.live.caller
         /// When each member's credential was last looked at.
@@ -229,6 +251,7 @@ final class LiveGroups: Sendable {
                 }
                 guard case .change(let change) = update else {
                     position = iterator.position
+                    await beat(riders.filter { $0.rider.beat != nil && !$0.hasLeft }, key: key, release: release, position: position)
                     continue
                 }
                 try await fanOut(change, key: key, id: id, subscription: subscription, caller: caller, previous: position)
@@ -248,7 +271,7 @@ final class LiveGroups: Sendable {
     /// Judges and renders one change once and hands it to the members: timed for the metrics and, when traced, a
     /// span of its own (the change's fan-out is no request's part) whose storage reads are its children.
     private func fanOut(
-        _ change: RecordChange, key: String, id: Int, subscription: SocketSubscription, caller: Caller, previous: Int
+        _ change: RecordChange, key: String, id: Int, subscription: LiveSubscription, caller: Caller, previous: Int
     ) async throws {
         let start = ContinuousClock.now
         let members = try await Traces.$tracer.withValue(tracer) {
@@ -256,7 +279,7 @@ final class LiveGroups: Sendable {
                 span?.attributes["docket.event.sequence"] = Int64(change.event.sequence)
                 span?.attributes["docket.table"] = change.event.table
                 guard let result = try await subscription.render(change, caller) else { return 0 }
-                let seats = seats(of: key, id: id)
+                let seats = seats(of: key, id: id, handing: change.event.sequence)
                 deliver(result, of: change.event.sequence, to: seats, key: key, previous: previous)
                 span?.attributes["docket.live.members"] = Int64(seats.count)
                 return seats.count
@@ -285,6 +308,53 @@ final class LiveGroups: Sendable {
                     }
                     seat.leave(exit)
                     self.remove(seat, from: key)
+                }
+            }
+        }
+    }
+
+    /// At a tick: each member with a heartbeat has its credential looked at (a bounded number at once: a token
+    /// may have expired, which no counter tells) and, while it holds, is sent the heartbeat on its event loop.
+    private func beat(_ seats: [Seat], key: String, release: (Seat, Exit) -> Void, position: Int) async {
+        guard !seats.isEmpty else { return }
+        let standing = await withTaskGroup(of: (Int, Caller??).self) { group in
+            var standing = [Caller??](repeating: nil, count: seats.count)
+            for (index, seat) in seats.enumerated() {
+                if index >= 64, let (done, caller) = await group.next() { standing[done] = caller }
+                let (credentials, rider) = (credentials, seat.rider)
+                group.addTask {
+                    do {
+                        return (index, .some(try await credentials.caller(for: rider.credential, as: rider.caller)))
+                    } catch {
+                        return (index, nil)
+                    }
+                }
+            }
+            for await (done, caller) in group { standing[done] = caller }
+            return standing
+        }
+        var byLoop: [ObjectIdentifier: (loop: any EventLoop, seats: [Seat])] = [:]
+        for (seat, caller) in zip(seats, standing) {
+            switch caller {
+            case nil:
+                // Not known now (the database is unavailable): the member goes on alone and meets it itself.
+                release(seat, .alone(after: position))
+            case .some(nil):
+                release(seat, .revoked)
+            case .some(.some):
+                byLoop[ObjectIdentifier(seat.rider.eventLoop), default: (seat.rider.eventLoop, [])].seats.append(seat)
+            }
+        }
+        for (loop, members) in byLoop.values {
+            loop.execute {
+                for seat in members where !seat.hasLeft {
+                    guard let beat = seat.rider.beat else { continue }
+                    switch beat() {
+                    case .written, .congested: continue
+                    case .closed:
+                        seat.leave(.cancelled)
+                        self.remove(seat, from: key)
+                    }
                 }
             }
         }
