@@ -54,25 +54,6 @@ enum SocketOperation: Sendable {
     case stream(LiveSubscription)
 }
 
-/// A subscription as the socket layer runs it: which changes to follow, and how each becomes a result.
-struct LiveSubscription: Sendable {
-    let live: LiveQuery
-    let after: Int
-    /// The result for one change (`{"data", "errors"}`), or nil when the subscription does not report it. It is
-    /// called with the caller as it is now (roles may have changed since the subscription started).
-    let render: @Sendable (RecordChange, Caller) async throws -> [UInt8]?
-    /// What the results look like (the dialect, the document, its variables), for a subscription that starts at the
-    /// head of the log: subscriptions alike in this, their table, query and viewer ride one ``LiveGroups`` group.
-    /// Nil for one that resumes from a sequence (it follows on its own).
-    var shareable: String? = nil
-
-    /// The group key: the results' identity and what is followed, as who sees it judges it (subscribers who see
-    /// alike share a group whoever they are: ``RecordStore/judgementKey(for:)``).
-    func groupKey(in store: RecordStore) -> String? {
-        shareable.map { $0 + "\u{0}" + store.judgementKey(for: live) }
-    }
-}
-
 /// What each dialect that offers GraphQL over WebSocket provides.
 protocol GraphQLSocketDialect: Sendable {
     /// How its sockets are authenticated (``SocketLogins``).

@@ -5,6 +5,26 @@ import NIOWebSocket
 import Synchronization
 import Tracing
 
+/// A GraphQL subscription or an event stream as ``LiveGroups`` runs it: which changes to follow, and how each
+/// becomes a result.
+struct LiveSubscription: Sendable {
+    let live: LiveQuery
+    let after: Int
+    /// The result for one change (a GraphQL `{"data", "errors"}`, an SSE message), or nil when it is not reported. It is
+    /// called with the caller as it is now (roles may have changed since the subscription started).
+    let render: @Sendable (RecordChange, Caller) async throws -> [UInt8]?
+    /// What the results look like (the dialect, the document, its variables; `sse` for event streams), for one that
+    /// starts at the head of the log: those alike in this, their table, query and viewer ride one ``LiveGroups`` group.
+    /// Nil for one that resumes from a sequence (it follows on its own).
+    var shareable: String? = nil
+
+    /// The group key: the results' identity and what is followed, as who sees it judges it (subscribers who see
+    /// alike share a group whoever they are: ``RecordStore/judgementKey(for:)``).
+    func groupKey(in store: RecordStore) -> String? {
+        shareable.map { $0 + "\u{0}" + store.judgementKey(for: live) }
+    }
+}
+
 /// Subscriptions and event streams that follow the head of the event log alike, served together.
 ///
 /// Subscribers that start "from now" (no `since`) with the same document (or, for Server-Sent Events, the same
