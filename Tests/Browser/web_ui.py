@@ -6,9 +6,10 @@ state change without its mandatory field (and sees the field reported), runs it 
 beth.anglin makes through the Table API appear on the open item and in the list without a reload, and is warned
 (then refused) when beth changes the item while he edits it. Any JavaScript
 error in the console fails the run. It saves screenshots at 390x844 and 1440x900 into --screenshots, then gives
-john 200 active items and times the first contentful paint of My work (median of several loads).
+john 200 active items and times the first contentful paint of My work (median of several loads), against the
+budget or, on a machine where even a light page paints slowly, against that page's paint times --paint-ratio.
 
-Usage: Tests/Browser/web_ui.py --binary PATH [--screenshots docs/screenshots] [--paint-budget-ms 200]
+Usage: Tests/Browser/web_ui.py --binary PATH [--screenshots docs/screenshots] [--paint-budget-ms 200] [--paint-ratio 2.5]
 Needs: chromium and chromium-driver (Debian), selenium (PyPI).
 """
 import argparse
@@ -148,7 +149,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--binary", required=True)
     parser.add_argument("--screenshots", default="docs/screenshots")
-    parser.add_argument("--paint-budget-ms", type=float, default=200)
+    parser.add_argument("--paint-budget-ms", type=float, default=200,
+                        help="My work's median first contentful paint may take this long on any machine")
+    parser.add_argument("--paint-ratio", type=float, default=2.5,
+                        help="or this many times a light page's median paint, on a machine where that is slow")
     args = parser.parse_args()
 
     folder = tempfile.mkdtemp(prefix="docket-browser-")
@@ -289,35 +293,49 @@ def main():
         have = int(count["result"]["stats"]["count"])
         for index in range(max(0, 200 - have)):
             api(port, "POST", "/api/now/table/incident", {"short_description": f"Load item {index}", "assigned_to": john}, user="admin")
-        # Chromium reports the paint a little after the page is usable, and now and then not at all (a load it
-        # judged hidden): wait for the entry through an observer, and load again until seven were timed.
-        paints, missed = [], 0
-        while len(paints) < 7 and missed < 7:
-            driver.get(base + "/app/work")
-            run.until_text("main h1", "My work")
-            paint = driver.execute_async_script("""
-                const done = arguments[arguments.length - 1];
-                const found = () => performance.getEntriesByName('first-contentful-paint')[0];
-                if (found()) { done(found().startTime); return; }
-                new PerformanceObserver(() => { if (found()) done(found().startTime); })
-                    .observe({type: 'paint', buffered: true});
-                setTimeout(() => done(found() ? found().startTime : null), 3000);
-            """)
-            if paint is None:
-                missed += 1
-                state = driver.execute_script("return document.visibilityState")
-                print(f"  (a load without a paint entry; the page was {state})", flush=True)
-            else:
-                paints.append(paint)
-        if len(paints) < 4:
-            sys.exit(f"Chromium reported the first contentful paint of only {len(paints)} of {len(paints) + missed} loads")
+        # The same Chromium on a machine half as fast paints every page twice as late, so the budget is read against
+        # a page with the same header, styles and script and almost nothing in it (a device's sign-in form),
+        # loaded in turn with My work: My work must paint within --paint-budget-ms, or, where even that light page
+        # is slow, within --paint-ratio times its paint. What 200 items cost (a query per row, a blocking script,
+        # a page that grows with the items) shows in both.
+        samples = {"/app/work": [], "/app/device": []}
+        missed = 0
+        while min(len(paints) for paints in samples.values()) < 9 and missed < 9:
+            for path, paints in samples.items():
+                driver.get(base + path)
+                run.until_text("main h1", "My work" if path == "/app/work" else "Sign in a device")
+                paint = driver.execute_async_script("""
+                    const done = arguments[arguments.length - 1];
+                    const found = () => performance.getEntriesByName('first-contentful-paint')[0];
+                    if (found()) { done(found().startTime); return; }
+                    new PerformanceObserver(() => { if (found()) done(found().startTime); })
+                        .observe({type: 'paint', buffered: true});
+                    setTimeout(() => done(found() ? found().startTime : null), 3000);
+                """)
+                # Chromium reports the paint a little after the page is usable, and now and then not at all (a load
+                # it judged hidden): the observer waits for the entry, and a load without one is made again.
+                if paint is None:
+                    missed += 1
+                    state = driver.execute_script("return document.visibilityState")
+                    print(f"  (a load of {path} without a paint entry; the page was {state})", flush=True)
+                else:
+                    paints.append(paint)
+        if min(len(paints) for paints in samples.values()) < 5:
+            sys.exit(f"Chromium reported the first contentful paint of too few loads ({missed} missed)")
+        driver.get(base + "/app/work")
         summary = driver.find_element(By.CSS_SELECTOR, ".summary").text
-        median = statistics.median(paints[1:])
-        print(f"  first contentful paint of My work ({summary}): median {median:.0f} ms over {len(paints) - 1} loads "
-              f"(all: {', '.join(f'{p:.0f}' for p in paints)})", flush=True)
+        # The first load of each (cold caches) is left out.
+        work, light = (statistics.median(paints[1:]) for paints in samples.values())
+        for (path, paints), median in zip(samples.items(), (work, light)):
+            print(f"  first contentful paint of {path}: median {median:.0f} ms over {len(paints) - 1} loads "
+                  f"(all: {', '.join(f'{p:.0f}' for p in paints)})", flush=True)
+        allowed = max(args.paint_budget_ms, args.paint_ratio * light)
+        print(f"  My work ({summary}) painted in {work:.0f} ms, {work / light:.1f} times the light page; "
+              f"allowed {allowed:.0f} ms", flush=True)
         run.check_console()
-        if median > args.paint_budget_ms:
-            sys.exit(f"My work painted in {median:.0f} ms, over the {args.paint_budget_ms:.0f} ms budget")
+        if work > allowed:
+            sys.exit(f"My work painted in {work:.0f} ms, over the {allowed:.0f} ms allowed "
+                     f"(budget {args.paint_budget_ms:.0f} ms, or {args.paint_ratio} times the light page's {light:.0f} ms)")
         print("Web UI: all checks passed")
     finally:
         if driver is not None:
