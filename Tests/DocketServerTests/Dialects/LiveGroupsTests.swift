@@ -341,6 +341,40 @@ struct LiveGroupsTests {
         }
     }
 
+    @Test("a member whose bearer token runs out, which no logout or revocation tells, is revoked at the next tick", .timeLimit(.minutes(3)))
+    func expiryAtTick() async throws {
+        try await Self.withFixture { fixture in
+            // A client whose access tokens last two seconds.
+            try await fixture.store.insert(
+                into: "oauth_entity",
+                values: ["name": "brief", "client_id": "brief", "client_secret": "s", "access_token_lifespan": "2"], caller: Callers.admin
+            )
+            let form = ["grant_type": "password", "client_id": "brief", "client_secret": "s", "username": "john.doe", "password": "password"]
+            let grant = try #require(try await fixture.credentials.oauth.grant(form: form, basicClient: nil, address: "t"))
+            let (john, _) = try await fixture.authenticator.login(userName: "john.doe", password: "password", address: "t")
+            let caller = try #require(try await fixture.credentials.caller(for: .bearer(grant.accessToken), as: john))
+            let start = try await fixture.store.latestSequence()
+            let beats = Mutex(0)
+            var rider = FakeSocket().rider(caller, credential: .bearer(grant.accessToken), after: start, fixture: fixture)
+            rider.beat = {
+                beats.withLock { $0 += 1 }
+                return .written
+            }
+            let ride = try fixture.ride(try fixture.subscription(caller, after: start), rider)
+            try await Self.eventually { fixture.groups.members == 1 }
+            let generations = fixture.credentials.watch().checkedAt
+            fixture.store.broadcaster.tick()
+            try await Self.eventually { beats.withLock { $0 } == 1 }
+            // Nothing the counters see happens: only the clock moves past the token's expiry.
+            try await Task.sleep(for: .milliseconds(2_500))
+            fixture.store.broadcaster.tick()
+            #expect(await Self.exit(of: ride) == .revoked)
+            #expect(beats.withLock { $0 } == 1)
+            #expect(fixture.credentials.watch().checkedAt == generations)
+            #expect(fixture.groups.members == 0)
+        }
+    }
+
     @Test("a shared result is written as one whole text frame: the header RFC 6455 prescribes for its length, then the text")
     func textFrames() {
         let allocator = ByteBufferAllocator()
