@@ -283,8 +283,7 @@ def run(binary, scheme, pages):
     finally:
         if driver is not None:
             driver.quit()
-        process.terminate()
-        process.wait(timeout=30)
+        web_ui.stop(process, folder)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from web_ui import Run, api, browser, start  # noqa: E402
+from web_ui import Run, api, browser, start, stop  # noqa: E402
 
 from selenium.webdriver.common.by import By  # noqa: E402
 
@@ -127,8 +127,7 @@ def main():
     finally:
         if driver is not None:
             driver.quit()
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process, folder)
         shutil.rmtree(folder, ignore_errors=True)
 
 

@@ -35,7 +35,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from web_ui import PAGE_CHANGES, browser, start  # noqa: E402
+from web_ui import PAGE_CHANGES, browser, start, stop  # noqa: E402
 
 CLIENT = "datasync-starter-client"
 received = []
@@ -192,8 +192,7 @@ def main():
         if driver is not None:
             driver.quit()
         app.shutdown()
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process, folder)
         idp.stdin.close()
         idp.wait(10)
         shutil.rmtree(folder, ignore_errors=True)

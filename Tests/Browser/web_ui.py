@@ -55,6 +55,23 @@ def start(binary, folder, extra=()):
     sys.exit("docketd did not start: " + open(os.path.join(folder, "stderr")).read())
 
 
+def stop(process, folder):
+    """Stops docketd, and says so when it had ended by itself under the test (a crash would otherwise only show as
+    refused connections) or did not end cleanly when asked (0 is its status after SIGTERM), with its stderr's end."""
+    ended = process.poll() is not None
+    if not ended:
+        process.terminate()
+    process.wait(timeout=30)
+    if ended or process.returncode != 0:
+        try:
+            with open(os.path.join(folder, "stderr"), errors="replace") as handle:
+                tail = handle.read()[-4000:]
+        except OSError:
+            tail = "(no stderr)"
+        when = "during the test" if ended else "when stopped (0 expected)"
+        print(f"docketd ended with status {process.returncode} {when}; its stderr ends:\n{tail}", flush=True)
+
+
 def api(port, method, path, body=None, user="beth.anglin", connection=None):
     """A Table API call as a demo user (password "password"; admin's is "admin"), to 127.0.0.1:port or on
     `connection`."""
@@ -340,8 +357,7 @@ def main():
     finally:
         if driver is not None:
             driver.quit()
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process, folder)
         shutil.rmtree(folder, ignore_errors=True)
 
 
