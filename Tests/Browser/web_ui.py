@@ -56,8 +56,10 @@ def start(binary, folder, extra=()):
 
 
 def stop(process, folder):
-    """Stops docketd, and says so when it had ended by itself under the test (a crash would otherwise only show as
-    refused connections) or did not end cleanly when asked (0 is its status after SIGTERM), with its stderr's end."""
+    """Stops docketd. When it had ended by itself under the test (a crash would otherwise only show as refused
+    connections) or did not end cleanly when asked (0 is its status after SIGTERM), says so with the end of its
+    stderr, and fails the test unless it is already failing (called from `finally`, it then leaves that failure
+    to be reported)."""
     ended = process.poll() is not None
     if not ended:
         process.terminate()
@@ -70,6 +72,8 @@ def stop(process, folder):
             tail = "(no stderr)"
         when = "during the test" if ended else "when stopped (0 expected)"
         print(f"docketd ended with status {process.returncode} {when}; its stderr ends:\n{tail}", flush=True)
+        if sys.exc_info()[0] is None:
+            sys.exit(f"docketd ended with status {process.returncode} {when}")
 
 
 def api(port, method, path, body=None, user="beth.anglin", connection=None):
