@@ -131,11 +131,13 @@ let package = Package(
             path: "Benchmarks/LiveFanoutClient"
         ),
         .testTarget(name: "DocketModelTests", dependencies: ["DocketModel"]),
+        // Bounds how many tests run at once (see its source), for every test of the one test binary.
+        .target(name: "TestParallelism", path: "Tests/TestParallelism"),
         // Runs a live docketd for the SDK and CLI end-to-end tests.
         .target(
             name: "DocketTestSupport",
             dependencies: [
-                "DocketServer", .product(name: "Hummingbird", package: "hummingbird"),
+                "TestParallelism", "DocketServer", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -50,9 +50,19 @@ final class Nudge: Sendable {
         var signalled = false
         var waiter: (id: Int, continuation: CheckedContinuation<Void, Never>)? = nil
         var nextID = 0
+        /// A wait whose time ran out before it began waiting (its task was held up between starting the timer and
+        /// waiting): it returns at once instead of waiting for a signal that may never come.
+        var endedEarly: Int? = nil
     }
 
     private let state = Mutex(State())
+    /// For tests: blocks the waiting thread this long between starting a wait's timer and waiting, as a busy machine
+    /// can, so that the timer may run out first.
+    private let holdUp: Duration?
+
+    init(holdUp: Duration? = nil) {
+        self.holdUp = holdUp
+    }
 
     func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -73,15 +83,17 @@ final class Nudge: Sendable {
             return state.nextID
         }
         let timer = Task { [weak self] in
-            try? await Task.sleep(for: duration)
+            do { try await Task.sleep(for: duration) } catch { return }
             self?.end(id)
         }
         defer { timer.cancel() }
+        if let holdUp { Self.block(for: holdUp) }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { state -> Bool in
-                    if state.signalled || Task.isCancelled {
+                    if state.signalled || Task.isCancelled || state.endedEarly == id {
                         state.signalled = false
+                        state.endedEarly = nil
                         return true
                     }
                     state.waiter = (id, continuation)
@@ -94,10 +106,20 @@ final class Nudge: Sendable {
         }
     }
 
-    /// Ends the wait `id`, if it is still the one waiting.
+    /// Holds the calling thread (for ``holdUp``).
+    private static func block(for duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        Thread.sleep(forTimeInterval: Double(seconds) + Double(attoseconds) / 1e18)
+    }
+
+    /// Ends the wait `id`, if it is still the one waiting; a wait that has not begun yet returns as soon as it does.
     private func end(_ id: Int) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard let waiter = state.waiter, waiter.id == id else { return nil }
+            guard let waiter = state.waiter else {
+                if id == state.nextID { state.endedEarly = id }
+                return nil
+            }
+            guard waiter.id == id else { return nil }
             state.waiter = nil
             return waiter.continuation
         }

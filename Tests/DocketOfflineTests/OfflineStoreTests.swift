@@ -237,6 +237,13 @@ final class Box<Value: Sendable>: Sendable {
     var get: Value? { value.withLock { $0 } }
 }
 
+/// Lines written from several tasks, to show what happened when a test fails.
+final class Story: Sendable {
+    private let entries = Mutex<[String]>([])
+    func add(_ line: String) { entries.withLock { $0.append(line) } }
+    var lines: String { entries.withLock { $0.joined(separator: "\n") } }
+}
+
 extension KeepSyncedTests {
     @Test("while the server is down writes queue; soon after its return keepSynced sends them all, once each", .timeLimit(.minutes(2)))
     func serverReturns() async throws {
@@ -246,14 +253,21 @@ extension KeepSyncedTests {
         let store = Box<OfflineStore>()
         let running = Box<Task<Void, Never>>()
         let written = Box<[String]>()
+        // What each sync reported, and when: the story of a failure.
+        let started = ContinuousClock.now
+        let story = Story()
         defer { running.get?.cancel() }
         let elapsed = try await withRestartingLiveServer(
             first: { base in
                 let opened = try OfflineStore(path: folder.appendingPathComponent("store.sqlite").path, client: try OfflineStoreTests.client(base))
                 store.set(opened)
-                running.set(Task { await opened.keepSynced(interval: .seconds(60)) })
+                running.set(Task { await opened.keepSynced(interval: .seconds(60)) { result in
+                    let at = ContinuousClock.now - started
+                    story.add("\(at): \(result)")
+                } })
             },
             between: { _ in
+                story.add("\(ContinuousClock.now - started): the server is down")
                 let store = try #require(store.get)
                 var ids: [String] = []
                 for index in 0..<50 { ids.append(try await store.create(in: "incident", values: ["short_description": "while down \(index)"])) }
@@ -261,11 +275,12 @@ extension KeepSyncedTests {
                 // Long enough for the retries to back off to their longest wait.
                 try await Task.sleep(for: .seconds(2))
                 #expect(try await store.pendingCount() == 50)
-                #expect(try await store.operations().first?.lastError != nil)
+                #expect(try await store.operations().first?.lastError != nil, "\(story.lines)")
             },
             second: { base in
                 let store = try #require(store.get)
                 let back = ContinuousClock.now
+                story.add("\(back - started): the server is back")
                 var firstSent: Duration? = nil
                 while try await store.pendingCount() > 0 {
                     if firstSent == nil, try await store.pendingCount() < 50 { firstSent = ContinuousClock.now - back }
@@ -273,7 +288,7 @@ extension KeepSyncedTests {
                     if ContinuousClock.now - back > .seconds(10) { break }
                 }
                 let drained = ContinuousClock.now - back
-                #expect(drained < .seconds(10), "drained \(drained) after the server was back")
+                #expect(drained < .seconds(10), "drained \(drained) after the server was back: \(story.lines)")
                 let admin = try OfflineStoreTests.client(base, "admin")
                 let count = try await admin.table.records(in: "incident", query: .where("short_description", .startsWith, "while down"), limit: 1).totalCount
                 #expect(count == 50)

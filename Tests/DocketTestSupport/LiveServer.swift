@@ -22,6 +22,7 @@ public func withLiveServer<T: Sendable>(
     configuration.tlsCertificatePath = tls?.certificateFile
     configuration.tlsKeyPath = tls?.keyFile
     configure(&configuration)
+    try await LiveTemplate.shared.copy(into: configuration)
     let app = try await buildApplication(configuration) { channel in
         port.withLock { $0 = channel.localAddress?.port }
     }
@@ -47,6 +48,7 @@ public func withRestartingLiveServer<T: Sendable>(
     )
     configuration.liveHeartbeat = heartbeat
     SuiteLog.configure(&configuration)
+    try await LiveTemplate.shared.copy(into: configuration)
     let port = try await runServer(configuration) { port in
         try await first("http://127.0.0.1:\(port)")
         return port
@@ -88,6 +90,43 @@ private func runServer<T: Sendable>(_ configuration: Configuration, _ body: @Sen
             try? await tasks.waitForAll()
             throw error
         }
+    }
+}
+
+/// A data folder with the demo seeded, made once per test process and copied for each live server: seeding the demo
+/// and making an RSA signing key cost a debug build about half a second of a core each, and with dozens of live
+/// servers starting together on two cores that left the tests' own timing to chance. (Each copy shares the
+/// template's secrets and keys, as copies of one backup would.)
+actor LiveTemplate {
+    static let shared = LiveTemplate()
+    private var built: Task<String, any Error>?
+
+    /// Copies the template into `configuration`'s data folder, when the configuration serves the demo from the
+    /// SQLite file of a folder that does not exist yet (otherwise the server seeds its own, as before).
+    func copy(into configuration: Configuration) async throws {
+        guard configuration.demo, configuration.database == nil, !FileManager.default.fileExists(atPath: configuration.dataDirectory)
+        else { return }
+        let template = try await folder()
+        try FileManager.default.copyItem(atPath: template, toPath: configuration.dataDirectory)
+    }
+
+    private func folder() async throws -> String {
+        if let built { return try await built.value }
+        let task = Task { try await Self.build() }
+        built = task
+        return try await task.value
+    }
+
+    /// Starts docketd once on a new folder with the demo and stops it: its database is then closed, whole, in
+    /// the folder.
+    private static func build() async throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-live-template-\(UUID().uuidString)")
+        var configuration = Configuration(
+            host: "127.0.0.1", port: 0, dataDirectory: directory.path, demo: true, logLevel: .warning, bcryptCost: 4
+        )
+        SuiteLog.configure(&configuration)
+        try await runServer(configuration) { _ in }
+        return directory.path
     }
 }
 

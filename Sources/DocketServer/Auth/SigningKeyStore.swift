@@ -54,7 +54,7 @@ enum SigningKeyStore {
             return keys
         }
         // Made outside the transaction (generating an RSA key takes a while), used only if none is there.
-        let fresh = try newKey(.rs256, signsFrom: 0)
+        let fresh = try await newKey(.rs256, signsFrom: 0)
         return try await storage.write { db in
             // Two instances starting at once: the first inserts win, both read them back.
             try await db.run(
@@ -76,7 +76,9 @@ enum SigningKeyStore {
         families: [Family] = Family.allCases
     ) async throws -> [Key] {
         _ = try await load(storage, secret: secret)
-        let made = try families.map { try newKey($0, signsFrom: now + max(0, lead)) }
+        var keys: [Key] = []
+        for family in families { keys.append(try await newKey(family, signsFrom: now + max(0, lead))) }
+        let made = keys
         try await storage.write { db in
             for key in made { try await insert(key, db) }
             // A key whose successor in its family has signed for longer than the retention verifies nothing any more.
@@ -91,17 +93,24 @@ enum SigningKeyStore {
         return made
     }
 
-    /// A new random key of a family.
-    static func newKey(_ family: Family, signsFrom: Int) throws -> Key {
+    /// A new random key of a family. An RSA key is made on a thread of its own: finding its primes takes a tenth of
+    /// a second to a second of a core, which would otherwise hold one of the few threads every task shares.
+    static func newKey(_ family: Family, signsFrom: Int) async throws -> Key {
         switch family {
         case .hs512:
             var generator = SystemRandomNumberGenerator()
             let material = (0..<64).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
             return Key(id: TokenKeys.keyID(material), algorithm: family.rawValue, material: material, signsFrom: signsFrom)
         case .rs256:
-            let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-            let material = Array(key.derRepresentation)
+            let material = try await onThreadOfItsOwn { Array(try _RSA.Signing.PrivateKey(keySize: .bits2048).derRepresentation) }
             return Key(id: try TokenKeys.keyID(rsa: material), algorithm: family.rawValue, material: material, signsFrom: signsFrom)
+        }
+    }
+
+    /// Runs `work` on a new thread and returns its result.
+    private static func onThreadOfItsOwn<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
         }
     }
 

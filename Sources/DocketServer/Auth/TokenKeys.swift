@@ -53,7 +53,7 @@ final class TokenKeys: Sendable {
     static func make(secret: [UInt8]) async throws -> TokenKeys {
         let keys = [
             SigningKeyStore.Key(id: keyID(secret), algorithm: SigningKeyStore.algorithm, material: secret, signsFrom: 0),
-            try SigningKeyStore.newKey(.rs256, signsFrom: 0),
+            try await SigningKeyStore.newKey(.rs256, signsFrom: 0),
         ]
         return TokenKeys(storage: nil, secret: secret, keys: keys, collections: try await collections(of: keys), now: SessionStore.now())
     }
