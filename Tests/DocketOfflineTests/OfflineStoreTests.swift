@@ -296,8 +296,9 @@ extension KeepSyncedTests {
             }
         )
         // The retries wait at most 1 s, so the first after the return comes soon: a bound against a stall, not a
-        // timing (Benchmarks/offline-drain.py measures it).
-        #expect(elapsed < .seconds(5), "the first write arrived \(elapsed) after the server was back")
+        // timing (Benchmarks/offline-drain.py measures it). The first to arrive is the whole first batch of 50, which
+        // a debug server on a busy machine took 5.5 s to write; a stall (as before the fix in Nudge) never ends.
+        #expect(elapsed < .seconds(8), "the first writes arrived \(elapsed) after the server was back:\n\(story.lines)")
         #expect(written.get?.count == 50)
     }
 }

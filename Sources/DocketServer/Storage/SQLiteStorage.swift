@@ -164,11 +164,16 @@ final class SQLiteStorage: Storage {
     /// Only this process writes an SQLite file: it learns of every change as it commits.
     func logSignals() -> AsyncStream<Void>? { nil }
 
+    /// Closes every connection, also for a caller that was cancelled (a shutdown, a request whose client left): in a
+    /// cancelled task SQLiteNIO runs no statement, its close included, and a connection left open is an assertion
+    /// when the storage goes away.
     func close() async throws {
-        try await writeLock.withLock {
-            self.closed.withLock { $0 = true }
-            for reader in self.readers.all { try await reader.close() }
-            try await self.writer.withLock { $0 }.close()
+        try await runToCompletion {
+            try await self.writeLock.withLock {
+                self.closed.withLock { $0 = true }
+                for reader in self.readers.all { try await reader.close() }
+                try await self.writer.withLock { $0 }.close()
+            }
         }
     }
 }

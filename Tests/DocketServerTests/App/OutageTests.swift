@@ -2,6 +2,7 @@ import DocketModel
 import Foundation
 import HTTPTypes
 import Hummingbird
+import Logging
 import HummingbirdTesting
 import NIOCore
 import SQLiteKit
@@ -348,6 +349,21 @@ struct AsyncLockTests {
             try await stuck.value
             try await store.storage.write { _ in }
         }
+    }
+
+    @Test("a caller already cancelled (a shutdown, a test past its time limit) still closes an SQLite storage: what comes after is refused")
+    func closeWhenCancelled() async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let storage = try await SQLiteStorage.open(path: directory.path + "/test.sqlite", readers: 2, logger: Logger(label: "test"))
+        let closing = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await storage.close()
+        }
+        // Left open, the connections would also trip SQLiteNIO's assertion when the storage goes away.
+        try await closing.value
+        await #expect(throws: StorageUnavailable.self) { try await storage.read { _ in } }
+        await #expect(throws: StorageUnavailable.self) { try await storage.write { _ in } }
     }
 
     @Test("with three permits three hold it at once, a fourth waits for one of them, and none is lost")
