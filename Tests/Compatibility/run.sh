@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The compatibility suite: unmodified PyPI clients (pysnc, pysnow, gql) against a live release docketd with
+# The compatibility suite: unmodified PyPI clients (pysnc, pysnow, gql) against a live docketd with
 # demo data, over HTTPS with a throw-away CA made here. Usage: Tests/Compatibility/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +28,7 @@ printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nke
 openssl x509 -req -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial -days 1 \
     -extfile "$WORK/ext.cnf" -out "$WORK/server.pem" 2>/dev/null
 
-# DOCKET_BIN runs another build (a debug one while developing); CI uses the release build.
+# DOCKET_BIN runs another build (CI passes the debug build it tested); without it, a release build.
 if [[ -n "${DOCKET_BIN:-}" ]]; then
     BIN=$DOCKET_BIN
 else
