@@ -22,41 +22,65 @@ struct PostgresRunner: SQLRunner {
     let connection: PostgresConnection
     let logger: Logger
     var faults: StatementFaults? = nil
+    /// Statements run again and again are prepared (nil: every statement is parsed on each run).
+    var prepared: PreparedStatements? = nil
 
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
         try faults?.check(sql)
         let (text, binds) = connection.sql().serialize(sql)
         var bindings = PostgresBindings(capacity: binds.count)
+        // One letter per value, for how it is bound: a text prepared with values of other types is another statement.
+        var signature = ""
         for bind in binds {
             switch bind {
             // PostgreSQL's text cannot hold NUL: it becomes U+FFFD (SQLite keeps it), so such input is stored or
             // matched like any other text instead of failing the statement.
             case let value as String:
                 bindings.append(UntypedText(value.contains("\u{0}") ? value.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : value))
-            case let value as Int: bindings.append(UntypedText(String(value)))
+                signature.append("t")
+            case let value as Int:
+                bindings.append(UntypedText(String(value)))
+                signature.append("t")
             // Typed, so that an integer expression compared with it is widened rather than the number narrowed.
-            case let value as Double: bindings.append(value)
-            case let value as Bool: bindings.append(UntypedText(value ? "1" : "0"))
-            case let value as SQLBlob: bindings.append(value.buffer)
+            case let value as Double:
+                bindings.append(value)
+                signature.append("d")
+            case let value as Bool:
+                bindings.append(UntypedText(value ? "1" : "0"))
+                signature.append("t")
+            case let value as SQLBlob:
+                bindings.append(value.buffer)
+                signature.append("b")
             default: throw PostgresStorageError.unsupportedBind(String(describing: type(of: bind)))
             }
         }
         do {
-            let sequence = try await connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger)
-            var result: [ResultRow] = []
-            var columns: PostgresColumns?
-            for try await row in sequence {
-                let names = columns ?? PostgresColumns(row)
-                columns = names
-                result.append(ResultRow(try PostgresResultRow(row, columns: names)))
+            if let prepared, let slot = prepared.slot(for: text, signature: signature, on: connection, logger: logger) {
+                do {
+                    return try await Self.collect(prepared.run(slot: slot, bindings: bindings, on: connection, logger: logger))
+                } catch {
+                    prepared.failed(slot, on: connection, error: error, logger: logger)
+                    throw error
+                }
             }
-            return result
+            return try await Self.collect(connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger))
         } catch let error as PSQLError {
             if let message = error.serverInfo?[.message] {
                 throw PostgresStatementError(message: message, sqlState: error.serverInfo?[.sqlState])
             }
             throw error
         }
+    }
+
+    private static func collect<Rows: AsyncSequence>(_ sequence: Rows) async throws -> [ResultRow] where Rows.Element == PostgresRow {
+        var result: [ResultRow] = []
+        var columns: PostgresColumns?
+        for try await row in sequence {
+            let names = columns ?? PostgresColumns(row)
+            columns = names
+            result.append(ResultRow(try PostgresResultRow(row, columns: names)))
+        }
+        return result
     }
 
     func run(_ sql: SQLFragment) async throws { _ = try await rows(sql) }

@@ -28,6 +28,8 @@ final class PostgresStorage: Storage {
     private let writeLock: AsyncLock
     let headConnection: HeadConnection
     private let pool: Mutex<Pool>
+    /// Statements prepared once per connection (nil with `prepare=off`).
+    private let prepared: PreparedStatements?
 
     /// The connection pool in use and what is known of the server's health.
     private struct Pool {
@@ -74,6 +76,7 @@ final class PostgresStorage: Storage {
         self.logger = logger
         writeLock = AsyncLock(permits: Self.writersAtOnce(connections: connections))
         headConnection = HeadConnection(location: location)
+        prepared = location.prepare ? .shared : nil
         let (client, runTask) = await Self.startClient(location, connections: connections, logger: logger)
         pool = Mutex(Pool(client: client, runTask: runTask))
     }
@@ -280,7 +283,7 @@ final class PostgresStorage: Storage {
 
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         try await withConnection { connection in
-            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect))
+            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults, prepared: self.prepared), dialect: self.dialect))
         }
     }
 
@@ -289,7 +292,7 @@ final class PostgresStorage: Storage {
         return try await writeLock.withLock(timeout: Self.leaseTimeout) { try await runToCompletion {
             try await self.withConnection { connection in
                 let executor = SQLExecutor(
-                    runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect
+                    runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults, prepared: self.prepared), dialect: self.dialect
                 )
                 do {
                     // The wait for the lock is bounded as the wait for a turn in this process is: a write stuck ahead
@@ -314,7 +317,7 @@ final class PostgresStorage: Storage {
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         try await withConnection { connection in
-            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults), dialect: self.dialect))
+            try await body(SQLExecutor(runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults, prepared: self.prepared), dialect: self.dialect))
         }
     }
 

@@ -59,6 +59,9 @@ public struct StorageLocationError: Error, CustomStringConvertible, Equatable {
 /// - `sslmode`: `disable`, `prefer` (the default: TLS when the server offers it) or `require` (TLS with the
 ///   server's certificate verified against the system's trust roots).
 /// - `host=/DIRECTORY` as a query item connects through the Unix socket in that folder instead of TCP.
+/// - `prepare`: `on` (the default: statements run again and again are prepared, see ``PreparedStatements``) or
+///   `off` (every statement parsed on each run: for a pooler that does not keep named statements, such as
+///   PgBouncer in transaction mode before 1.21).
 public struct PostgresLocation: Sendable, Equatable {
     public enum TLSMode: String, Sendable { case disable, prefer, require }
 
@@ -70,6 +73,7 @@ public struct PostgresLocation: Sendable, Equatable {
     public var database: String?
     public var schema: String?
     public var tls: TLSMode
+    public var prepare = true
 
     init(parsing text: String) throws(StorageLocationError) {
         guard let components = URLComponents(string: text) else {
@@ -77,9 +81,9 @@ public struct PostgresLocation: Sendable, Equatable {
         }
         var items: [String: String] = [:]
         for item in components.queryItems ?? [] { items[item.name] = item.value ?? "" }
-        let known: Set = ["schema", "sslmode", "host"]
+        let known: Set = ["schema", "sslmode", "host", "prepare"]
         if let unknown = items.keys.sorted().first(where: { !known.contains($0) }) {
-            throw .init("Unknown PostgreSQL URL option '\(unknown)'; docketd reads schema, sslmode and host")
+            throw .init("Unknown PostgreSQL URL option '\(unknown)'; docketd reads schema, sslmode, host and prepare")
         }
         socketDirectory = items["host"].flatMap { $0.hasPrefix("/") ? $0 : nil }
         host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1"
@@ -100,6 +104,11 @@ public struct PostgresLocation: Sendable, Equatable {
         case "require", "verify-ca", "verify-full": tls = .require
         default: throw .init("Unknown sslmode '\(mode)'; use disable, prefer or require")
         }
+        switch items["prepare"] ?? "on" {
+        case "on": prepare = true
+        case "off": prepare = false
+        case let other: throw .init("Unknown prepare '\(other)'; use on or off")
+        }
     }
 
     /// The URL without its password.
@@ -110,6 +119,7 @@ public struct PostgresLocation: Sendable, Equatable {
         var options: [String] = []
         if let schema { options.append("schema=" + schema) }
         if let socketDirectory { options.append("host=" + socketDirectory) }
+        if !prepare { options.append("prepare=off") }
         return options.isEmpty ? text : text + "?" + options.joined(separator: "&")
     }
 

@@ -25,6 +25,12 @@ struct StorageLocationTests {
         #expect(plain.password == nil)
         #expect(plain.schema == nil)
         #expect(plain.tls == .prefer)
+        #expect(plain.prepare)
+        guard case .postgres(let unprepared) = try StorageLocation(parsing: "postgres://me@localhost/db?prepare=off") else {
+            Issue.record("not PostgreSQL"); return
+        }
+        #expect(!unprepared.prepare)
+        #expect(unprepared.redacted == "postgres://me@localhost:5432/db?prepare=off")
         guard case .postgres(let socket) = try StorageLocation(parsing: "postgres://me@/db?host=/run/postgresql") else {
             Issue.record("not PostgreSQL"); return
         }
@@ -34,6 +40,7 @@ struct StorageLocationTests {
     @Test("malformed locations are refused with a sentence that says what is expected", arguments: [
         "", "docket.sqlite", "mysql://root@db/x", "sqlite:", "postgres://u@h:0/db", "postgres://u@h/db?schema=Bad-Name",
         "postgres://u@h/db?sslmode=sometimes", "postgres://u@h/db?pool=3", "postgres://u@h/db?schema=",
+        "postgres://u@h/db?prepare=yes",
     ])
     func refused(_ text: String) {
         #expect(throws: StorageLocationError.self) { try StorageLocation(parsing: text) }
