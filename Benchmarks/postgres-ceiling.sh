@@ -8,8 +8,8 @@
 #
 #   Benchmarks/postgres-ceiling.sh [seconds] [clients]
 #
-# Needs curl and PostgreSQL's pgbench; starts a throw-away cluster (scripts/postgres-cluster.sh) and a release
-# docketd (DOCKET_BENCH_BINARY=PATH for another build).
+# Needs curl and PostgreSQL's pgbench; starts a throw-away cluster (scripts/postgres-cluster.sh, which first stops
+# one it started before) and a release docketd (DOCKET_BENCH_BINARY=PATH for another build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 duration="${1:-8}"

@@ -59,7 +59,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("data-dir"), help: "Folder for the database (env DOCKET_DATA_DIR; default ./.docket).")
     var dataDirectory: String?
 
-    @Option(help: "The database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE[?schema=S&sslmode=M] (env DOCKET_DATABASE_URL; default the SQLite file docket.sqlite in the data folder).")
+    @Option(help: "The database: sqlite:PATH or postgres://USER:PASSWORD@HOST:PORT/DATABASE[?schema=S&sslmode=M&prepare=on|off] (env DOCKET_DATABASE_URL; default the SQLite file docket.sqlite in the data folder).")
     var database: String?
 
     @Flag(help: "Seed demo data when the database is new (env DOCKET_DEMO=1).")

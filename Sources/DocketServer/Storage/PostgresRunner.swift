@@ -55,11 +55,13 @@ struct PostgresRunner: SQLRunner {
             }
         }
         do {
-            if let prepared, let slot = prepared.slot(for: text, signature: signature, on: connection, logger: logger) {
+            if let prepared, let use = prepared.slot(for: text, signature: signature, on: connection, logger: logger) {
                 do {
-                    return try await Self.collect(prepared.run(slot: slot, bindings: bindings, on: connection, logger: logger))
+                    let rows = try await Self.collect(prepared.run(slot: use.slot, bindings: bindings, on: connection, logger: logger))
+                    prepared.ran(use, on: connection, error: nil, logger: logger)
+                    return rows
                 } catch {
-                    prepared.failed(slot, on: connection, error: error, logger: logger)
+                    prepared.ran(use, on: connection, error: error, logger: logger)
                     throw error
                 }
             }

@@ -11,9 +11,9 @@ import Synchronization
 /// A text (with the types its values are bound as) gets a slot the second time it is run, up to ``slots`` (512) texts
 /// per process, for the life of the process (later ones run unprepared, as before, and a notice says so once); postgres-nio then prepares it on each connection the first time that connection runs it, and
 /// keeps it there. postgres-nio names a prepared statement by a type, so each slot is a type of its own
-/// (``Slot``). A statement that fails on a connection is run unprepared on that connection from then on:
-/// postgres-nio keeps a failed preparation's error for good, and a preparation can fail for a passing reason (a
-/// lock not had in time, an aborted transaction).
+/// (``Slot``). A statement that fails on a connection before it ever ran there is run unprepared on that connection
+/// from then on: postgres-nio keeps a failed preparation's error for good, and a preparation can fail for a passing
+/// reason (a lock not had in time, a table not there yet).
 final class PreparedStatements: Sendable {
     /// How many texts one process prepares at most (each connection prepares those it runs).
     static let slots = 1 << SlotBits.count
@@ -26,32 +26,37 @@ final class PreparedStatements: Sendable {
         var seen: Set<String> = []
         var slotOf: [String: Int] = [:]
         var texts: [String] = []
-        /// Per connection, the slots it runs unprepared (they failed there).
-        var failed: [ObjectIdentifier: (connection: Weak, slots: Set<Int>)] = [:]
+        var connections: [ObjectIdentifier: OnConnection] = [:]
         var full = false
     }
 
-    struct Weak: Sendable {
+    /// What became of the slots a connection ran: prepared there, or failed before they were (run unprepared there).
+    private struct OnConnection {
         weak var connection: PostgresConnection?
+        var prepared: Set<Int> = []
+        var failed: Set<Int> = []
     }
 
     private let state = Mutex(State())
 
     static let shared = PreparedStatements()
 
+    /// A slot to run a text by on one connection, and whether that connection has prepared it already.
+    struct Use {
+        let slot: Int
+        let prepared: Bool
+    }
+
     /// The slot of `text` bound with values of `signature` (one letter per value) on `connection`, if it is to run
     /// prepared there.
-    func slot(for text: String, signature: String, on connection: PostgresConnection, logger: Logger) -> Int? {
+    func slot(for text: String, signature: String, on connection: PostgresConnection, logger: Logger) -> Use? {
         guard text.utf8.count <= Self.longestText else { return nil }
         let key = signature + "\u{0}" + text
-        return state.withLock { state -> Int? in
+        return state.withLock { state -> Use? in
             if let slot = state.slotOf[key] {
-                if let failed = state.failed[ObjectIdentifier(connection)], failed.connection.connection === connection,
-                    failed.slots.contains(slot)
-                {
-                    return nil
-                }
-                return slot
+                let known = Self.entry(for: connection, in: &state)
+                if known.failed.contains(slot) { return nil }
+                return Use(slot: slot, prepared: known.prepared.contains(slot))
             }
             if state.seen.contains(key) {
                 guard state.texts.count < Self.slots else {
@@ -63,12 +68,23 @@ final class PreparedStatements: Sendable {
                 }
                 state.texts.append(text)
                 state.slotOf[key] = state.texts.count - 1
-                return state.texts.count - 1
+                return Use(slot: state.texts.count - 1, prepared: false)
             }
             if state.seen.count >= Self.remembered { state.seen.removeAll(keepingCapacity: true) }
             state.seen.insert(key)
             return nil
         }
+    }
+
+    /// What `connection` did with its slots so far; a connection freed may have left its address to this one, and
+    /// what it did does not carry over.
+    private static func entry(for connection: PostgresConnection, in state: inout State) -> OnConnection {
+        let key = ObjectIdentifier(connection)
+        if let entry = state.connections[key], entry.connection === connection { return entry }
+        if state.connections.count > 64 { state.connections = state.connections.filter { $0.value.connection != nil } }
+        let entry = OnConnection(connection: connection)
+        state.connections[key] = entry
+        return entry
     }
 
     /// Whether a text seen again now would still get a slot.
@@ -79,18 +95,24 @@ final class PreparedStatements: Sendable {
         state.withLock { $0.texts[slot] }
     }
 
-    /// `slot` failed on `connection`: it runs unprepared there from now on.
-    func failed(_ slot: Int, on connection: PostgresConnection, error: any Error, logger: Logger) {
-        logger.notice(
-            "A prepared statement failed; it is parsed on each run on its connection from now on",
-            metadata: ["slot": "\(slot)", "error": "\(PostgresStorage.describe(error))"]
-        )
-        let key = ObjectIdentifier(connection)
+    /// How a run of `use` on `connection` ended. A slot that ran there is prepared there: a later error is the
+    /// statement's own (a constraint, a division by zero) and changes nothing. A slot that failed before it ran may
+    /// have failed its preparation, which postgres-nio keeps: it runs unprepared there from now on.
+    func ran(_ use: Use, on connection: PostgresConnection, error: (any Error)?, logger: Logger) {
+        guard !use.prepared else { return }
+        if let error {
+            logger.notice(
+                "A statement could not be prepared; it is parsed on each run on its connection from now on",
+                metadata: ["slot": "\(use.slot)", "error": "\(PostgresStorage.describe(error))"]
+            )
+        }
         state.withLock { state in
-            // A connection freed may leave its address to a new one: what failed there does not carry over.
-            if let entry = state.failed[key], entry.connection.connection !== connection { state.failed[key] = nil }
-            if state.failed.count > 64 { state.failed = state.failed.filter { $0.value.connection.connection != nil } }
-            state.failed[key, default: (Weak(connection: connection), [])].slots.insert(slot)
+            _ = Self.entry(for: connection, in: &state)
+            if error == nil {
+                state.connections[ObjectIdentifier(connection)]?.prepared.insert(use.slot)
+            } else {
+                state.connections[ObjectIdentifier(connection)]?.failed.insert(use.slot)
+            }
         }
     }
 

@@ -95,6 +95,35 @@ struct PreparedStatementTests {
         }
     }
 
+    @Test("an error of a statement already prepared on its connection is its own: the statement stays prepared there")
+    func executionErrorKeepsItPrepared() async throws {
+        try await Self.withStorage { storage in
+            let tag = Self.unique()
+            let room = PreparedStatements.shared.hasRoom
+            try await storage.read { executor in
+                let divide: (Int) -> SQLFragment = { by in "SELECT 10 / " + .bind(by) + " AS " + .identifier("p_" + tag) }
+                // PostgreSQL counts each run of a prepared statement as a generic or a custom plan.
+                let runs: @Sendable () async throws -> Int? = {
+                    let rows = try await executor.rows(
+                        "SELECT generic_plans + custom_plans AS n FROM pg_prepared_statements WHERE statement LIKE "
+                            + .bind("%p_" + tag + "%")
+                    )
+                    return try rows.first?.value(at: "n", kind: .integer).intValue
+                }
+                for _ in 0..<2 {
+                    #expect(try await executor.rows(divide(2)).first?.value(at: "p_" + tag, kind: .integer).intValue == 5)
+                }
+                await #expect(throws: PostgresStatementError.self) { try await executor.rows(divide(0)) }
+                guard room else { return }
+                let before = try #require(try await runs())
+                for _ in 0..<3 {
+                    #expect(try await executor.rows(divide(5)).first?.value(at: "p_" + tag, kind: .integer).intValue == 2)
+                }
+                #expect(try await runs() == before + 3)
+            }
+        }
+    }
+
     @Test("with prepare=off nothing is prepared")
     func off() async throws {
         try await Self.withStorage(prepare: false) { storage in
