@@ -140,14 +140,24 @@ final class NotificationRules: ChangeObserver {
         return pending
     }
 
+    /// Values bound in one `IN (…)` list (SQLite takes 32,766 parameters, PostgreSQL 65,535).
+    static let listChunk = 500
+
     /// The rules users turned off (`user\0rule`), and the devices on which they turned a rule off.
     private func preferences(of users: [String], rules: Set<String>) async throws -> (everywhere: Set<String>, devices: [String: [String]]) {
         guard !users.isEmpty, !rules.isEmpty else { return ([], [:]) }
+        // Bounded lists: a rule may name a group of any size, and databases bound a statement's parameters.
+        let rules = Array(rules.prefix(Self.listChunk))
         let rows = try await store.storage.read { db in
-            try await db.rows(
-                "SELECT " + .identifier("user") + " AS u, notification, subscription FROM sys_notification_preference WHERE enabled = 0 AND "
-                    + .identifier("user") + " IN (" + .bindList(users) + ") AND notification IN (" + .bindList(Array(rules)) + ")"
-            )
+            var rows: [ResultRow] = []
+            for start in stride(from: 0, to: users.count, by: Self.listChunk) {
+                let chunk = Array(users[start..<min(users.count, start + Self.listChunk)])
+                rows += try await db.rows(
+                    "SELECT " + .identifier("user") + " AS u, notification, subscription FROM sys_notification_preference WHERE enabled = 0 AND "
+                        + .identifier("user") + " IN (" + .bindList(chunk) + ") AND notification IN (" + .bindList(rules) + ")"
+                )
+            }
+            return rows
         }
         var everywhere = Set<String>()
         var devices: [String: [String]] = [:]

@@ -239,19 +239,29 @@ final class Notifier: Sendable {
             table: inbox, sysID: sysID, operation: .insert, fields: stored.map(\.name), values: values, previous: [:], caller: .system,
             now: now, db: db
         )
-        let selection: SQLFragment
+        // Bounded lists: the sender API may name any number of devices, and databases bound a statement's parameters.
+        var selections: [SQLFragment] = []
+        var muted: [String] = []
         switch devices {
         case .devicesOf(let user, let except):
-            selection = .identifier("user") + " = " + .bind(user) + (except.isEmpty ? "" : " AND sys_id NOT IN (" + .bindList(except) + ")")
+            selections = [.identifier("user") + " = " + .bind(user)]
+            muted = except
         case .subscriptions(let ids):
-            guard !ids.isEmpty else { return event }
-            selection = "sys_id IN (" + .bindList(ids) + ")"
+            for start in stride(from: 0, to: ids.count, by: NotificationRules.listChunk) {
+                selections.append("sys_id IN (" + .bindList(Array(ids[start..<min(ids.count, start + NotificationRules.listChunk)])) + ")")
+            }
         }
-        try await db.run(
-            "INSERT INTO docket_push_delivery (notification, subscription, user_id, state, attempts, next_attempt, last_status, created)"
-                + " SELECT " + .bind(sysID) + ", sys_id, COALESCE(" + .identifier("user") + ", ''), 'pending', 0, " + .bind(millis) + ", 0, "
-                + .bind(millis) + " FROM sys_push_subscription WHERE active = 1 AND " + selection
-        )
+        for selection in selections {
+            try await db.run(
+                "INSERT INTO docket_push_delivery (notification, subscription, user_id, state, attempts, next_attempt, last_status, created)"
+                    + " SELECT " + .bind(sysID) + ", sys_id, COALESCE(" + .identifier("user") + ", ''), 'pending', 0, " + .bind(millis) + ", 0, "
+                    + .bind(millis) + " FROM sys_push_subscription WHERE active = 1 AND " + selection
+            )
+        }
+        for start in stride(from: 0, to: muted.count, by: NotificationRules.listChunk) {
+            let chunk = Array(muted[start..<min(muted.count, start + NotificationRules.listChunk)])
+            try await db.run("DELETE FROM docket_push_delivery WHERE notification = " + .bind(sysID) + " AND subscription IN (" + .bindList(chunk) + ")")
+        }
         return event
     }
 }

@@ -61,48 +61,71 @@ protocol PushChannel: Sendable {
     func send(_ message: PushMessage, to target: PushTarget) async -> PushOutcome
 }
 
-/// Sends the deliveries the notifier recorded (`docket_push_delivery`): due ones in batches, many at once, each
-/// through its channel; records what happened in one transaction per batch; retries with backoff (at least what
-/// `Retry-After` asked), gives up after ``maximumAttempts``, and removes a subscription its push service says is
-/// gone. Runs only on the instance that holds the notifier's lease. A delivery is recorded as sent after the push
-/// service accepted it: a crash in between sends it again, and the device shows it once (the message's id).
+/// Sends the deliveries the notifier recorded (`docket_push_delivery`) as a pipeline, not in batches: a pool of
+/// ``width`` senders takes due deliveries as slots free up, so a slow, hanging or failing endpoint holds one slot
+/// for at most its send limit and never the deliveries to other endpoints. At most ``perHost`` sends go to one
+/// endpoint host (host and port) at once, and a host that keeps failing is backed off as a whole (its deliveries
+/// wait in storage until it is tried again). Outcomes are recorded as they come, whatever has accumulated in one
+/// transaction while the previous one was written; retries back off (at least what `Retry-After` asked), give up
+/// after ``maximumAttempts``, and a subscription its push service says is gone is removed. Runs only on the
+/// instance that holds the notifier's lease. A delivery is recorded as sent after the push service accepted it: a
+/// crash in between sends it again, and the device shows it once (the message's id); while docketd runs, a
+/// delivery in flight or answered but not yet recorded is never taken again.
 final class PushDispatcher: Sendable {
     let store: RecordStore
     let channels: [String: any PushChannel]
     let logger: Logger
     /// Deliveries sent at once.
     let width: Int
+    /// Deliveries sent to one endpoint host at once.
+    let perHost: Int
+    /// The longest one send holds its slot (the channels' own timeouts are shorter; this bounds a channel that
+    /// ignores its own).
+    let sendLimit: Duration
     static let maximumAttempts = 12
     static let batchSize = 256
+    /// Failed sends in a row after which a host is backed off as a whole.
+    static let hostFailuresBeforeBackoff = 3
 
-    private let state = Mutex<(task: Task<Void, Never>?, wake: AsyncStream<Void>.Continuation?)>((nil, nil))
+    private let state = Mutex<(task: Task<Void, Never>?, events: AsyncStream<Event>.Continuation?)>((nil, nil))
+    private let wakePending = Atomic<Bool>(false)
+    private let passCount = Atomic<Int>(0)
 
     /// Where deliveries are counted; nil counts nothing.
     let metrics: ServerMetrics?
 
-    init(store: RecordStore, channels: [String: any PushChannel], width: Int = 64, logger: Logger, metrics: ServerMetrics? = nil) {
+    init(
+        store: RecordStore, channels: [String: any PushChannel], width: Int = 64, perHost: Int = 16, sendLimit: Duration = .seconds(20),
+        logger: Logger, metrics: ServerMetrics? = nil
+    ) {
         self.metrics = metrics
         self.store = store
         self.channels = channels
         self.width = max(1, width)
+        self.perHost = max(1, min(perHost, width))
+        self.sendLimit = sendLimit
         self.logger = logger
     }
+
+    /// How often the dispatcher has looked for due deliveries since it was made (an idle one looks every 30 s).
+    var passes: Int { passCount.load(ordering: .relaxed) }
 
     /// Starts sending (when this instance becomes the notifier).
     func start() {
         state.withLock { state in
             guard state.task == nil else { return }
-            let (wakes, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-            state.wake = continuation
-            state.task = Task { await self.work(wakes) }
+            let (events, continuation) = AsyncStream<Event>.makeStream()
+            state.events = continuation
+            wakePending.store(false, ordering: .relaxed)
+            state.task = Task { await self.work(events, post: continuation) }
         }
     }
 
-    /// Stops sending (another instance is the notifier, or the server stops); waits for the batch in flight.
+    /// Stops sending (another instance is the notifier, or the server stops): sends in flight are cancelled (they
+    /// stay pending and are sent again by the next dispatcher), outcomes already answered are recorded.
     func stop() async {
         let task = state.withLock { state -> Task<Void, Never>? in
             defer { state = (nil, nil) }
-            state.wake?.finish()
             state.task?.cancel()
             return state.task
         }
@@ -115,36 +138,41 @@ final class PushDispatcher: Sendable {
         return await finished(stopping, within: limit)
     }
 
-    /// New deliveries were recorded.
+    /// New deliveries were recorded. Wakes that come while one is pending are one.
     func wake() {
-        _ = state.withLock { $0.wake?.yield() }
+        guard !wakePending.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        _ = state.withLock { $0.events?.yield(.wake) }
     }
 
-    private func work(_ wakes: AsyncStream<Void>) async {
-        var iterator = wakes.makeAsyncIterator()
-        while !Task.isCancelled {
-            do {
-                let (due, next) = try await dueDeliveries()
-                if due.isEmpty {
-                    // Sleep until woken or the next retry is due (and look again now and then regardless).
-                    let wait = min(30_000, max(10, (next ?? Int.max / 2) - NotifierLease.now()))
-                    let timer = Task { [weak self] in
-                        try? await Task.sleep(for: .milliseconds(wait))
-                        self?.wake()
-                    }
-                    let woken: Void? = await iterator.next()
-                    timer.cancel()
-                    if woken == nil { return }
-                    continue
-                }
-                try await send(due)
-            } catch is CancellationError {
-                return
-            } catch {
-                logger.warning("Push deliveries paused after an error; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(1))
-            }
-        }
+    /// What the sending pipeline hears about.
+    enum Event: Sendable {
+        /// New deliveries were recorded.
+        case wake
+        /// The timer of this generation ran out (a retry is due, or the periodic look).
+        case tick(Int)
+        /// A send ended.
+        case sent(Answered)
+        /// Outcomes were recorded (or not: they are kept and written again).
+        case recorded([Answered], failed: Bool)
+    }
+
+    struct Key: Hashable, Sendable {
+        var notification: String
+        var subscription: String
+    }
+
+    /// What became of a delivery: its push service's answer, or put off without an attempt (its host is backed off
+    /// or busy).
+    enum Outcome: Sendable {
+        case push(PushOutcome)
+        case deferred(until: Int)
+    }
+
+    struct Answered: Sendable {
+        var due: Due
+        var subscription: String
+        var outcome: Outcome
+        var key: Key { Key(notification: due.notification, subscription: due.subscription) }
     }
 
     struct Due: Sendable {
@@ -157,21 +185,254 @@ final class PushDispatcher: Sendable {
         var target: PushTarget?
         /// Whether the subscription still exists (deactivated by its owner: nothing is sent, it is not removed).
         var exists: Bool
+        var key: Key { Key(notification: notification, subscription: subscription) }
+        /// What one sender's concurrency and backoff are counted by: the endpoint's host and port (APNs: its gateway).
+        var host: String {
+            guard let target else { return "" }
+            if target.kind == "apns" { return "apns" }
+            guard let components = URLComponents(string: target.endpoint), let host = components.host?.lowercased() else { return "" }
+            return host + ":" + String(components.port ?? (components.scheme?.lowercased() == "http" ? 80 : 443))
+        }
     }
 
-    /// Deliveries due now (oldest first), and when the next later one is due.
-    private func dueDeliveries() async throws -> ([Due], Int?) {
-        let now = NotifierLease.now()
-        return try await store.storage.read { db in
+    /// A host's recent failures, and until when it is left alone.
+    struct HostHealth {
+        var failures = 0
+        var until = 0
+    }
+
+    /// The pipeline's state, owned by ``work(_:post:)`` alone.
+    private struct Pipeline {
+        var queue: [Due] = []
+        var running: [Key: String] = [:]
+        var runningPerHost: [String: Int] = [:]
+        var unrecorded: [Answered] = []
+        var recording: Set<Key> = []
+        var hosts: [String: HostHealth] = [:]
+
+        /// Deliveries this dispatcher holds: never taken from storage again while held.
+        var held: Set<Key> {
+            var keys = recording
+            for item in queue { keys.insert(item.key) }
+            for key in running.keys { keys.insert(key) }
+            for answered in unrecorded { keys.insert(answered.key) }
+            return keys
+        }
+    }
+
+    private func work(_ events: AsyncStream<Event>, post: AsyncStream<Event>.Continuation) async {
+        var pipeline = Pipeline()
+        var iterator = events.makeAsyncIterator()
+        var needFetch = true
+        var more = false
+        var nextDue: Int? = nil
+        var recordAgainAt: Int? = nil
+        var timer: (task: Task<Void, Never>, due: Int)? = nil
+        var generation = 0
+        await withDiscardingTaskGroup { group in
+            while !Task.isCancelled {
+                let now = NotifierLease.now()
+                // More is taken while there are free slots that nothing queued can fill (a queued delivery whose
+                // host is at its bound fills none).
+                let startable = pipeline.queue.count { pipeline.runningPerHost[$0.host, default: 0] < perHost }
+                if needFetch || more, pipeline.running.count + startable < width {
+                    needFetch = false
+                    do {
+                        (more, nextDue) = try await take(into: &pipeline, now: now)
+                    } catch is CancellationError {
+                        break
+                    } catch {
+                        if StorageUnavailable.classify(error) == nil {
+                            logger.warning("Push deliveries could not be read; trying again", metadata: ["error": "\(error)"])
+                        }
+                        more = false
+                        nextDue = now + 1000
+                    }
+                }
+                startSends(&pipeline, group: &group, post: post, now: NotifierLease.now())
+                if pipeline.recording.isEmpty, !pipeline.unrecorded.isEmpty, (recordAgainAt ?? 0) <= now {
+                    recordAgainAt = nil
+                    let batch = pipeline.unrecorded
+                    pipeline.unrecorded.removeAll(keepingCapacity: true)
+                    pipeline.recording = Set(batch.map(\.key))
+                    group.addTask {
+                        do {
+                            try await self.finish(batch)
+                            post.yield(.recorded(batch, failed: false))
+                        } catch {
+                            if !(error is CancellationError) {
+                                self.logger.warning("Push outcomes could not be recorded; trying again", metadata: ["error": "\(error)"])
+                            }
+                            post.yield(.recorded(batch, failed: true))
+                        }
+                    }
+                }
+                // The timer: the next retry due, a record to write again, or a look now and then (30 s).
+                let wanted = [nextDue, recordAgainAt, now + 30_000].compactMap { $0 }.min()!
+                if timer?.due != wanted {
+                    timer?.task.cancel()
+                    generation += 1
+                    let (mine, wait) = (generation, max(5, min(30_000, wanted - now)))
+                    timer = (Task {
+                        do { try await Task.sleep(for: .milliseconds(wait)) } catch { return }
+                        post.yield(.tick(mine))
+                    }, wanted)
+                }
+                guard let event = await iterator.next() else { break }
+                switch event {
+                case .wake:
+                    wakePending.store(false, ordering: .relaxed)
+                    needFetch = true
+                case .tick(let fired):
+                    if fired == generation {
+                        timer = nil
+                        needFetch = true
+                    }
+                case .sent(let answered):
+                    pipeline.running.removeValue(forKey: answered.key)
+                    let host = answered.due.host
+                    if let count = pipeline.runningPerHost[host] { pipeline.runningPerHost[host] = count > 1 ? count - 1 : nil }
+                    judge(host: host, answered.outcome, in: &pipeline)
+                    pipeline.unrecorded.append(answered)
+                case .recorded(let batch, let failed):
+                    pipeline.recording.removeAll()
+                    if failed {
+                        // Kept (still held, so they are not sent again) and written again a second from now.
+                        pipeline.unrecorded.insert(contentsOf: batch, at: 0)
+                        recordAgainAt = NotifierLease.now() + 1000
+                    } else {
+                        // What was recorded may be due again later: look at storage afresh.
+                        needFetch = true
+                    }
+                }
+            }
+            timer?.task.cancel()
+            group.cancelAll()
+        }
+        // Outcomes already answered are recorded, even though the dispatcher stops (not as part of its cancellation).
+        let leftover = pipeline.unrecorded
+        if !leftover.isEmpty {
+            let recorded = Task { try await self.finish(leftover) }
+            if case .failure(let error) = await recorded.result {
+                logger.warning("Push outcomes could not be recorded at stop; they are sent again", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// Takes due deliveries from storage into the queue (those it holds excepted), at most ``perHost`` twice over per
+    /// host: more of a busy host's are put off a second, so that they do not stand in front of other hosts'. Returns
+    /// whether more may be due, and when the first later one is.
+    private func take(into pipeline: inout Pipeline, now: Int) async throws -> (more: Bool, next: Int?) {
+        passCount.add(1, ordering: .relaxed)
+        let held = pipeline.held
+        let limit = Self.batchSize + held.count
+        let rows = try await dueDeliveries(limit: limit)
+        var queuedPerHost: [String: Int] = [:]
+        for item in pipeline.queue { queuedPerHost[item.host, default: 0] += 1 }
+        var next: Int? = nil
+        var taken = 0
+        for (due, nextAttempt) in rows {
+            if held.contains(due.key) { continue }
+            if nextAttempt > now {
+                next = nextAttempt
+                break
+            }
+            taken += 1
+            let host = due.host
+            if queuedPerHost[host, default: 0] >= perHost * 2 {
+                pipeline.unrecorded.append(Answered(due: due, subscription: due.subscription, outcome: .deferred(until: now + 1000)))
+                continue
+            }
+            queuedPerHost[host, default: 0] += 1
+            pipeline.queue.append(due)
+        }
+        return (rows.count >= limit && next == nil && taken > 0, next)
+    }
+
+    /// Starts the queue's sends while slots are free, in order, skipping hosts at their bound; a backed-off host's
+    /// deliveries are put off until it is tried again.
+    private func startSends(
+        _ pipeline: inout Pipeline, group: inout DiscardingTaskGroup, post: AsyncStream<Event>.Continuation, now: Int
+    ) {
+        var index = 0
+        while index < pipeline.queue.count, pipeline.running.count < width {
+            let item = pipeline.queue[index]
+            guard let target = item.target, let channel = channels[target.kind] else {
+                // Nothing to send: a removed or deactivated subscription, or a kind this docketd does not send.
+                pipeline.queue.remove(at: index)
+                let outcome: PushOutcome = item.target == nil ? (item.exists ? .failed(status: 0) : .gone(status: 0)) : .failed(status: 0)
+                pipeline.unrecorded.append(Answered(due: item, subscription: item.target?.subscription ?? item.subscription, outcome: .push(outcome)))
+                continue
+            }
+            let host = item.host
+            if let until = pipeline.hosts[host]?.until, until > now {
+                pipeline.queue.remove(at: index)
+                pipeline.unrecorded.append(Answered(due: item, subscription: target.subscription, outcome: .deferred(until: until)))
+                continue
+            }
+            if pipeline.runningPerHost[host, default: 0] >= perHost {
+                index += 1
+                continue
+            }
+            pipeline.queue.remove(at: index)
+            pipeline.running[item.key] = host
+            pipeline.runningPerHost[host, default: 0] += 1
+            let limit = sendLimit
+            group.addTask {
+                let outcome = await Self.send(item.message, to: target, through: channel, within: limit)
+                post.yield(.sent(Answered(due: item, subscription: target.subscription, outcome: .push(outcome))))
+            }
+        }
+    }
+
+    /// One send, which frees its slot after `limit` even when the channel has not answered by then (it is then
+    /// tried again later).
+    static func send(_ message: PushMessage, to target: PushTarget, through channel: any PushChannel, within limit: Duration) async -> PushOutcome {
+        let sending = Task { await channel.send(message, to: target) }
+        guard let outcome = await value(of: sending, within: limit, cancellable: true) else {
+            sending.cancel()
+            return .retry(status: 0, after: nil)
+        }
+        return outcome
+    }
+
+    /// A host's health after an answer: no answer or a server error counts against it, and after
+    /// ``hostFailuresBeforeBackoff`` in a row it is left alone for 1, 2, 4 … seconds (at most five minutes); any
+    /// answer of the service about the delivery itself clears it.
+    private func judge(host: String, _ outcome: Outcome, in pipeline: inout Pipeline) {
+        guard case .push(let answer) = outcome, !host.isEmpty else { return }
+        switch answer {
+        case .retry(let status, _) where status == 0 || status >= 500:
+            var health = pipeline.hosts[host] ?? HostHealth()
+            health.failures += 1
+            if health.failures >= Self.hostFailuresBeforeBackoff {
+                let seconds = min(300, 1 << min(9, health.failures - Self.hostFailuresBeforeBackoff))
+                health.until = NotifierLease.now() + seconds * 1000
+            }
+            pipeline.hosts[host] = health
+            if pipeline.hosts.count > 10_000 {
+                let now = NotifierLease.now()
+                pipeline.hosts = pipeline.hosts.filter { $0.value.until > now }
+            }
+        case .gone(let status) where status == 0:
+            return
+        default:
+            pipeline.hosts.removeValue(forKey: host)
+        }
+    }
+
+    /// Pending deliveries, soonest first (at most `limit`), each with when it is due.
+    private func dueDeliveries(limit: Int) async throws -> [(Due, Int)] {
+        try await store.storage.read { db in
             let rows = try await db.rows(
-                "SELECT d.notification AS notification, d.subscription AS subscription, d.attempts AS attempts, n.subject AS subject,"
-                    + " n.message AS message, n.table_name AS table_name, n.document AS document, s.sys_id AS target, s.kind AS kind,"
-                    + " s.endpoint AS endpoint, s.p256dh AS p256dh, s.auth AS auth, s.token AS token, s.active AS active"
+                "SELECT d.notification AS notification, d.subscription AS subscription, d.attempts AS attempts, d.next_attempt AS next_attempt,"
+                    + " n.subject AS subject, n.message AS message, n.table_name AS table_name, n.document AS document, s.sys_id AS target,"
+                    + " s.kind AS kind, s.endpoint AS endpoint, s.p256dh AS p256dh, s.auth AS auth, s.token AS token, s.active AS active"
                     + " FROM docket_push_delivery AS d JOIN sys_notification AS n ON n.sys_id = d.notification"
                     + " LEFT JOIN sys_push_subscription AS s ON s.sys_id = d.subscription"
-                    + " WHERE d.state = 'pending' AND d.next_attempt <= " + .bind(now) + " ORDER BY d.next_attempt LIMIT " + .bind(Self.batchSize)
+                    + " WHERE d.state = 'pending' ORDER BY d.next_attempt LIMIT " + .bind(limit)
             )
-            var due: [Due] = []
+            var due: [(Due, Int)] = []
             for row in rows {
                 func text(_ column: String) throws -> String { try row.value(at: column, kind: .text).text ?? "" }
                 let subscription = try text("subscription")
@@ -180,77 +441,45 @@ final class PushDispatcher: Sendable {
                     subscription: subscription, kind: try text("kind"), endpoint: try text("endpoint"), p256dh: try text("p256dh"),
                     auth: try text("auth"), token: try text("token")
                 )
-                due.append(Due(
+                due.append((Due(
                     notification: try text("notification"), attempts: Int(try row.value(at: "attempts", kind: .integer).intValue ?? 0),
                     message: PushMessage(
                         notification: try text("notification"), subject: try text("subject"), message: try text("message"),
                         table: try text("table_name"), document: try text("document")
                     ),
                     subscription: subscription, target: target, exists: !(try text("target")).isEmpty
-                ))
+                ), Int(try row.value(at: "next_attempt", kind: .integer).intValue ?? 0)))
             }
-            let next = try await db.rows("SELECT MIN(next_attempt) AS next FROM docket_push_delivery WHERE state = 'pending'")
-                .first?.value(at: "next", kind: .integer).intValue.map { Int($0) }
-            return (due, next)
+            return due
         }
     }
 
-    /// Deliveries whose outcomes are recorded together: a crash repeats at most ``width`` sends in flight and this
-    /// many answered but not yet recorded.
-    static let recordEvery = 16
-
-    /// Sends a batch, at most ``width`` at a time, recording outcomes as they come (every ``recordEvery``).
-    private func send(_ due: [Due]) async throws {
-        try await withThrowingTaskGroup(of: (Due, String, PushOutcome).self) { group in
-            var answered: [(Due, String, PushOutcome)] = []
-            var index = 0
-            func add(_ item: Due) {
-                group.addTask {
-                    guard let target = item.target else { return (item, item.subscription, item.exists ? .failed(status: 0) : .gone(status: 0)) }
-                    guard let channel = self.channels[target.kind] else { return (item, target.subscription, .failed(status: 0)) }
-                    return (item, target.subscription, await channel.send(item.message, to: target))
-                }
-            }
-            while index < due.count, index < width {
-                add(due[index])
-                index += 1
-            }
-            while let result = try await group.next() {
-                answered.append(result)
-                if answered.count >= Self.recordEvery {
-                    try await finish(answered)
-                    answered.removeAll(keepingCapacity: true)
-                }
-                if index < due.count {
-                    add(due[index])
-                    index += 1
-                }
-            }
-            if !answered.isEmpty { try await finish(answered) }
-        }
-    }
-
-    /// Records a batch's outcomes in one transaction; then removes the subscriptions found gone (as the system, so
-    /// that their owners' pages learn of it).
-    private func finish(_ results: [(Due, String, PushOutcome)]) async throws {
+    /// Records outcomes in one transaction; then removes the subscriptions found gone (as the system, so that their
+    /// owners' pages learn of it).
+    private func finish(_ results: [Answered]) async throws {
         let now = NotifierLease.now()
         var gone: Set<String> = []
         try await store.storage.write { db in
-            for (due, subscription, outcome) in results {
-                let key: SQLFragment = " WHERE notification = " + .bind(due.notification) + " AND subscription = " + .bind(subscription)
+            for answered in results {
+                let due = answered.due
+                let key: SQLFragment =
+                    " WHERE notification = " + .bind(due.notification) + " AND subscription = " + .bind(answered.subscription)
+                    + " AND state = 'pending'"
                 let attempts = due.attempts + 1
-                switch outcome {
-                case .delivered:
+                switch answered.outcome {
+                case .deferred(let until):
+                    try await db.run("UPDATE docket_push_delivery SET next_attempt = " + .bind(until) + key)
+                case .push(.delivered):
                     try await db.run("UPDATE docket_push_delivery SET state = 'sent', attempts = " + .bind(attempts) + ", last_status = 201" + key)
-                case .gone(let status):
+                case .push(.gone(let status)):
                     try await db.run(
                         "UPDATE docket_push_delivery SET state = 'gone', attempts = " + .bind(attempts) + ", last_status = " + .bind(status) + key
                     )
-                case .failed(let status):
+                case .push(.failed(let status)):
                     try await db.run(
                         "UPDATE docket_push_delivery SET state = 'failed', attempts = " + .bind(attempts) + ", last_status = " + .bind(status) + key
                     )
-                case .retry(let status, let after):
+                case .push(.retry(let status, let after)):
                     let state = attempts >= Self.maximumAttempts ? "failed" : "pending"
                     let next = now + Self.backoff(attempts: attempts, retryAfter: after)
                     try await db.run(
@@ -260,9 +489,10 @@ final class PushDispatcher: Sendable {
                 }
             }
         }
-        for (due, subscription, outcome) in results {
-            if case .gone = outcome, !subscription.isEmpty { gone.insert(subscription) }
-            let channel = due.target?.kind ?? "none"
+        for answered in results {
+            guard case .push(let outcome) = answered.outcome else { continue }
+            if case .gone = outcome, !answered.subscription.isEmpty { gone.insert(answered.subscription) }
+            let channel = answered.due.target?.kind ?? "none"
             switch outcome {
             case .delivered: metrics?.delivery(channel: channel, outcome: "sent")
             case .gone: metrics?.delivery(channel: channel, outcome: "gone")
