@@ -150,7 +150,7 @@ public func buildApplication(
         // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
         OpenIDRoutes(provider: openID, identity: identity, configuration: configuration, pushPublicKey: vapid.publicKey).mount(),
         // AeroGear UnifiedPush's device registry and sender API (`/rest/…`), for apps built on its push SDKs.
-        UPSAPI(store: store, hasher: hasher, subscriptions: pushSubscriptions).mount(),
+        UPSAPI(store: store, hasher: hasher, subscriptions: pushSubscriptions, identity: identity).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(
             store: store, configuration: configuration, identity: identity, tokens: compassTokens

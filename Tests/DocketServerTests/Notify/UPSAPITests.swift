@@ -1,4 +1,5 @@
 import DocketModel
+import DocketTestSupport
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -28,7 +29,7 @@ struct UPSAPITests {
         try await client.get("/api/now/table/sys_push_subscription?sysparm_query=\(query)&sysparm_fields=sys_id,user,kind,token,alias,device_type&sysparm_exclude_reference_link=true", .admin).results
     }
 
-    @Test("the showcase's iOS registration, verbatim: stored for the user its alias names; again is the same installation; x-ag-old-token replaces; DELETE removes")
+    @Test("the showcase's iOS registration, verbatim: stored with its alias and bound to nobody; again is the same installation; x-ag-old-token replaces; DELETE removes")
     func register() async throws {
         try await TestApp.withRouter { client in
             let path = "/rest/registry/device"
@@ -37,7 +38,9 @@ struct UPSAPITests {
             let id = try first.json.string("id")
             #expect(try first.json.string("deviceToken") == Self.token && first.json["categories"] == .array([]))
             let stored = try await Self.rows(client, "token=\(Self.token)")
-            #expect(stored.count == 1 && stored.first?.string("user") == DemoData.userID("john.doe") && stored.first?.string("kind") == "apns")
+            // The alias names an app or a group for the sender API, never a person: variant credentials prove nobody.
+            #expect(stored.count == 1 && stored.first?.string("user") == "" && stored.first?.string("kind") == "apns")
+            #expect(stored.first?.string("alias") == "john.doe")
             let again = try await client.execute(uri: path, method: .post, headers: Self.basic(Self.ios.1, Self.ios.2), body: Self.installation(Self.token))
             #expect(try again.json.string("id") == id)
             let newToken = String(repeating: "c3d4", count: 16)
@@ -53,6 +56,38 @@ struct UPSAPITests {
             #expect(gone.status == .notFound)
             let metric = try await client.execute(uri: "\(path)/pushMessage/abc", method: .put, headers: Self.basic(Self.ios.1, Self.ios.2), body: nil)
             #expect(metric.status == .ok)
+        }
+    }
+
+    @Test("a registration that proves its user (bearer token in X-Docket-Authorization, or the session cookie) binds the device to that user; credentials that do not hold are 401, not nobody")
+    func provenUser() async throws {
+        try await TestApp.withRouter { client in
+            let path = "/rest/registry/device"
+            let token = try await client.passwordGrant("beth.anglin").string("access_token")
+            SuiteLog.credential(token)
+            var headers = Self.basic(Self.ios.1, Self.ios.2)
+            headers[UPSAPI.userAuthorization] = "Bearer \(token)"
+            // The alias says admin; the proof says beth: beth it is.
+            let proven = try await client.execute(uri: path, method: .post, headers: headers, body: Self.installation(Self.token, alias: "admin"))
+            #expect(proven.status == .ok)
+            #expect(try await Self.rows(client, "token=\(Self.token)").first?.string("user") == DemoData.userID("beth.anglin"))
+            // Registering again without proof unbinds it: a device is a person's only while its registration says so.
+            _ = try await client.execute(uri: path, method: .post, headers: Self.basic(Self.ios.1, Self.ios.2), body: Self.installation(Self.token))
+            #expect(try await Self.rows(client, "token=\(Self.token)").first?.string("user") == "")
+            for bad in ["Bearer not-a-token", "Basic am9objpwYXNzd29yZA==", "Bearer ", "Bearer a.b.c"] {
+                headers[UPSAPI.userAuthorization] = bad
+                let refused = try await client.execute(uri: path, method: .post, headers: headers, body: Self.installation(Self.token))
+                #expect(refused.status == .unauthorized, "\(bad)")
+            }
+            // A session (the JSESSIONID a Basic login sets) proves its user too.
+            let login = try await client.execute(uri: "/api/now/table/sys_user?sysparm_limit=1", method: .get, headers: .john, body: nil)
+            let cookie = try #require(login.headers[.setCookie]?.split(separator: ";").first.map(String.init))
+            var withSession = Self.basic(Self.ios.1, Self.ios.2)
+            withSession[.cookie] = cookie
+            #expect(try await client.execute(uri: path, method: .post, headers: withSession, body: Self.installation(Self.token)).status == .ok)
+            #expect(try await Self.rows(client, "token=\(Self.token)").first?.string("user") == DemoData.userID("john.doe"))
+            withSession[.cookie] = "JSESSIONID=ended-or-never-was"
+            #expect(try await client.execute(uri: path, method: .post, headers: withSession, body: Self.installation(Self.token)).status == .unauthorized)
         }
     }
 
@@ -103,9 +138,12 @@ struct UPSAPITests {
     @Test("the sender API: the master secret, then every matching device of the application gets the message (202); criteria narrow it")
     func sender() async throws {
         try await TestApp.withRouter { client in
-            _ = try await client.execute(
-                uri: "/rest/registry/device", method: .post, headers: Self.basic(Self.ios.1, Self.ios.2), body: Self.installation(Self.token)
-            )
+            // John's app registers his device with his token: the sender's messages to it are his, in his inbox.
+            let token = try await client.passwordGrant().string("access_token")
+            SuiteLog.credential(token)
+            var proven = Self.basic(Self.ios.1, Self.ios.2)
+            proven[UPSAPI.userAuthorization] = "Bearer \(token)"
+            _ = try await client.execute(uri: "/rest/registry/device", method: .post, headers: proven, body: Self.installation(Self.token))
             let send = "/rest/sender"
             let body = ByteBuffer(string: #"{"message":{"alert":"New task: Buy milk","sound":"default","apns":{"title":"Tasks"}},"criteria":{"alias":["john.doe"]}}"#)
             let wrong = try await client.execute(uri: send, method: .post, headers: Self.basic(DemoNotifications.pushApplicationKey, "nope"), body: body)

@@ -11,8 +11,11 @@ import Hummingbird
 /// - `POST /rest/registry/device` (Basic `variantId:variantSecret`): an installation (`deviceToken`, `deviceType`,
 ///   `operatingSystem`, `osVersion`, `alias`, `categories` as a list or a string, `platform`); `x-ag-old-token`
 ///   removes a previous token first. An iOS variant's token is APNs hex, an Android one an FCM token, a web one the
-///   browser's subscription as base64 JSON. The `alias` names the Docket user (user name or e-mail) whose
-///   notifications the device receives. Answers 200 with the installation.
+///   browser's subscription as base64 JSON. The `alias` and `categories` are what the sender API selects devices by;
+///   they name an app or a group, never a person. A device receives a Docket user's own notifications only when its
+///   registration proves that user: their bearer token in `X-Docket-Authorization` (an OAuth or OpenID access
+///   token, as the app's other requests carry it) or their `JSESSIONID` session, checked through ``Identity``.
+///   Variant credentials alone bind the device to nobody. Answers 200 with the installation.
 /// - `DELETE /rest/registry/device/{token}` (204, 404), `PUT /rest/registry/device/pushMessage/{id}` (200 `{}`).
 /// - `POST /rest/sender` (Basic `pushApplicationId:masterSecret`): `message` (`alert`, `sound`, `user-data`,
 ///   `apns.title`), `criteria` (`alias`, `categories`, `deviceType`, `variants`): queued for every matching device of
@@ -23,6 +26,10 @@ struct UPSAPI {
     let store: RecordStore
     let hasher: PasswordHasher
     let subscriptions: PushSubscriptions
+    let identity: Identity
+
+    /// The header that carries the user's own credential beside the variant's (`Bearer <token>`).
+    static let userAuthorization = HTTPField.Name("X-Docket-Authorization")!
 
     static let realm = #"Basic realm="AeroGear UnifiedPush Server""#
 
@@ -137,7 +144,7 @@ struct UPSAPI {
         if let old = request.headers[HTTPField.Name("x-ag-old-token")!], !old.isEmpty, let previous = try? Self.device(old, platform: variant.platform) {
             try await removeInstallations(token: previous.token, variant: variant)
         }
-        let userID = try await user(alias: alias)
+        let userID = try await user(proven: request)
         var values: [String: String] = [
             "kind": device.kind, "token": device.webPush == nil ? device.token : "", "variant": variant.sysID, "alias": alias,
             "categories": categories.filter { !$0.isEmpty }.joined(separator: ","), "device_type": text("deviceType"),
@@ -198,18 +205,30 @@ struct UPSAPI {
         return found.count
     }
 
-    /// The Docket user an installation's alias names (user name, else e-mail); "" for none.
-    private func user(alias: String) async throws -> String {
-        guard !alias.isEmpty else { return "" }
-        for field in ["user_name", "email"] {
-            if let found = try await store.list(
-                RecordQuery(table: "sys_user", query: PushSubscriptions.query([(field, alias), ("active", "true")]), fields: ["sys_id"], limit: 2, count: false),
-                caller: .system
-            ).records.first {
-                return found.sysID
+    /// The Docket user a registration proves (their bearer token in ``userAuthorization``, else their session
+    /// cookie), checked through ``Identity``; "" when it proves nobody. Credentials presented that do not hold are
+    /// refused rather than taken as nobody's, so that an app learns its user's token has lapsed.
+    private func user(proven request: Request) async throws -> String {
+        do {
+            if let header = request.headers[Self.userAuthorization] {
+                let parts = header.split(separator: " ", maxSplits: 1)
+                guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty, parts[1].utf8.count <= 8192 else {
+                    throw Failure(status: .unauthorized, message: "X-Docket-Authorization must be Bearer and the user's token")
+                }
+                return try await identity.bearer(String(parts[1])).caller.userID
+            }
+            if let session = request.cookies[AuthMiddleware.cookieName]?.value, !session.isEmpty {
+                return try await identity.session(session).userID
+            }
+            return ""
+        } catch let refusal as Identity.Refusal {
+            switch refusal {
+            case .unavailable, .busy:
+                throw Failure(status: .serviceUnavailable, message: "The user's credentials cannot be checked now; try again shortly")
+            default:
+                throw Failure(status: .unauthorized, message: "The user's credentials are not valid")
             }
         }
-        return ""
     }
 
     @Sendable func send(_ request: Request, context: Context) async throws -> Response {
