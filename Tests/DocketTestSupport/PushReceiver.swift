@@ -31,6 +31,8 @@ public func withPushReceiver<T: Sendable>(_ body: @Sendable (PushReceiver, Strin
         let bytes = try await request.body.collect(upTo: 8192)
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
+        // HTTP/1's Host arrives as the request's authority.
+        if let authority = request.head.authority { headers["host"] = authority }
         receiver.received.withLock {
             $0.append(.init(name: context.parameters.get("name") ?? "", body: Data(bytes.readableBytesView), headers: headers))
         }

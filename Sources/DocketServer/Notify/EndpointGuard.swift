@@ -10,22 +10,42 @@ import Darwin
 
 /// Push endpoints are addresses a user chose: docketd sends to them only when they are public HTTPS addresses,
 /// never into the network docketd runs in (loopback, private, link-local, carrier-grade NAT, multicast or
-/// reserved addresses, IPv4 or IPv6), unless `--push-allow-insecure-endpoints` admits `http://` and such
-/// addresses too (closed networks, tests). The host is resolved and every address it names is checked, when a
-/// subscription is registered and again before each send.
+/// reserved addresses, IPv4 or IPv6). `--push-allow-insecure-endpoints` admits `http://` and loopback or private
+/// addresses (closed networks, tests), never link-local ones (a cloud's metadata service lives there) nor the
+/// other metadata addresses. The host is resolved once per check, with a time limit, on a thread pool of its own;
+/// every address it names is checked, and the connection goes to the address checked (``Checked``), so that a
+/// name that answers differently the second time (DNS rebinding) cannot lead a send elsewhere.
 struct EndpointGuard: Sendable {
     struct Refusal: Error, Equatable, CustomStringConvertible {
         let description: String
     }
 
+    /// An endpoint as checked: its URL, its host, and the address (checked) that docketd connects to.
+    struct Checked: Sendable, Equatable {
+        let url: URL
+        /// The host as the URL names it (brackets removed): for TLS and `Host`.
+        let host: String
+        /// The address connected to, as text (`93.184.216.34`, `2606:4700::1`).
+        let address: String
+        /// Whether the URL names its address itself (nothing to pin).
+        var isLiteral: Bool { host == address }
+    }
+
     let allowInsecure: Bool
     /// Names resolved for a check (tests replace it).
     var resolve: @Sendable (String) async throws -> [[UInt8]] = EndpointGuard.systemResolve
+    /// How long a resolution may take.
+    var resolveLimit: Duration = .seconds(3)
 
     /// The longest endpoint accepted (UnifiedPush: 1000 bytes).
     static let maximumLength = 1000
 
     func check(_ text: String) async throws(Refusal) -> URL {
+        try await pin(text).url
+    }
+
+    /// Checks an endpoint and chooses the address to connect to.
+    func pin(_ text: String) async throws(Refusal) -> Checked {
         guard text.utf8.count <= Self.maximumLength else { throw Refusal(description: "the endpoint is longer than 1000 bytes") }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty,
             url.user == nil, url.password == nil
@@ -33,18 +53,80 @@ struct EndpointGuard: Sendable {
         guard scheme == "https" || (scheme == "http" && allowInsecure) else {
             throw Refusal(description: allowInsecure ? "the endpoint must be http or https" : "the endpoint must be https")
         }
-        if allowInsecure { return url }
+        let bare = host.trimmingCharacters(in: ["[", "]"])
         let addresses: [[UInt8]]
-        do {
-            addresses = try await resolve(host.trimmingCharacters(in: ["[", "]"]))
-        } catch {
-            throw Refusal(description: "the endpoint's host \(host) cannot be resolved")
+        if let literal = Self.literal(bare) {
+            addresses = [literal]
+        } else {
+            let resolve = self.resolve
+            let lookup = Task { () -> Result<[[UInt8]], any Error> in
+                do { return .success(try await resolve(bare)) } catch { return .failure(error) }
+            }
+            guard let result = await value(of: lookup, within: resolveLimit, cancellable: true) else {
+                lookup.cancel()
+                throw Refusal(description: "the endpoint's host \(host) did not resolve in time")
+            }
+            guard case .success(let found) = result, !found.isEmpty else {
+                throw Refusal(description: "the endpoint's host \(host) cannot be resolved")
+            }
+            addresses = found
         }
-        guard !addresses.isEmpty else { throw Refusal(description: "the endpoint's host \(host) cannot be resolved") }
-        for address in addresses where !Self.isPublic(address) {
-            throw Refusal(description: "the endpoint's host \(host) is not a public address")
+        for address in addresses {
+            if Self.isNeverAllowed(address) {
+                throw Refusal(description: "the endpoint's host \(host) is a link-local or metadata address")
+            }
+            if !allowInsecure && !Self.isPublic(address) {
+                throw Refusal(description: "the endpoint's host \(host) is not a public address")
+            }
         }
-        return url
+        guard let chosen = Self.text(addresses[0]) else { throw Refusal(description: "the endpoint's host \(host) cannot be resolved") }
+        return Checked(url: url, host: Self.literal(bare) == nil ? bare : chosen, address: chosen)
+    }
+
+    /// Addresses refused whatever the flags: link-local (where clouds serve instance metadata and credentials), the
+    /// metadata services outside it, unspecified, multicast and broadcast.
+    static func isNeverAllowed(_ address: [UInt8]) -> Bool {
+        if address.count == 4 {
+            switch (address[0], address[1]) {
+            case (169, 254): return true
+            case (100, 100) where address[2] == 100 && address[3] == 200: return true  // Alibaba Cloud's metadata
+            case (0, _): return true
+            case (224...255, _): return true
+            default: return false
+            }
+        }
+        guard address.count == 16 else { return true }
+        if address.allSatisfy({ $0 == 0 }) { return true }
+        if address[0..<10].allSatisfy({ $0 == 0 }) && address[10] == 0xFF && address[11] == 0xFF {
+            return isNeverAllowed(Array(address[12..<16]))
+        }
+        if address[0] == 0xFE && address[1] & 0xC0 == 0x80 { return true }  // fe80::/10
+        if address[0] == 0xFF { return true }  // multicast
+        // AWS's IPv6 metadata service, fd00:ec2::254.
+        if address == [0xFD, 0, 0x0E, 0xC2] + Array(repeating: 0, count: 10) + [0x02, 0x54] { return true }
+        if address[0] == 0x00 && address[1] == 0x64 && address[2] == 0xFF && address[3] == 0x9B {
+            return isNeverAllowed(Array(address[12..<16]))
+        }
+        return false
+    }
+
+    /// The bytes of an IP address written as text; nil when it is not one.
+    static func literal(_ text: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, text, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, text, &v6) == 1 { return withUnsafeBytes(of: &v6) { Array($0) } }
+        return nil
+    }
+
+    /// An address (4 or 16 bytes) as text.
+    static func text(_ address: [UInt8]) -> String? {
+        let family = address.count == 4 ? AF_INET : address.count == 16 ? AF_INET6 : -1
+        guard family >= 0 else { return nil }
+        var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        let written = address.withUnsafeBytes { bytes in inet_ntop(family, bytes.baseAddress, &buffer, socklen_t(buffer.count)) }
+        guard written != nil else { return nil }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Whether an address (4 or 16 bytes) is a public unicast one.
@@ -80,9 +162,17 @@ struct EndpointGuard: Sendable {
         return true
     }
 
-    /// The system resolver (getaddrinfo), run on NIO's blocking-work pool so that no request thread waits on DNS.
+    /// Threads of their own for name resolution: a resolver that hangs holds these, never the pool file reads and
+    /// other blocking work share.
+    static let resolverPool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 4)
+        pool.start()
+        return pool
+    }()
+
+    /// The system resolver (getaddrinfo), on ``resolverPool`` so that no request thread waits on DNS.
     static func systemResolve(_ host: String) async throws -> [[UInt8]] {
-        try await NIOThreadPool.singleton.runIfActive {
+        try await resolverPool.runIfActive {
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
             var result: UnsafeMutablePointer<addrinfo>?

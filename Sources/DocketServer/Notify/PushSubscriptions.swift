@@ -17,7 +17,7 @@ struct PushSubscriptions: Sendable {
     let store: RecordStore
     let endpoints: EndpointGuard
     /// Checks that a UnifiedPush endpoint is one (`GET` answers `{"unifiedpush":{"version":1}}`); nil skips it.
-    var unifiedPushProbe: (@Sendable (URL) async -> Bool)?
+    var unifiedPushProbe: (@Sendable (EndpointGuard.Checked) async -> Bool)?
     /// Whether APNs tokens are taken (docketd was given an APNs key).
     var acceptsAPNs = false
 
@@ -49,13 +49,13 @@ struct PushSubscriptions: Sendable {
             } catch {
                 throw Invalid("The subscription's keys cannot be used", detail: error.description)
             }
-            let url: URL
+            let checked: EndpointGuard.Checked
             do {
-                url = try await endpoints.check(endpoint)
+                checked = try await endpoints.pin(endpoint)
             } catch {
                 throw Invalid("The endpoint is not accepted", detail: error.description)
             }
-            if kind == "unifiedpush", let probe = unifiedPushProbe, await !probe(url) {
+            if kind == "unifiedpush", let probe = unifiedPushProbe, await !probe(checked) {
                 throw Invalid(
                     "The endpoint is not a UnifiedPush endpoint", detail: "A GET on it must answer {\"unifiedpush\":{\"version\":1}}"
                 )

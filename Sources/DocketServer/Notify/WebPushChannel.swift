@@ -51,15 +51,15 @@ struct WebPushChannel: PushChannel {
     var timeout: TimeAmount = .seconds(15)
 
     func send(_ message: PushMessage, to target: PushTarget) async -> PushOutcome {
-        let url: URL
+        let checked: EndpointGuard.Checked
         let keys: WebPush.SubscriptionKeys
         let body: [UInt8]
         let authorization: String
         do {
-            url = try await endpoints.check(target.endpoint)
+            checked = try await endpoints.pin(target.endpoint)
             keys = try WebPush.SubscriptionKeys(p256dh: target.p256dh, auth: target.auth)
             body = try WebPush.encrypt(message.payload(limit: WebPush.maximumPlaintext), for: keys)
-            authorization = try WebPush.vapidAuthorization(endpoint: url, key: vapid.key, subject: vapid.subject)
+            authorization = try WebPush.vapidAuthorization(endpoint: checked.url, key: vapid.key, subject: vapid.subject)
         } catch {
             // An endpoint that now points somewhere docketd does not send, or keys that cannot be used: the
             // subscription cannot work.
@@ -77,7 +77,7 @@ struct WebPushChannel: PushChannel {
         request.headers.add(name: "Authorization", value: authorization)
         request.body = .bytes(ByteBuffer(bytes: body))
         do {
-            let response = try await http.client.execute(request, timeout: timeout)
+            let response = try await http.client(for: checked).execute(request, timeout: timeout)
             _ = try? await response.body.collect(upTo: 16 * 1024)
             return Self.outcome(status: Int(response.status.code), retryAfter: response.headers.first(name: "Retry-After"))
         } catch {
@@ -100,9 +100,18 @@ struct WebPushChannel: PushChannel {
 /// An HTTP client made on first use and shut down with the application: push deliveries' (connections pooled per
 /// push service, no redirects — UnifiedPush's rule, and no way around the endpoint check — short timeouts), and
 /// APNs' (HTTP/2, a private gateway's CA). Made late so that a server that fails to start has none to shut down.
+///
+/// A send to an endpoint a user chose goes through ``client(for:)``: a client that connects to the address the
+/// ``EndpointGuard`` checked (TLS and `Host` still name the endpoint's host), one per host and address, the least
+/// recently used retired once there are more than ``pinnedLimit`` (after the longest send could take).
 final class PushHTTPClient: Service {
     private let configuration: HTTPClient.Configuration
     private let made = Mutex<HTTPClient?>(nil)
+    private let pinned = Mutex<(clients: [String: (client: HTTPClient, used: ContinuousClock.Instant)], retiring: [HTTPClient], closed: Bool)>(
+        ([:], [], false)
+    )
+    /// Pinned clients kept at once.
+    static let pinnedLimit = 64
 
     init(configuration: HTTPClient.Configuration = PushHTTPClient.pushConfiguration()) {
         self.configuration = configuration
@@ -126,9 +135,60 @@ final class PushHTTPClient: Service {
         }
     }
 
+    /// The client that connects to a checked endpoint's address (the shared one when the URL names its address).
+    func client(for checked: EndpointGuard.Checked) -> HTTPClient {
+        guard !checked.isLiteral else { return client }
+        let key = checked.host + "\u{0}" + checked.address
+        let (found, retired) = pinned.withLock { state -> (HTTPClient?, HTTPClient?) in
+            if let found = state.clients[key] {
+                state.clients[key]?.used = .now
+                return (found.client, nil)
+            }
+            // Stopping: no new client (one made now would never be shut down); the shared one refuses the send.
+            guard !state.closed else { return (nil, nil) }
+            var configuration = self.configuration
+            configuration.dnsOverride = [checked.host: checked.address]
+            let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+            state.clients[key] = (client, .now)
+            var retired: HTTPClient? = nil
+            if state.clients.count > Self.pinnedLimit, let oldest = state.clients.min(by: { $0.value.used < $1.value.used }) {
+                state.clients.removeValue(forKey: oldest.key)
+                state.retiring.append(oldest.value.client)
+                retired = oldest.value.client
+            }
+            return (client, retired)
+        }
+        if let retired { retire(retired) }
+        return found ?? client
+    }
+
+    /// Shuts a client down once the sends it may be serving are over (or at the application's stop).
+    private func retire(_ client: HTTPClient) {
+        Task {
+            do { try await Task.sleep(for: .seconds(30)) } catch {}
+            let mine = pinned.withLock { state -> Bool in
+                guard let index = state.retiring.firstIndex(where: { $0 === client }) else { return false }
+                state.retiring.remove(at: index)
+                return true
+            }
+            if mine { try? await client.shutdown() }
+        }
+    }
+
     func run() async throws {
         try? await gracefulShutdown()
+        try await shutdown()
+    }
+
+    /// Shuts every client down (``run()`` does at the application's stop; a test that made one calls it).
+    func shutdown() async throws {
         let client = made.withLock { $0 }
+        let others = pinned.withLock { state -> [HTTPClient] in
+            state.closed = true
+            defer { state.clients = [:]; state.retiring = [] }
+            return state.clients.values.map(\.client) + state.retiring
+        }
+        for other in others { try? await other.shutdown() }
         try await client?.shutdown()
     }
 }

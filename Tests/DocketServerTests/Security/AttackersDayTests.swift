@@ -1,0 +1,172 @@
+import AsyncHTTPClient
+import Crypto
+import DocketKit
+import DocketModel
+import DocketTestSupport
+import Foundation
+import NIOCore
+import Synchronization
+import Testing
+
+@testable import DocketServer
+
+/// What a stranger tries at docketd's newer doors, each as the attack it is, against a live server: the push
+/// registry, the dispatcher, the endpoint guard. Every test here failed before its fix.
+@Suite("An attacker's day")
+struct AttackersDayTests {
+    static let web = DemoNotifications.variants[2]
+
+    /// A browser subscription (as `PushManager` gives it) to `endpoint`, as the UPS web variant's device token.
+    static func webToken(_ endpoint: String) -> String {
+        let key = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
+        let subscription = JSONValue(members: [
+            ("endpoint", .string(endpoint)),
+            ("keys", JSONValue(members: [
+                ("p256dh", .string(Base64URL.encode(Array(key)))), ("auth", .string(Base64URL.encode(Array(repeating: 7, count: 16)))),
+            ])),
+        ])
+        return Data(subscription.serialized()).base64EncodedString()
+    }
+
+    static func post(
+        _ url: String, _ body: String, basic: (String, String)? = nil, extra: [(String, String)] = [], form: Bool = false
+    ) async throws -> (status: Int, body: String) {
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: form ? "application/x-www-form-urlencoded" : "application/json")
+        if let (user, secret) = basic {
+            request.headers.add(name: "Authorization", value: "Basic " + Data("\(user):\(secret)".utf8).base64EncodedString())
+        }
+        for (name, value) in extra { request.headers.add(name: name, value: value) }
+        request.body = .bytes(ByteBuffer(string: body))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(20))
+        let bytes = try await response.body.collect(upTo: 1 << 20)
+        return (Int(response.status.code), String(buffer: bytes))
+    }
+
+    static func installation(_ token: String, alias: String) -> String {
+        #"{"deviceToken":"\#(token)","deviceType":"web","alias":"\#(alias)","categories":[]}"#
+    }
+
+    @Test(
+        "an anonymous device registered with the public variant credentials and alias admin receives nothing of the administrator's; the sender API still reaches it by alias",
+        .timeLimit(.minutes(2))
+    )
+    func anonymousAliasAdmin() async throws {
+        try await withPushReceiver { receiver, receiverURL in
+            try await withLiveServer(configure: { $0.pushAllowInsecureEndpoints = true }) { base in
+                // The attacker: variant id and secret from the public mobile-services.json, the alias of the victim.
+                let stolen = try await Self.post(
+                    base + "/rest/registry/device", Self.installation(Self.webToken(receiverURL + "/up/attacker"), alias: "admin"),
+                    basic: (Self.web.1, Self.web.2)
+                )
+                #expect(stolen.status == 200, "\(stolen.body)")
+                // The administrator's own app, which proves who it is: the control that notifications do flow.
+                let admin = try DocketClient(instance: base, credentials: .basic(userName: "admin", password: "admin"))
+                let grant = try await Self.post(
+                    base + "/oauth_token.do", "grant_type=password&client_id=docket-demo&client_secret=docket-demo-secret&username=admin&password=admin",
+                    form: true
+                )
+                let token = try #require(try JSONValue.parse(Array(grant.body.utf8))["access_token"]?.stringValue)
+                SuiteLog.credential(token)
+                let own = try await Self.post(
+                    base + "/rest/registry/device", Self.installation(Self.webToken(receiverURL + "/up/admin"), alias: "admin"),
+                    basic: (Self.web.1, Self.web.2), extra: [("X-Docket-Authorization", "Bearer " + token)]
+                )
+                #expect(own.status == 200, "\(own.body)")
+                let adminID = try await admin.table.records(in: "sys_user", query: try EncodedQuery("user_name=admin"), fields: ["sys_id"]).records[0].sysID
+                let beth = try DocketClient(instance: base, credentials: .basic(userName: "beth.anglin", password: "password"))
+                _ = try await beth.table.createRecord(with: ["short_description": "Root password rotation", "assigned_to": adminID], in: "incident")
+                let deadline = ContinuousClock.now + .seconds(15)
+                while !receiver.messages.contains(where: { $0.name == "admin" }), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(receiver.messages.contains { $0.name == "admin" }, "the administrator's own device got nothing")
+                try await Task.sleep(for: .milliseconds(500))
+                #expect(!receiver.messages.contains { $0.name == "attacker" }, "the anonymous alias-admin device received the administrator's notification")
+                // What the alias is for: the sender API, with the master secret, reaches the device by its alias.
+                let sent = try await Self.post(
+                    base + "/rest/sender", #"{"message":{"alert":"Release tonight"},"criteria":{"alias":["admin"]}}"#,
+                    basic: (DemoNotifications.pushApplicationKey, DemoNotifications.pushMasterSecret)
+                )
+                #expect(sent.status == 202)
+                let sentDeadline = ContinuousClock.now + .seconds(15)
+                while !receiver.messages.contains(where: { $0.name == "attacker" }), ContinuousClock.now < sentDeadline {
+                    try await Task.sleep(for: .milliseconds(20))
+                }
+                #expect(receiver.messages.contains { $0.name == "attacker" })
+            }
+        }
+    }
+
+    /// A resolver that answers `first` once and `then` ever after, counting its calls.
+    final class RebindingResolver: Sendable {
+        let calls = Mutex(0)
+        let first: [UInt8]
+        let then: [UInt8]
+        init(first: [UInt8], then: [UInt8]) {
+            self.first = first
+            self.then = then
+        }
+        func resolve(_ host: String) async throws -> [[UInt8]] {
+            let call = calls.withLock { $0 += 1; return $0 }
+            return [call == 1 ? first : then]
+        }
+    }
+
+    @Test("DNS rebinding: a name that answers a loopback receiver first and the metadata address after is resolved once, and the push goes to the address checked, with the name as its Host", .timeLimit(.minutes(1)))
+    func rebinding() async throws {
+        try await withPushReceiver { receiver, receiverURL in
+            let port = try #require(URL(string: receiverURL)?.port)
+            let resolver = RebindingResolver(first: [127, 0, 0, 1], then: [169, 254, 169, 254])
+            var endpoints = EndpointGuard(allowInsecure: true)
+            endpoints.resolve = { try await resolver.resolve($0) }
+            let http = PushHTTPClient()
+            let channel = WebPushChannel(
+                http: http, vapid: VAPIDKey(key: P256.Signing.PrivateKey(), subject: "mailto:ops@example.com"), endpoints: endpoints
+            )
+            let keys = P256.KeyAgreement.PrivateKey().publicKey.x963Representation
+            let target = PushTarget(
+                subscription: "s1", kind: "webpush", endpoint: "http://rebind.docket.test:\(port)/up/rebound",
+                p256dh: Base64URL.encode(Array(keys)), auth: Base64URL.encode(Array(repeating: 1, count: 16)), token: ""
+            )
+            let message = PushMessage(notification: "n1", subject: "s", message: "m", table: "incident", document: "d1")
+            let outcome = await channel.send(message, to: target)
+            #expect(outcome == .delivered)
+            #expect(resolver.calls.withLock { $0 } == 1)
+            #expect(receiver.messages.first?.headers["host"] == "rebind.docket.test:\(port)")
+            // The second time the name leads to the metadata service: refused before any connection.
+            #expect(await channel.send(message, to: target) == .gone(status: 0))
+            #expect(receiver.messages.count == 1)
+            try await http.shutdown()
+        }
+    }
+
+    @Test("the endpoint guard refuses link-local and metadata addresses even with --push-allow-insecure-endpoints, and a resolver that hangs for its time limit")
+    func guardLimits() async throws {
+        let addresses: [String: [[UInt8]]] = [
+            "metadata.example": [[169, 254, 169, 254]], "alibaba.example": [[100, 100, 100, 200]],
+            "aws6.example": [[0xFD, 0, 0x0E, 0xC2] + Array(repeating: 0, count: 10) + [0x02, 0x54]],
+            "linklocal6.example": [[0xFE, 0x80] + Array(repeating: 0, count: 13) + [1]],
+            "mapped.example": [Array(repeating: 0, count: 10) + [0xFF, 0xFF, 169, 254, 1, 1]],
+            "loopback.example": [[127, 0, 0, 1]],
+        ]
+        var insecure = EndpointGuard(allowInsecure: true)
+        insecure.resolve = { host in
+            if host == "slow.example" { try await Task.sleep(for: .seconds(30)) }
+            return addresses[host] ?? []
+        }
+        insecure.resolveLimit = .milliseconds(200)
+        for host in ["metadata.example", "alibaba.example", "aws6.example", "linklocal6.example", "mapped.example", "169.254.169.254", "[fe80::1]"] {
+            await #expect(throws: EndpointGuard.Refusal.self, "\(host)") { try await insecure.pin("http://\(host)/push") }
+        }
+        let loopback = try await insecure.pin("http://loopback.example:8080/push")
+        #expect(loopback.address == "127.0.0.1" && loopback.host == "loopback.example" && !loopback.isLiteral)
+        #expect(try await insecure.pin("http://[::1]:8080/push").isLiteral)
+        let started = ContinuousClock.now
+        await #expect(throws: EndpointGuard.Refusal(description: "the endpoint's host slow.example did not resolve in time")) {
+            try await insecure.pin("https://slow.example/push")
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+}
