@@ -4,24 +4,26 @@ import Synchronization
 extension OfflineStore {
     /// Keeps the store in step with the server until the task is cancelled: syncs at once, after every local write,
     /// every `interval` while all is sent (to pull the server's changes), and, while the server cannot be reached,
-    /// again after `retry`, doubling up to `maximumRetry`: so the first retry after the server's return comes within
-    /// `maximumRetry` of it, without waiting for a new local write. After a 401 it waits for ``signedIn()``.
-    /// `onReport` hears every sync's report (and the error of a sync that could not run).
+    /// again after `retry`, doubling up to `maximumRetry`: so the first retry after a short outage's end comes within
+    /// `maximumRetry` of it, without waiting for a new local write. An outage longer than a minute is retried less
+    /// and less often, up to every `longestRetry` (``networkChanged()`` still syncs at once), and every wait is drawn
+    /// at random between half of it and all of it, so that many clients of one server do not all return in step.
+    /// After a 401 it waits for ``signedIn()``. `onReport` hears every sync's report (and the error of a sync that
+    /// could not run).
     public func keepSynced(
         interval: Duration = .seconds(30), retry: Duration = .milliseconds(100), maximumRetry: Duration = .seconds(1),
-        onReport: @Sendable (Result<SyncReport, any Error>) -> Void = { _ in }
+        longestRetry: Duration = .seconds(30), onReport: @Sendable (Result<SyncReport, any Error>) -> Void = { _ in }
     ) async {
-        var delay = retry
+        var schedule = RetrySchedule(first: retry, maximum: maximumRetry, longest: longestRetry)
         while !Task.isCancelled {
             let wait: Duration
             do {
                 let report = try await sync()
                 onReport(.success(report))
                 if report.unreachable != nil {
-                    wait = delay
-                    delay = min(delay * 2, maximumRetry)
+                    wait = schedule.next(now: .now)
                 } else {
-                    delay = retry
+                    schedule.reset()
                     // Signed out: nothing is tried again until the app says the user signed in (or the interval).
                     wait = interval
                 }
@@ -29,8 +31,7 @@ extension OfflineStore {
                 return
             } catch {
                 onReport(.failure(error))
-                wait = delay
-                delay = min(delay * 2, maximumRetry)
+                wait = schedule.next(now: .now)
             }
             await nudge.wait(upTo: wait)
         }
@@ -42,6 +43,42 @@ extension OfflineStore {
 
     /// The same, when the platform says the network is reachable again.
     public func networkChanged() { nudge.signal() }
+}
+
+/// How long keepSynced waits before trying an unreachable server again: `first`, doubling up to `maximum`; once an
+/// outage has lasted ``patience``, doubling on up to `longest`. Each wait is drawn between half of it and all of it.
+struct RetrySchedule {
+    static let patience: Duration = .seconds(60)
+    let first: Duration
+    let maximum: Duration
+    let longest: Duration
+    private var delay: Duration
+    private var since: ContinuousClock.Instant? = nil
+
+    init(first: Duration, maximum: Duration, longest: Duration) {
+        self.first = max(.milliseconds(1), first)
+        self.maximum = max(self.first, maximum)
+        self.longest = max(self.maximum, longest)
+        delay = self.first
+    }
+
+    /// The wait after another failed attempt at `now`.
+    mutating func next(now: ContinuousClock.Instant, random: Double = Double.random(in: 0.5...1)) -> Duration {
+        let began = since ?? now
+        since = began
+        let current = delay
+        let cap = now - began >= Self.patience ? longest : maximum
+        delay = min(delay * 2, cap)
+        let (seconds, attoseconds) = current.components
+        let milliseconds = Double(seconds) * 1000 + Double(attoseconds / 1_000_000_000_000_000)
+        return .milliseconds(Int((milliseconds * min(1, max(0.5, random))).rounded()))
+    }
+
+    /// The server answered: the next outage starts over.
+    mutating func reset() {
+        delay = first
+        since = nil
+    }
 }
 
 /// Wakes one waiter early; a signal with nobody waiting is kept for the next wait.

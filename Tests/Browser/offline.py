@@ -54,9 +54,14 @@ def main():
             driver.get(base + path)
             run.until_text("main", "INC0010001")
         # The copies are kept (asynchronously) once the pages were answered.
-        kept = "return caches.open('docket-pages-v1').then(c => c.keys()).then(k => k.map(r => new URL(r.url).pathname))"
+        kept = ("return Promise.all(['docket-pages-v2:john.doe', 'docket-assets-v1'].map(n => caches.open(n).then(c => c.keys())))"
+                ".then(l => l.flat().map(r => new URL(r.url).pathname))")
         WebDriverWait(driver, 15).until(lambda d: {"/app/work", "/app/item/incident/" + INCIDENT, "/app/assets/app.js",
                                                    "/app/assets/app.css"} <= set(d.execute_script(kept)))
+        # Kept for john alone: no other person's pages cache exists.
+        names = driver.execute_script("return caches.keys()")
+        if [n for n in names if n.startswith("docket-pages-") and n != "docket-pages-v2:john.doe"]:
+            sys.exit("pages are kept outside john's own cache: %s" % names)
 
         run.step("docketd stops: My work and the item still show, saying offline and as of when")
         stop(process)
@@ -108,7 +113,7 @@ def main():
         driver.find_element(By.CSS_SELECTOR, "form[action='/app/logout'] button").click()
         WebDriverWait(driver, 15).until(lambda d: d.find_elements(By.ID, "user_name"))
         WebDriverWait(driver, 15).until(lambda d: d.execute_script(
-            "return caches.has('docket-pages-v1').then(h => !h)"))
+            "return caches.keys().then(k => !k.some(n => n.startsWith('docket-pages-')))"))
         stop(process)
         driver.get(base + "/app/work")
         body = driver.find_element(By.TAG_NAME, "body").text

@@ -229,6 +229,39 @@ struct SessionTests {
         #expect(FileCredentialStore.defaultDirectory(environment: ["HOME": "/home/u"]).path == "/home/u/.config/docket")
     }
 
+    @Test("a credentials file that cannot be read or understood is an error, and a save after it keeps it; saves from many at once keep every instance")
+    func fileStoreFailures() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("docket-store-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = FileCredentialStore(directory: directory)
+        let first = try Instance("acme")
+        try store.save(.basic(userName: "u", password: "secret"), for: first)
+        // Damaged: refused, never taken as empty (the next save would wipe the other logins).
+        try Data("{not json".utf8).write(to: store.url)
+        #expect(throws: DocketError.self) { try store.credentials(for: first) }
+        #expect(throws: DocketError.self) { try store.save(.basic(userName: "v", password: "other"), for: try Instance("globex")) }
+        #expect(try Data(contentsOf: store.url) == Data("{not json".utf8))
+        // Unreadable (a folder where the file should be): an error too, not "no credentials".
+        try FileManager.default.removeItem(at: store.url)
+        try FileManager.default.createDirectory(at: store.url, withIntermediateDirectories: true)
+        #expect(throws: (any Error).self) { try store.credentials(for: first) }
+        try FileManager.default.removeItem(at: store.url)
+        // Twenty programs logging in to twenty instances at once: all twenty kept, the file always whole.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<20 {
+                group.addTask {
+                    try FileCredentialStore(directory: directory).save(.basic(userName: "u\(index)", password: "p"), for: try Instance("i\(index)"))
+                }
+            }
+            try await group.waitForAll()
+        }
+        for index in 0..<20 {
+            #expect(try store.credentials(for: try Instance("i\(index)")) == .basic(userName: "u\(index)", password: "p"))
+        }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".new-") }
+        #expect(leftovers.isEmpty)
+    }
+
     @Test("repeated Set-Cookie headers joined by Foundation split back correctly")
     func cookieSplitting() {
         #expect(URLSessionTransport.splitCookies("A=1; Path=/, B=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT; HttpOnly, C=3")

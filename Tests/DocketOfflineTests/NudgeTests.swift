@@ -39,4 +39,21 @@ struct NudgeTests {
         await nudge.wait(upTo: .seconds(30))
         #expect(ContinuousClock.now - started < .seconds(20))
     }
+
+    @Test("keepSynced's retries: doubling to a second while an outage is young, to thirty seconds once it lasted a minute, each drawn between half and all of it; an answer starts over")
+    func retrySchedule() {
+        var schedule = RetrySchedule(first: .milliseconds(100), maximum: .seconds(1), longest: .seconds(30))
+        let start = ContinuousClock.now
+        let young = (0..<6).map { _ in schedule.next(now: start, random: 1) }
+        #expect(young == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800), .seconds(1), .seconds(1)])
+        let old = (0..<8).map { _ in schedule.next(now: start + .seconds(61), random: 1) }
+        #expect(old.last == .seconds(30) && old.first == .seconds(1) && old == old.sorted())
+        #expect(schedule.next(now: start + .seconds(200), random: 0.5) == .seconds(15))
+        // Jitter: two clients that failed together do not come back together.
+        var a = RetrySchedule(first: .seconds(1), maximum: .seconds(1), longest: .seconds(30))
+        let draws = Set((0..<20).map { _ in a.next(now: start) })
+        #expect(draws.count > 1 && draws.allSatisfy { $0 >= .milliseconds(500) && $0 <= .seconds(1) })
+        schedule.reset()
+        #expect(schedule.next(now: start + .seconds(300), random: 1) == .milliseconds(100))
+    }
 }

@@ -3,6 +3,11 @@ import Foundation
 #if canImport(Security)
     import Security
 #endif
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Keeps credentials per instance between runs of an app or the `docket` command.
 public protocol CredentialStore: Sendable {
@@ -39,38 +44,89 @@ public struct FileCredentialStore: CredentialStore {
         try load()[instance.description]
     }
 
-    /// Writes the file (mode 0600).
+    /// Writes the file (mode 0600), in place at once: a reader sees the old file or the new one, never part of one.
+    /// Two programs saving at once (two `docket login`s) each keep the other's instance: the read and the write
+    /// happen under a lock.
     public func save(_ credentials: Credentials, for instance: Instance) throws {
-        var all = try load()
-        all[instance.description] = credentials
-        try write(all)
+        try locked {
+            var all = try load()
+            all[instance.description] = credentials
+            try write(all)
+        }
     }
 
     /// Removes the instance from the file.
     public func delete(for instance: Instance) throws {
-        var all = try load()
-        all[instance.description] = nil
-        try write(all)
-    }
-
-    private func load() throws -> [String: Credentials] {
-        guard let data = try? Data(contentsOf: url) else { return [:] }
-        return try JSONDecoder().decode([String: Credentials].self, from: data)
-    }
-
-    private func write(_ all: [String: Credentials]) throws {
-        let manager = FileManager.default
-        try manager.createDirectory(
-            at: url.deletingLastPathComponent(), withIntermediateDirectories: true,
-            attributes: [.posixPermissions: 0o700]
-        )
-        let data = try JSONEncoder().encode(all)
-        // Create the file with 0600 before any secret is written to it.
-        if !manager.fileExists(atPath: url.path) {
-            _ = manager.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600])
+        try locked {
+            var all = try load()
+            guard all[instance.description] != nil else { return }
+            all[instance.description] = nil
+            try write(all)
         }
-        try manager.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
-        try data.write(to: url)
+    }
+
+    /// The file's credentials; none when there is no file. A file that cannot be read or understood is an error,
+    /// never "no credentials": a save after it would wipe every other instance's.
+    private func load() throws -> [String: Credentials] {
+        let data: Data
+        do {
+            data = try Data(contentsOf: url)
+        } catch let error as CocoaError where error.code == .fileReadNoSuchFile {
+            return [:]
+        } catch {
+            guard FileManager.default.fileExists(atPath: url.path) else { return [:] }
+            throw DocketError(kind: .invalidRequest, message: "\(url.path) could not be read: \(error.localizedDescription)")
+        }
+        do {
+            return try JSONDecoder().decode([String: Credentials].self, from: data)
+        } catch {
+            throw DocketError(
+                kind: .invalidRequest, message: "\(url.path) is not a credentials file docket understands; move it away to log in again"
+            )
+        }
+    }
+
+    private func createDirectory() throws {
+        try FileManager.default.createDirectory(
+            at: url.deletingLastPathComponent(), withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700]
+        )
+    }
+
+    /// Runs `body` holding an exclusive lock on the file's companion `credentials.json.lock`.
+    private func locked(_ body: () throws -> Void) throws {
+        try createDirectory()
+        let lockPath = url.path + ".lock"
+        let descriptor = open(lockPath, O_RDWR | O_CREAT, 0o600)
+        guard descriptor >= 0 else {
+            throw DocketError(kind: .invalidRequest, message: "\(lockPath) could not be opened: \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_EX) == 0 else {
+            throw DocketError(kind: .invalidRequest, message: "\(lockPath) could not be locked: \(String(cString: strerror(errno)))")
+        }
+        defer { flock(descriptor, LOCK_UN) }
+        try body()
+    }
+
+    /// Writes a new file beside the old one, private from its first byte, and renames it over the old one.
+    private func write(_ all: [String: Credentials]) throws {
+        try createDirectory()
+        let data = try JSONEncoder().encode(all)
+        let partial = url.path + ".new-" + UUID().uuidString
+        let descriptor = open(partial, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else {
+            throw DocketError(kind: .invalidRequest, message: "\(partial) could not be created: \(String(cString: strerror(errno)))")
+        }
+        var written = false
+        defer { if !written { unlink(partial) } }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        try handle.write(contentsOf: data)
+        try handle.synchronize()
+        try handle.close()
+        guard rename(partial, url.path) == 0 else {
+            throw DocketError(kind: .invalidRequest, message: "\(url.path) could not be replaced: \(String(cString: strerror(errno)))")
+        }
+        written = true
     }
 }
 

@@ -54,6 +54,9 @@ public enum DatabaseBackup {
         }
         let partial = folder + "/." + targetURL.lastPathComponent + ".partial-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: partial) }
+        // A backup holds what the database holds, signing keys and password hashes included: readable by its owner
+        // alone from its first byte, whatever the process's umask.
+        try createPrivately(partial)
         try await snapshot(of: source, into: partial, logger: logger)
         let summary = try await inspect(partial, logger: logger)
         guard rename(partial, targetURL.path) == 0 else {
@@ -106,7 +109,17 @@ public enum DatabaseBackup {
         let partial = folder + "/." + targetURL.lastPathComponent + ".restoring-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: partial) }
         do {
-            try FileManager.default.copyItem(atPath: source, toPath: partial)
+            // The database is its owner's alone from its first byte, as the backup was.
+            try createPrivately(partial)
+            guard let input = FileHandle(forReadingAtPath: source), let output = FileHandle(forWritingAtPath: partial) else {
+                throw Failure("\(source) or \(partial) could not be opened")
+            }
+            defer {
+                try? input.close()
+                try? output.close()
+            }
+            while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty { try output.write(contentsOf: chunk) }
+            try output.synchronize()
             for suffix in ["-wal", "-shm", "-journal"] where FileManager.default.fileExists(atPath: targetURL.path + suffix) {
                 try FileManager.default.removeItem(atPath: targetURL.path + suffix)
             }
@@ -116,6 +129,15 @@ public enum DatabaseBackup {
             throw Failure("The backup could not be put in place at \(targetURL.path): \(error.localizedDescription)")
         }
         return Summary(path: targetURL.path, bytes: summary.bytes, eventSequence: summary.eventSequence, schemaVersion: summary.schemaVersion)
+    }
+
+    /// Makes the empty file `path` readable and writable by its owner alone (VACUUM INTO writes into an empty file).
+    static func createPrivately(_ path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else { throw Failure("\(path) could not be created: \(String(cString: strerror(errno))).") }
+        // The mode given to open(2) is masked by the umask; set it outright.
+        defer { close(descriptor) }
+        guard fchmod(descriptor, 0o600) == 0 else { throw Failure("\(path) could not be made private: \(String(cString: strerror(errno))).") }
     }
 
     /// Checks that `path` is a sound Docket database and says what it holds.

@@ -98,6 +98,11 @@ struct BackupTests {
         let restoredPath = directory.path + "/restored/docket.sqlite"
         let restored = try await DatabaseBackup.restore(from: backupPath, to: .sqlite(path: restoredPath), force: false, logger: Self.logger)
         #expect(restored.eventSequence == summary.eventSequence)
+        // Both hold signing keys and password hashes: their owner's alone, under the widest umask too.
+        for file in [backupPath, restoredPath] {
+            let mode = (try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)?.intValue
+            #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")
+        }
         var configuration = TestApp.configuration(dataDirectory: directory.path + "/restored")
         configuration.database = nil
         let app = try await buildApplication(configuration)

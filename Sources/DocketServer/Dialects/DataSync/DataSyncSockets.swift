@@ -48,7 +48,16 @@ struct DataSyncSocketDialect: GraphQLSocketDialect {
         }
         let store = controller.store
         guard let table = try? store.table(DataSyncController.table) else { return refused(["Tasks are not available on this server"]) }
-        let after = (try? await store.latestSequence()) ?? 0
+        // "From now" is the head of the log; when it cannot be read the subscription is refused (the client retries),
+        // never started from the beginning of the log.
+        let after: Int
+        do {
+            after = try await store.latestSequence()
+        } catch {
+            return .refused([.object([
+                "message": .string("The database is unavailable; try again shortly"), "extensions": .object(["code": .string("UNAVAILABLE")]),
+            ])])
+        }
         let key = RenderedResultKey.document(text: request.query ?? "", variables: request.variables, operationName: request.operationName)
         let (controller, results, operationName) = (controller, results, request.operationName)
         let prepared = NowGraphQLController.PreparedDocument(document: document, problems: [])

@@ -13,7 +13,11 @@
     if (me) {
       navigator.serviceWorker.register('/app/sw.js', { scope: '/app/' }).catch(function () {});
     } else if (window.caches) {
-      caches.delete('docket-pages-v1').catch(function () {});
+      caches.keys().then(function (names) {
+        return Promise.all(names.filter(function (name) {
+          return name.indexOf('docket-pages-') === 0 || name.indexOf('docket-viewer-') === 0;
+        }).map(function (name) { return caches.delete(name); }));
+      }).catch(function () {});
     }
   }
   // Comments typed on a kept page while offline wait in IndexedDB ('docket-outbox'), each with its own

@@ -96,7 +96,15 @@ struct NowGraphQLSocketDialect: GraphQLSocketDialect {
         let since = args["since"]
         let fromNow = since.isNull || since.isUndefined
         if fromNow {
-            after = (try? await store.latestSequence()) ?? 0
+            // The head of the log; when it cannot be read the subscription is refused (the client retries), never
+            // started from the beginning of the log.
+            do {
+                after = try await store.latestSequence()
+            } catch {
+                return .refused([.object([
+                    "message": .string("The database is unavailable; try again shortly"), "errorType": .string("Unavailable"),
+                ])])
+            }
         } else if let number = since.int, number >= 0 {
             after = number
         } else {
