@@ -8,7 +8,7 @@ import Foundation
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self]
+        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self, LinkUser.self, UnlinkUser.self, ListLinks.self]
     )
 }
 
@@ -120,5 +120,83 @@ struct CreateUser: AsyncParsableCommand {
             FileHandle.standardError.write(Data("\n".utf8))
         }
         return readLine(strippingNewline: true) ?? ""
+    }
+}
+
+struct LinkUser: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "link",
+        abstract: "Link an identity of a trusted OpenID provider to an account.",
+        discussion: """
+            From then on, tokens of that provider whose subject (sub) is SUBJECT sign in as USER, whatever user name \
+            or e-mail they carry. docketd links an identity by itself only when the provider verified an e-mail that one \
+            account has, and never to an administrator's account: this is how an administrator links any other. An \
+            earlier link of the identity is replaced. A running docketd follows within a minute. Example: \
+            docketd users link alice --issuer https://sso.example.com/realms/acme --subject 0f1e2d3c --data-dir /var/lib/docket
+            """
+    )
+
+    @Argument(help: "The account's user name.")
+    var userName: String
+
+    @Option(help: "The provider's issuer, exactly as its tokens' iss says it (as given to --oidc-trust).")
+    var issuer: String
+
+    @Option(help: "The person's subject at the provider, as its tokens' sub says it.")
+    var subject: String
+
+    @OptionGroup var location: StorageOptions
+
+    func run() async throws {
+        let configuration = try location.configuration(mustExist: true)
+        let change = try await explainingFailures {
+            try await UserAdministration.link(in: configuration, userName: userName, issuer: issuer, subject: subject)
+        }
+        print("Linked \(subject) at \(issuer) to \(userName)\(change.before.map { " (it was linked to \($0))" } ?? "").")
+    }
+}
+
+struct UnlinkUser: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "unlink",
+        abstract: "Remove the link of an identity of a trusted OpenID provider.",
+        discussion: """
+            The identity then signs in as nobody, until it is linked again (by a verified e-mail, or docketd users link). \
+            A running docketd follows within a minute.
+            """
+    )
+
+    @Option(help: "The provider's issuer, exactly as its tokens' iss says it.")
+    var issuer: String
+
+    @Option(help: "The person's subject at the provider, as its tokens' sub says it.")
+    var subject: String
+
+    @OptionGroup var location: StorageOptions
+
+    func run() async throws {
+        let configuration = try location.configuration(mustExist: true)
+        let change = try await explainingFailures {
+            try await UserAdministration.unlink(in: configuration, issuer: issuer, subject: subject)
+        }
+        print("Unlinked \(subject) at \(issuer)\(change.before.map { " from \($0)" } ?? "").")
+    }
+}
+
+struct ListLinks: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "links", abstract: "List the identities of trusted OpenID providers linked to accounts."
+    )
+
+    @Argument(help: "Only this account's links.")
+    var userName: String?
+
+    @OptionGroup var location: StorageOptions
+
+    func run() async throws {
+        let configuration = try location.configuration(mustExist: true)
+        let links = try await explainingFailures { try await UserAdministration.links(in: configuration, userName: userName) }
+        if links.isEmpty { print("No linked identities.") }
+        for link in links { print("\(link.userName)\t\(link.issuer)\t\(link.subject)\t\(link.origin)") }
     }
 }

@@ -130,7 +130,7 @@ actor LiveTemplate {
     }
 }
 
-enum LiveServerError: Error {
+public enum LiveServerError: Error {
     case noPort
     case openssl(String)
 }

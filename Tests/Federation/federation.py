@@ -4,8 +4,10 @@ authorization server (Tests/Federation/idp.py) issuing RFC 9068 JWT access token
 
     python3 Tests/Federation/federation.py --binary PATH/docketd
 
-Checks: the provider's token reaches the Table API, ServiceNow GraphQL and DataSync as the mapped user; a user
-unknown to Docket is made on first sight with the roles it has here (--oidc-provision); tokens of an untrusted
+Checks: the provider's token reaches the Table API, ServiceNow GraphQL and DataSync as the user its verified e-mail
+links it to (and then by its subject, whatever name it says); a user unknown to Docket is made on first sight with the
+roles it has here (--oidc-provision); tokens naming admin, or with the administrator's e-mail (verified or not), or
+without a subject, sign in as nobody; tokens of an untrusted
 issuer, with a wrong audience, expired, signed by an unknown key, unsigned, or HS256 with the public key are
 refused (401); after the provider rotates its key, tokens signed with the new one are accepted (the key set is
 fetched again); with the provider down, tokens of known keys still work and a token naming an unknown key is 503,
@@ -128,6 +130,25 @@ def main():
         for what, refused in refusals.items():
             status, _ = api(refused)
             check(status == 401, f"a token {what} is refused ({status})")
+        # Signed by the provider, for people who chose what their tokens say: none reaches an account it is not
+        # linked to (the administrator's least of all).
+        chosen = {
+            "whose user name is admin": mint(issuer, sub="stranger-1", preferred_username="admin"),
+            "with the administrator's e-mail, unverified": mint(issuer, sub="stranger-2", preferred_username="admin",
+                                                               email="admin@example.com"),
+            "with the administrator's e-mail, verified": mint(issuer, sub="stranger-3", preferred_username="admin",
+                                                             email="admin@example.com", email_verified=True),
+            "without a subject": mint(issuer, sub="", preferred_username="someone.new"),
+        }
+        for what, refused in chosen.items():
+            status, body = api(refused, "/api/now/table/sys_user?sysparm_query=user_name%3Dadmin&sysparm_fields=user_name")
+            check(status == 401, f"a token of the provider {what} signs in as nobody ({status})")
+        # The same person under another name: the link (issuer and sub) decides, not the name.
+        renamed = mint(issuer, sub=json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))["sub"],
+                       preferred_username="admin", realm_access={"roles": ["admin"]})
+        status, body = api(renamed, "/api/now/table/incident", "POST", {"short_description": "renamed at the provider"})
+        check(status == 201 and json.loads(body)["result"]["sys_created_by"] == "john.doe",
+              f"john.doe's subject signs in as john.doe whatever name the token says ({status})")
 
         # The provider rotates its key: a token of the new key is accepted once the set is fetched again.
         call(issuer + "/admin/rotate", "POST", b"{}", {"Content-Type": "application/json"})

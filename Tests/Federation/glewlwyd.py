@@ -6,7 +6,8 @@ through its own administration API.
     python3 Tests/Federation/glewlwyd.py --binary PATH/docketd --glewlwyd "$(scripts/glewlwyd.sh)"
 
 Checks: Glewlwyd's RS256 access tokens (RFC 9068 profile, `preferred_username` added from the user's name) reach
-the Table API, ServiceNow GraphQL and DataSync as the mapped user; a person Docket does not know is made on first
+the Table API, ServiceNow GraphQL and DataSync as the user the administrator linked them to (`docketd users link`: Glewlwyd
+does not say an e-mail was verified, and before the link its john.doe is nobody here); a person Docket does not know is made on first
 sight (--oidc-provision); the web UI's "Sign in with Glewlwyd" runs the authorization code flow with PKCE against
 Glewlwyd (its sign-in and consent through its API, as its login page would) and ends in a Docket session; a token
 that Glewlwyd issued under another issuer (a second OpenID plugin, not trusted), a token with a changed claim, one
@@ -170,6 +171,13 @@ def main():
         access = token(provider)
         check(claims(access).get("iss") == issuer and claims(access).get("preferred_username") == "john.doe",
               "Glewlwyd issues an RS256 access token naming john.doe")
+        # Glewlwyd does not say the e-mail was verified, so docketd links nobody by itself: the administrator links
+        # Glewlwyd's john.doe (its subject) to Docket's, as docs/configuration.md says.
+        unlinked = api(access)
+        check(unlinked.status_code == 401, f"before the administrator links it, Glewlwyd's john.doe is nobody here ({unlinked.status_code})")
+        linked = subprocess.run([args.binary, "users", "link", "john.doe", "--issuer", issuer, "--subject", claims(access)["sub"],
+                                 "--database", "sqlite:" + os.path.join(folder, "docket.sqlite")], capture_output=True, text=True)
+        check(linked.returncode == 0 and "Linked" in linked.stdout, f"docketd users link: {linked.stdout}{linked.stderr}")
         answer = api(access, "/api/now/table/incident", "POST", {"short_description": "from Glewlwyd"})
         check(answer.status_code == 201 and answer.json()["result"]["sys_created_by"] == "john.doe",
               f"Glewlwyd's token creates an incident as john.doe ({answer.status_code})")

@@ -79,7 +79,7 @@ class TokenGenerator(JWTBearerTokenGenerator):
     def get_extra_claims(self, client, grant_type, user, scope):
         if user is None:
             return {}
-        return {"preferred_username": user.name, "email": USERS[user.name]["email"],
+        return {"preferred_username": user.name, "email": USERS[user.name]["email"], "email_verified": True,
                 "realm_access": {"roles": USERS[user.name]["roles"]}}
 
 
@@ -140,7 +140,8 @@ def code_exchange():
     now = int(time.time())
     user = grant["user"]
     claims = {"iss": issuer, "sub": user, "aud": client_id, "iat": now, "exp": now + 300, "nonce": grant["nonce"],
-              "preferred_username": user, "email": USERS[user]["email"], "realm_access": {"roles": USERS[user]["roles"]}}
+              "preferred_username": user, "email": USERS[user]["email"], "email_verified": True,
+              "realm_access": {"roles": USERS[user]["roles"]}}
     id_token = jwt.encode({"alg": "RS256", "kid": keys[-1].kid}, claims, keys[-1])
     return jsonify({"access_token": secrets.token_urlsafe(24), "token_type": "Bearer", "expires_in": 300, "id_token": id_token})
 

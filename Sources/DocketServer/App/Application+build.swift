@@ -108,7 +108,7 @@ public func buildApplication(
     // The OpenID provider: its access tokens are bearer tokens in every dialect.
     let openID = OpenIDProvider(
         realm: configuration.oidcRealm, storage: storage, keys: tokenKeys, directory: OAuthDirectory(store: store), oauth: oauth,
-        authenticator: authenticator
+        authenticator: authenticator, publicURL: configuration.publicURL
     )
     store.broadcaster.add(observer: openID)
     // The one way in: every dialect turns credentials into a caller through it.

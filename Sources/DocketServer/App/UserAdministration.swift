@@ -170,4 +170,80 @@ public enum UserAdministration {
             throw error
         }
     }
+
+    /// What `docketd users link` and `unlink` did.
+    public struct LinkChange: Sendable, Equatable {
+        /// The user name the identity was linked to before (nil for none).
+        public let before: String?
+    }
+
+    /// Links an outside identity (a trusted provider's issuer and `sub`) to the account `userName`, replacing any
+    /// earlier link of it: from then on that identity signs in as this account, whatever its tokens' names say.
+    /// The one way to link an administrator's account.
+    public static func link(in configuration: Configuration, userName: String, issuer: String, subject: String) async throws -> LinkChange {
+        guard !issuer.isEmpty, issuer.utf8.count <= 1000, !subject.isEmpty, subject.utf8.count <= 255 else {
+            throw Failure("Give the issuer exactly as its tokens' iss says it, and the subject as their sub says it.")
+        }
+        return try await withAccounts(configuration) { storage, store in
+            guard let account = try await UserDirectory(store: store).account(userName: userName) else {
+                throw Failure("There is no account '\(userName)'.")
+            }
+            let before = try await IdentityLinks(storage: storage).set(issuer: issuer, subject: subject, to: account.userID)
+            guard let before else { return LinkChange(before: nil) }
+            return LinkChange(before: try await name(ofUser: before, in: storage) ?? before)
+        }
+    }
+
+    /// Removes an outside identity's link: it signs in as nobody until linked again (by proof, or by `link`).
+    public static func unlink(in configuration: Configuration, issuer: String, subject: String) async throws -> LinkChange {
+        try await withAccounts(configuration) { storage, _ in
+            let before = try await IdentityLinks(storage: storage).user(issuer: issuer, subject: subject)
+            guard try await IdentityLinks(storage: storage).remove(issuer: issuer, subject: subject) else {
+                throw Failure("That identity is linked to no account.")
+            }
+            guard let before else { return LinkChange(before: nil) }
+            return LinkChange(before: try await name(ofUser: before, in: storage) ?? before)
+        }
+    }
+
+    /// The links of `userName` (everyone's when nil): issuer, subject, user name and how each was made.
+    public static func links(in configuration: Configuration, userName: String?) async throws -> [(issuer: String, subject: String, userName: String, origin: String)] {
+        try await withAccounts(configuration) { storage, store in
+            var userID: String? = nil
+            if let userName {
+                guard let account = try await UserDirectory(store: store).account(userName: userName) else {
+                    throw Failure("There is no account '\(userName)'.")
+                }
+                userID = account.userID
+            }
+            var found: [(issuer: String, subject: String, userName: String, origin: String)] = []
+            for link in try await IdentityLinks(storage: storage).links(of: userID) {
+                found.append((link.issuer, link.subject, try await Self.name(ofUser: link.userID, in: storage) ?? link.userID, link.origin))
+            }
+            return found
+        }
+    }
+
+    private static func name(ofUser userID: String, in storage: any Storage) async throws -> String? {
+        try await storage.read { db in
+            try await db.rows("SELECT user_name FROM sys_user WHERE sys_id = " + .bind(userID)).first?.value(at: "user_name", kind: .text).text
+        }
+    }
+
+    /// Opens the data folder's database (which must exist) and its engine for `body`, and closes it after.
+    private static func withAccounts<T: Sendable>(
+        _ configuration: Configuration, _ body: (any Storage, RecordStore) async throws -> T
+    ) async throws -> T {
+        let logger = Logger(label: "docketd.users")
+        let storage = try await configuration.storageLocation.open(logger: logger)
+        do {
+            let (store, _) = try await RecordStore.open(storage: storage, logger: logger) { _ in "" }
+            let result = try await body(storage, store)
+            try await storage.close()
+            return result
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+    }
 }

@@ -13,6 +13,9 @@ enum OpenIDGrants {
         var clientID: String
         var authTime: Int
         var expires: Int
+        /// The issuer the session's tokens are minted with (the address it began at, or `--public-url`'s), and the
+        /// only one its access tokens are accepted with; nil for a session begun before docketd kept it.
+        var issuer: String? = nil
     }
 
     struct Code: Sendable, Equatable {
@@ -40,6 +43,13 @@ enum OpenIDGrants {
         case unknown
         /// Used before: its session was ended (RFC 9700 §4.14, RFC 6749 §4.1.2), nothing issued from it works now.
         case replayed
+    }
+
+    /// Sessions keep the issuer their tokens are minted with.
+    static func addSessionIssuer(_ db: SQLExecutor) async throws {
+        let columns = try await db.rows(db.dialect.columnNames(of: "docket_oidc_session")).compactMap { try $0.value(at: "name", kind: .text).text }
+        guard !columns.contains("issuer") else { return }
+        try await db.run("ALTER TABLE docket_oidc_session ADD COLUMN issuer TEXT")
     }
 
     static func createTables(_ db: SQLExecutor) async throws {
@@ -165,8 +175,9 @@ enum OpenIDGrants {
     {
         try await storage.write { db in
             try await db.run(
-                "INSERT INTO docket_oidc_session (sid, user_id, client_id, auth_time, expires_at) VALUES (" + .bind(session.sid) + ", "
-                    + .bind(session.userID) + ", " + .bind(session.clientID) + ", " + .bind(session.authTime) + ", " + .bind(session.expires) + ")"
+                "INSERT INTO docket_oidc_session (sid, user_id, client_id, auth_time, expires_at, issuer) VALUES (" + .bind(session.sid) + ", "
+                    + .bind(session.userID) + ", " + .bind(session.clientID) + ", " + .bind(session.authTime) + ", " + .bind(session.expires) + ", "
+                    + (session.issuer.map { SQLFragment.bind($0) } ?? "NULL") + ")"
             )
             if let code { try await insert(code.hash, code.code, db) }
             if let refresh { try await insert(refresh.hash, refresh.token, db) }
@@ -287,11 +298,12 @@ enum OpenIDGrants {
 
     private static func session(_ sid: String, now: Int, _ db: SQLExecutor) async throws -> Session? {
         guard let row = try await db.rows(
-            "SELECT user_id, client_id, auth_time, expires_at FROM docket_oidc_session WHERE sid = " + .bind(sid)
+            "SELECT user_id, client_id, auth_time, expires_at, issuer FROM docket_oidc_session WHERE sid = " + .bind(sid)
         ).first else { return nil }
         let session = Session(
             sid: sid, userID: try row.value(at: "user_id", kind: .text).text ?? "", clientID: try row.value(at: "client_id", kind: .text).text ?? "",
-            authTime: try row.value(at: "auth_time", kind: .integer).intValue ?? 0, expires: try row.value(at: "expires_at", kind: .integer).intValue ?? 0
+            authTime: try row.value(at: "auth_time", kind: .integer).intValue ?? 0, expires: try row.value(at: "expires_at", kind: .integer).intValue ?? 0,
+            issuer: try row.value(at: "issuer", kind: .text).text.flatMap { $0.isEmpty ? nil : $0 }
         )
         return session.expires > now ? session : nil
     }

@@ -41,7 +41,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     /// Sessions seen live, in memory: sid → (user, expiry). Not consulted where other docketd share the database
     /// (they may end a session this process would not hear of); dropped at once on a logout here and on a change
     /// to a user's credentials.
-    private let sessions = Mutex<[String: (userID: String, expires: Int)]>([:])
+    private let sessions = Mutex<[String: (userID: String, expires: Int, issuer: String?)]>([:])
     /// Access tokens whose signature was checked, until they expire: a signature does not stop holding, so a
     /// bearer request pays for RSA and JSON once per token (its session is still checked every time).
     private let verifiedTokens = Mutex<[String: AccessClaims]>([:])
@@ -49,7 +49,20 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     let deviceFailures = Mutex<[String: (count: Int, since: Int)]>([:])
     static let verifiedTokenMemory = 20_000
 
-    init(realm: String, storage: any Storage, keys: TokenKeys, directory: OAuthDirectory, oauth: OAuthService, authenticator: Authenticator) {
+    /// With `--public-url`, the issuers docketd mints with (`{url}/realms/{realm}` and `{url}/auth/realms/{realm}`): no
+    /// access token names another. Empty otherwise (each session keeps the issuer it began with).
+    let publicIssuers: Set<String>
+
+    init(
+        realm: String, storage: any Storage, keys: TokenKeys, directory: OAuthDirectory, oauth: OAuthService, authenticator: Authenticator,
+        publicURL: String? = nil
+    ) {
+        var issuers: Set<String> = []
+        if var base = publicURL, !base.isEmpty {
+            while base.hasSuffix("/") { base.removeLast() }
+            issuers = [base + "/realms/" + realm, base + "/auth/realms/" + realm]
+        }
+        publicIssuers = issuers
         self.realm = realm
         self.storage = storage
         self.keys = keys
@@ -132,12 +145,12 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     }
 
     /// Starts a session for a signed-in user and returns the code for its client, with the session's id.
-    func authorize(_ request: Authorization, caller: Caller, now: Int = SessionStore.now()) async throws(Failure) -> (code: String, sid: String) {
+    func authorize(_ request: Authorization, caller: Caller, issuer: String, now: Int = SessionStore.now()) async throws(Failure) -> (code: String, sid: String) {
         let code = Base64URL.random(bytes: 32)
         let sid = Base64URL.random(bytes: 16)
         let session = OpenIDGrants.Session(
             sid: sid, userID: caller.userID, clientID: request.client.clientID, authTime: now,
-            expires: Self.sessionExpiry(request.client, now: now)
+            expires: Self.sessionExpiry(request.client, now: now), issuer: issuer
         )
         let stored = OpenIDGrants.Code(
             sid: sid, clientID: request.client.clientID, redirectURI: request.redirectURI, scope: request.scope, nonce: request.nonce,
@@ -242,7 +255,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             case .approved(let userID, let scope):
                 let session = OpenIDGrants.Session(
                     sid: Base64URL.random(bytes: 16), userID: userID, clientID: client.clientID, authTime: now,
-                    expires: Self.sessionExpiry(client, now: now)
+                    expires: Self.sessionExpiry(client, now: now), issuer: issuer
                 )
                 do { try await OpenIDGrants.start(session, storage: storage) } catch { throw .unavailable }
                 return try await issue(client: client, session: session, scope: scope, nonce: "", issuer: issuer, now: now, refresh: nil)
@@ -258,7 +271,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             }
             let session = OpenIDGrants.Session(
                 sid: Base64URL.random(bytes: 16), userID: account.userID, clientID: client.clientID, authTime: now,
-                expires: now + max(1, min(client.accessLifespan, Self.maximumAccessLifetime))
+                expires: now + max(1, min(client.accessLifespan, Self.maximumAccessLifetime)), issuer: issuer
             )
             do { try await OpenIDGrants.start(session, storage: storage) } catch { throw .unavailable }
             // No refresh token (RFC 6749 §4.4.3): the client asks again with its secret.
@@ -278,7 +291,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             }
             let session = OpenIDGrants.Session(
                 sid: Base64URL.random(bytes: 16), userID: caller.userID, clientID: client.clientID, authTime: now,
-                expires: Self.sessionExpiry(client, now: now)
+                expires: Self.sessionExpiry(client, now: now), issuer: issuer
             )
             let scope = Self.grantedScope(form["scope"])
             let refresh = Base64URL.random(bytes: 32)
@@ -305,9 +318,11 @@ final class OpenIDProvider: Sendable, ChangeObserver {
 
     /// Signs the tokens of a grant, with `refresh` (stored already) or a new refresh token stored for the session.
     private func issue(
-        client: OAuthDirectory.Client, session: OpenIDGrants.Session, scope: String, nonce: String, issuer: String, now: Int,
+        client: OAuthDirectory.Client, session: OpenIDGrants.Session, scope: String, nonce: String, issuer requested: String, now: Int,
         refresh: String?, withRefresh: Bool = true
     ) async throws(Failure) -> JSONValue {
+        // A session's tokens all name the issuer it began with (its access tokens are accepted with no other).
+        let issuer = session.issuer ?? requested
         let caller: Caller?
         do { caller = try await authenticator.caller(userID: session.userID) } catch { throw .unavailable }
         guard let caller else { throw .invalidGrant("The user may no longer sign in.") }
@@ -373,7 +388,8 @@ final class OpenIDProvider: Sendable, ChangeObserver {
         var claims = verifiedTokens.withLock { $0[token] }
         if claims == nil {
             guard let checked = try await keys.verify(token, as: AccessClaims.self, family: .rs256, now: now),
-                checked.typ == "Bearer", checked.iss.hasSuffix("/realms/" + realm)
+                checked.typ == "Bearer", checked.aud == Self.audience, checked.iss.hasSuffix("/realms/" + realm),
+                publicIssuers.isEmpty || publicIssuers.contains(checked.iss)
             else { return nil }
             claims = checked
             verifiedTokens.withLock { cache in
@@ -383,21 +399,24 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             }
         }
         guard let claims, claims.exp > now else { return nil }
-        guard let userID = try await liveSession(claims.sid, now: now), userID == claims.sub else { return nil }
-        return (claims, userID)
+        // The session's issuer exactly: a token minted under another address (a Host header's) is not this session's.
+        guard let session = try await liveSession(claims.sid, now: now), session.userID == claims.sub,
+            session.issuer.map({ $0 == claims.iss }) ?? true
+        else { return nil }
+        return (claims, session.userID)
     }
 
-    /// The user of a live session; nil when it ended.
-    private func liveSession(_ sid: String, now: Int) async throws -> String? {
-        if !storage.isShared, let known = sessions.withLock({ $0[sid] }), known.expires > now { return known.userID }
+    /// The user and issuer of a live session; nil when it ended.
+    private func liveSession(_ sid: String, now: Int) async throws -> (userID: String, issuer: String?)? {
+        if !storage.isShared, let known = sessions.withLock({ $0[sid] }), known.expires > now { return (known.userID, known.issuer) }
         guard let session = try await OpenIDGrants.session(sid, now: now, storage: storage) else { return nil }
         if !storage.isShared {
             sessions.withLock { cache in
                 if cache.count > 50_000 { cache = cache.filter { $0.value.expires > now } }
-                cache[sid] = (session.userID, session.expires)
+                cache[sid] = (session.userID, session.expires, session.issuer)
             }
         }
-        return session.userID
+        return (session.userID, session.issuer)
     }
 
     /// The userinfo response for an access token's claims (OpenID Connect Core §5.3).

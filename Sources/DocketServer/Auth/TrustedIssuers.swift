@@ -6,12 +6,13 @@ import NIOCore
 import Synchronization
 
 /// An OpenID provider whose tokens docketd accepts (`--oidc-trust`): a company's own (Keycloak, Entra ID, Okta,
-/// authentik…). Its access or ID tokens are bearer credentials in every dialect, for the Docket user whose
-/// `user_name` equals a claim of the token.
+/// authentik…). Its access or ID tokens are bearer credentials in every dialect, for the Docket user their
+/// issuer and subject (`sub`) are linked to (``Federation``).
 public struct TrustedIssuer: Sendable, Equatable {
     /// The issuer, exactly as its tokens' `iss` says it.
     public var issuer: String
-    /// When given, a token's `aud` must contain it.
+    /// What a token's `aud` must contain. Without it, a token must have been issued to the `client=` id (its `aud`,
+    /// `azp` or `client_id` names it, as RFC 9068 access tokens do). One of the two is required.
     public var audience: String?
     /// The claim that names the Docket user (default `preferred_username`, else `email`).
     public var usernameClaim: String?
@@ -58,6 +59,12 @@ public struct TrustedIssuer: Sendable, Equatable {
             default: throw TrustedIssuerError("unknown option '\(pair[0])': audience, username, roles, client, secret-env or name")
             }
         }
+        // Without an audience, a token the provider issued to any other application would sign in here too.
+        guard trusted.audience != nil || trusted.clientID != nil else {
+            throw TrustedIssuerError(
+                "'\(issuer)' needs audience=AUD: the value the provider puts in the aud claim of tokens meant for docketd (or client=ID, when that is it)"
+            )
+        }
         return trusted
     }
 }
@@ -75,8 +82,15 @@ final class TrustedIssuers: Sendable {
     /// What a verified token says.
     struct Verified: Sendable, Equatable {
         var issuer: TrustedIssuer
+        /// The provider's own, stable name for the person (`sub`): what a link to a local account is made by.
+        var subject: String
+        /// The name the token suggests for a new account (the username claim); anyone may be able to choose it.
         var userName: String
         var roles: [String]
+        /// The e-mail address, when the token has one.
+        var email: String? = nil
+        /// Whether the provider says it checked that the person holds that address (`email_verified`).
+        var emailVerified = false
     }
 
     /// The claims read from a token (any others are ignored).
@@ -128,6 +142,9 @@ final class TrustedIssuers: Sendable {
     let issuers: [TrustedIssuer]
     private let client: HTTPClient
     private let keys = Mutex<[String: Keys]>([:])
+    /// Fetches under way (callers at once share one) and the last failure of each issuer's, remembered for
+    /// ``refetchInterval``: a provider that is down is not asked again by every request meanwhile.
+    private let fetching = Mutex<(running: [String: Task<Keys, any Error>], failed: [String: (at: Int, error: Unreachable)])>(([:], [:]))
 
     init(_ issuers: [TrustedIssuer], client: HTTPClient = .shared) {
         self.issuers = issuers
@@ -157,7 +174,7 @@ final class TrustedIssuers: Sendable {
         if cached == nil || (kid.map { !cached!.kids.contains($0) } ?? false)
             && now.subtractingReportingOverflow(cached!.fetchedAt).partialValue >= Self.refetchInterval
         {
-            cached = try await fetch(issuer, now: now)
+            cached = try await refetch(issuer, now: now)
         }
         guard let cached, kid.map(cached.kids.contains) ?? true else { return nil }
         let claims: Claims
@@ -167,10 +184,18 @@ final class TrustedIssuers: Sendable {
             return nil
         }
         guard claims.iss == issuer.issuer, claims.exp + Self.leeway > now, (claims.nbf ?? 0) <= now + Self.leeway else { return nil }
-        // An ID token is for docketd's client; an access token for the audience configured, if any.
-        if let audience = audience ?? issuer.audience {
-            guard claims.aud?.value.contains(audience) == true else { return nil }
+        // An ID token is for docketd's client; an access token for the audience configured, else issued to
+        // docketd's client.
+        if let expected = audience ?? issuer.audience {
+            guard claims.aud?.value.contains(expected) == true else { return nil }
+        } else if let client = issuer.clientID {
+            guard claims.aud?.value.contains(client) == true || claims.other["azp"]?.stringValue == client
+                || claims.other["client_id"]?.stringValue == client
+            else { return nil }
+        } else {
+            return nil
         }
+        guard let subject = claims.other["sub"]?.stringValue, !subject.isEmpty, subject.utf8.count <= 255 else { return nil }
         if let nonce {
             guard claims.other["nonce"]?.stringValue == nonce else { return nil }
         }
@@ -192,7 +217,14 @@ final class TrustedIssuers: Sendable {
             }
             roles = value?.arrayValue?.compactMap(\.stringValue) ?? []
         }
-        return Verified(issuer: issuer, userName: userName, roles: roles)
+        let email = claims.other["email"]?.stringValue.flatMap { $0.isEmpty || $0.utf8.count > 255 ? nil : $0 }
+        let verified: Bool
+        switch claims.other["email_verified"] {
+        case .bool(let value)?: verified = value
+        case .string(let text)?: verified = text == "true"
+        default: verified = false
+        }
+        return Verified(issuer: issuer, subject: subject, userName: userName, roles: roles, email: email, emailVerified: email != nil && verified)
     }
 
     /// The issuer could not be reached (or answered nonsense) when its keys were needed.
@@ -200,6 +232,43 @@ final class TrustedIssuers: Sendable {
         let issuer: String
         let reason: String
         var description: String { "The trusted OpenID provider \(issuer) could not be reached: \(reason)" }
+    }
+
+    /// The issuer's keys fetched again: one fetch for all who ask at once; a failure less than ``refetchInterval``
+    /// ago is given again without asking the provider.
+    private func refetch(_ issuer: TrustedIssuer, now: Int) async throws -> Keys {
+        enum Next { case wait(Task<Keys, any Error>), failed(Unreachable) }
+        let next = fetching.withLock { state -> Next in
+            if let running = state.running[issuer.issuer] { return .wait(running) }
+            if let failed = state.failed[issuer.issuer], now.subtractingReportingOverflow(failed.at).partialValue < Self.refetchInterval,
+                failed.at <= now
+            {
+                return .failed(failed.error)
+            }
+            let task = Task {
+                do {
+                    let fetched = try await self.fetch(issuer, now: now)
+                    self.fetching.withLock { state in
+                        state.running[issuer.issuer] = nil
+                        state.failed[issuer.issuer] = nil
+                    }
+                    return fetched
+                } catch {
+                    let unreachable = error as? Unreachable ?? Unreachable(issuer: issuer.issuer, reason: "\(error)")
+                    self.fetching.withLock { state in
+                        state.running[issuer.issuer] = nil
+                        state.failed[issuer.issuer] = (now, unreachable)
+                    }
+                    throw unreachable
+                }
+            }
+            state.running[issuer.issuer] = task
+            return .wait(task)
+        }
+        switch next {
+        case .wait(let task): return try await task.value
+        case .failed(let error): throw error
+        }
     }
 
     private func fetch(_ issuer: TrustedIssuer, now: Int) async throws -> Keys {
@@ -236,7 +305,7 @@ final class TrustedIssuers: Sendable {
     /// The provider's authorization and token endpoints (its discovery document, fetched when not held).
     func endpoints(of issuer: TrustedIssuer, now: Int = SessionStore.now()) async throws -> (authorization: String, token: String) {
         var held = keys.withLock { $0[issuer.issuer] }
-        if held?.authorizationEndpoint == nil || held?.tokenEndpoint == nil { held = try await fetch(issuer, now: now) }
+        if held?.authorizationEndpoint == nil || held?.tokenEndpoint == nil { held = try await refetch(issuer, now: now) }
         guard let authorization = held?.authorizationEndpoint, let token = held?.tokenEndpoint else {
             throw Unreachable(issuer: issuer.issuer, reason: "its discovery document names no authorization or token endpoint")
         }

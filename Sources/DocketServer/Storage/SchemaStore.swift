@@ -35,6 +35,8 @@ enum SchemaStore {
         .once("2026-11-26-command-line-device-grant") { db, _ in try await OAuthDirectory.allowDeviceGrant(db) },
         .once("2026-11-26-notifier") { db, _ in try await NotificationSchema.createSideTables(db) },
         .once("2026-11-27-idempotency-keys") { db, _ in try await IdempotencyRecords.createTable(db) },
+        .once("2026-11-28-identity-links") { db, _ in try await IdentityLinks.createTable(db) },
+        .once("2026-11-28-openid-session-issuer") { db, _ in try await OpenIDGrants.addSessionIssuer(db) },
     ]
 
     /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).

@@ -170,3 +170,48 @@ struct AttackersDayTests {
         #expect(ContinuousClock.now - started < .seconds(5))
     }
 }
+
+/// docketd's own access tokens: accepted with the issuer their session began with and docketd's audience only.
+@Suite("An attacker's day: docketd's own tokens")
+struct OwnTokenTests {
+    @Test("an access token is accepted only with its session's exact issuer (or --public-url's) and docketd's audience")
+    func exactIssuer() async throws {
+        try await TestApp.withStore { store in
+            let (identity, hasher) = TestApp.identity(on: store)
+            defer { Task { await hasher.shutdown() } }
+            let keys = try await TokenKeys.load(storage: store.storage, secret: Array(repeating: 5, count: 64))
+            func provider(publicURL: String? = nil) -> OpenIDProvider {
+                OpenIDProvider(
+                    realm: "docket", storage: store.storage, keys: keys, directory: OAuthDirectory(store: store), oauth: identity.oauth,
+                    authenticator: identity.authenticator, publicURL: publicURL
+                )
+            }
+            let open = provider()
+            let answer = try await open.token(
+                form: ["grant_type": "password", "username": "john.doe", "password": "password"], basic: ("docket-demo", "docket-demo-secret"),
+                issuer: "http://docket.example/realms/docket", identity: identity, address: "10.0.0.1"
+            )
+            let token = try #require(answer["access_token"]?.stringValue)
+            let claims = try #require(try await open.access(token)).claims
+            #expect(claims.iss == "http://docket.example/realms/docket")
+            // The same session's claims signed with docketd's key but naming another host (what a Host header
+            // could once mint), or another audience: neither is this session's token.
+            var elsewhere = claims
+            elsewhere.iss = "http://evil.example/realms/docket"
+            elsewhere.jti = "other-1"
+            #expect(try await open.access(try await keys.sign(elsewhere, family: .rs256)) == nil)
+            var audience = claims
+            audience.aud = "some-other-api"
+            audience.jti = "other-2"
+            #expect(try await open.access(try await keys.sign(audience, family: .rs256)) == nil)
+            // Behind --public-url, only its issuers are docketd's.
+            #expect(try await provider(publicURL: "https://docket.example.com/").access(token) == nil)
+            let behind = provider(publicURL: "https://docket.example.com")
+            let minted = try await behind.token(
+                form: ["grant_type": "password", "username": "john.doe", "password": "password"], basic: ("docket-demo", "docket-demo-secret"),
+                issuer: "https://docket.example.com/realms/docket", identity: identity, address: "10.0.0.1"
+            )
+            #expect(try await behind.access(try #require(minted["access_token"]?.stringValue)) != nil)
+        }
+    }
+}

@@ -210,7 +210,7 @@ struct OpenIDRoutes {
         }
         let granted = try await provider.authorize(
             .init(client: client, redirectURI: redirect, scope: OpenIDProvider.grantedScope(query["scope"]), nonce: nonce, challenge: challenge),
-            caller: caller
+            caller: caller, issuer: try issuer(request)
         )
         var parameters = [("code", granted.code)]
         if let state { parameters.append(("state", state)) }

@@ -604,17 +604,18 @@ struct OpenIDTests {
 
 @Suite("Trusted OpenID providers: configuration")
 struct TrustedIssuerTests {
-    @Test("--oidc-trust reads ISSUER[,audience=…][,username=…][,roles=…] and refuses what is not that")
+    @Test("--oidc-trust reads ISSUER,audience=…[,username=…][,roles=…] (or client=… as the audience) and refuses what is not that")
     func parse() throws {
         let full = try TrustedIssuer.parse("https://sso.example.com/realms/acme,audience=docket,username=email,roles=realm_access.roles")
         #expect(full == TrustedIssuer(issuer: "https://sso.example.com/realms/acme", audience: "docket", usernameClaim: "email", rolesClaim: "realm_access.roles"))
-        #expect(try TrustedIssuer.parse("https://login.example.com") == TrustedIssuer(issuer: "https://login.example.com"))
         setenv("DOCKET_TEST_SSO_SECRET", "s3cret", 1)
         let web = try TrustedIssuer.parse("https://sso.example.com,client=docket-web,secret-env=DOCKET_TEST_SSO_SECRET,name=Acme SSO")
         #expect(web.clientID == "docket-web" && web.clientSecret == "s3cret" && web.label == "Acme SSO")
-        #expect(try TrustedIssuer.parse("https://sso.example.com/realms/acme").label == "sso.example.com")
+        // Without audience=, tokens must be issued to the client; with neither, any application's token would do: refused.
+        #expect(web.audience == nil)
+        #expect(try TrustedIssuer.parse("https://sso.example.com/realms/acme,audience=docket").label == "sso.example.com")
         for bad in [
-            "", "sso.example.com", "ftp://sso.example.com", "https://sso.example.com?x=1", "https://sso.example.com,audience",
+            "", "sso.example.com", "https://login.example.com", "https://login.example.com,roles=groups", "ftp://sso.example.com", "https://sso.example.com?x=1", "https://sso.example.com,audience",
             "https://sso.example.com,colour=red", "https://", "https://sso.example.com,client=x,secret-env=DOCKET_TEST_UNSET_VARIABLE",
         ] {
             #expect(throws: TrustedIssuerError.self, "\(bad)") { try TrustedIssuer.parse(bad) }
