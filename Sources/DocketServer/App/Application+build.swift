@@ -114,7 +114,10 @@ public func buildApplication(
     // The one way in: every dialect turns credentials into a caller through it.
     let federation = configuration.oidcTrust.isEmpty
         ? nil : Federation(issuers: TrustedIssuers(configuration.oidcTrust), store: store, provision: configuration.oidcProvision)
-    let identity = Identity(authenticator: authenticator, oauth: oauth, compass: compassTokens, openID: openID, federation: federation)
+    let identity = Identity(
+        authenticator: authenticator, oauth: oauth, compass: compassTokens, openID: openID, federation: federation,
+        contexts: ContextSessions(storage: storage), apps: AppCredentials(store: store, hasher: hasher, metricsToken: configuration.metricsToken)
+    )
     let credentials = CredentialCheck(identity: identity)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)
     // Subscriptions and event streams that follow the head of the log alike ride one follower (``LiveGroups``).
@@ -150,7 +153,7 @@ public func buildApplication(
         // The OpenID Connect provider, in Keycloak's layout: `/realms/{realm}` and `/auth/realms/{realm}`.
         OpenIDRoutes(provider: openID, identity: identity, configuration: configuration, pushPublicKey: vapid.publicKey).mount(),
         // AeroGear UnifiedPush's device registry and sender API (`/rest/…`), for apps built on its push SDKs.
-        UPSAPI(store: store, hasher: hasher, subscriptions: pushSubscriptions, identity: identity).mount(),
+        UPSAPI(store: store, subscriptions: pushSubscriptions, identity: identity).mount(),
         // Compass: `{status, message}` errors, its own JWT logins bound to a repository and database.
         CompassAPI(
             store: store, configuration: configuration, identity: identity, tokens: compassTokens
@@ -162,9 +165,9 @@ public func buildApplication(
     root.add(middleware: MalformedRequestMiddleware())
     root.add(middleware: BodyLimitMiddleware(maxBodySize: configuration.maxBodySize))
     root.addRoutes(HealthController(store: store).endpoints, atPath: "/health")
-    OAuthController(oauth: oauth).add(to: root)
+    OAuthController(identity: identity).add(to: root)
     LogoutController(authenticator: authenticator).add(to: root)
-    let metricsEndpoint = MetricsController(metrics: metrics, token: configuration.metricsToken)
+    let metricsEndpoint = MetricsController(metrics: metrics, identity: identity)
     if configuration.metricsToken != nil { metricsEndpoint.add(to: root) }
     metrics.declareStartingMetrics()
     metrics.sample { metrics in

@@ -11,32 +11,27 @@ import ServiceLifecycle
 /// listener of its own when both are given.
 struct MetricsController: Sendable {
     let metrics: ServerMetrics
-    /// SHA-256 of the token, so that comparing takes the same time whatever the guess.
-    private let tokenDigest: String?
-
-    init(metrics: ServerMetrics, token: String?) {
-        self.metrics = metrics
-        self.tokenDigest = token.map { Digest.sha256Hex($0.utf8) }
-    }
+    /// Checks the metrics token (``AppCredentials``), when one is configured.
+    let identity: Identity
 
     func add<Context: RequestContext>(to router: Router<Context>) {
         router.get("/metrics") { request, _ in await self.answer(request) }
     }
 
     func answer(_ request: Request) async -> Response {
-        if let tokenDigest {
-            let presented = request.headers[.authorization].flatMap { value -> String? in
-                let parts = value.split(separator: " ", maxSplits: 1)
-                guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-                return String(parts[1]).trimmingCharacters(in: .whitespaces)
-            }
-            guard let presented, Digest.sha256Hex(presented.utf8) == tokenDigest else {
-                return Response(
-                    status: .unauthorized,
-                    headers: [.wwwAuthenticate: #"Bearer realm="metrics""#, .contentType: "text/plain; charset=utf-8"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(string: "The metrics need Authorization: Bearer with the metrics token.\n"))
-                )
-            }
+        let presented = request.headers[.authorization].flatMap { value -> String? in
+            let parts = value.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+            return String(parts[1]).trimmingCharacters(in: .whitespaces)
+        }
+        do {
+            try identity.metrics(presented)
+        } catch {
+            return Response(
+                status: .unauthorized,
+                headers: [.wwwAuthenticate: #"Bearer realm="metrics""#, .contentType: "text/plain; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: "The metrics need Authorization: Bearer with the metrics token.\n"))
+            )
         }
         let text = await metrics.exposition()
         return Response(

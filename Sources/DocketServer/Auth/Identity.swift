@@ -55,6 +55,13 @@ struct Identity: Sendable {
     var openID: OpenIDProvider? = nil
     /// Trusted outside OpenID providers (`--oidc-trust`), whose tokens are bearer tokens everywhere too.
     var federation: Federation? = nil
+    /// ETO's context tokens (SSO and site tokens), when the server speaks ETO.
+    var contexts: ContextSessions? = nil
+    /// Credentials of apps rather than people: push variants and applications (UPS), the metrics token.
+    var apps: AppCredentials? = nil
+
+    /// The cookie API sessions travel in: `JSESSIONID`, the name ServiceNow's clients keep.
+    static let sessionCookieName = "JSESSIONID"
 
     /// Logs in with a user name and password: the caller and their session for `client` (the user's other
     /// clients keep theirs). A throttled attempt's answer is held back here.
@@ -79,6 +86,51 @@ struct Identity: Sendable {
     func signIn(userName: String, password: String, address: String) async throws(Refusal) -> String {
         try await passwordChecked { () async throws(LoginFailure) in
             try await authenticator.signIn(userName: userName, password: password, address: address)
+        }
+    }
+
+    /// The OAuth token endpoint's grants (`/oauth_token.do`): the client's secret, and a password grant's user name
+    /// and password, checked here like every other password (throttled, a throttled answer held back). Nil when the
+    /// grant is refused (ServiceNow answers every refusal alike).
+    func grant(form: [String: String], basicClient: (id: String, secret: String)?, address: String) async throws(Refusal)
+        -> OAuthService.Grant?
+    {
+        try await passwordChecked { () async throws(LoginFailure) in
+            try await oauth.grant(form: form, basicClient: basicClient) { userName, password async throws(LoginFailure) in
+                try await authenticator.authenticate(userName: userName, password: password, address: address)
+            }
+        }
+    }
+
+    /// Signs in to the web UI with a trusted provider's ID token (its code flow, started with `nonce`): the caller the
+    /// token's identity is linked to and a new web session; nil when it is linked to nobody who may sign in.
+    func signIn(idToken: String, issuer: TrustedIssuer, nonce: String) async throws(Refusal) -> (caller: Caller, session: String)? {
+        guard let federation else { return nil }
+        do {
+            guard let userID = try await federation.user(idToken: idToken, issuer: issuer, nonce: nonce),
+                let caller = try await authenticator.caller(userID: userID)
+            else { return nil }
+            return (caller, try await authenticator.signIn(caller))
+        } catch let failure as LoginFailure {
+            throw Self.refusal(failure)
+        } catch {
+            throw .unavailable
+        }
+    }
+
+    /// The context and caller of an ETO token (an SSO token, or a site token bound to an enterprise and site): its
+    /// session must be live and its user still able to sign in.
+    func context(_ token: String, kind: ContextSessions.Kind) async throws(Refusal) -> (context: ContextSessions.Context, caller: Caller) {
+        guard let contexts else { throw .invalidToken }
+        do {
+            guard let context = try await contexts.load(token, kind: kind), let caller = try await authenticator.caller(userID: context.userID) else {
+                throw Refusal.invalidToken
+            }
+            return (context, caller)
+        } catch let refusal as Refusal {
+            throw refusal
+        } catch {
+            throw .unavailable
         }
     }
 

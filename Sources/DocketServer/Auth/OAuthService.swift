@@ -44,11 +44,13 @@ actor OAuthService: ChangeObserver {
     }
 
     /// Runs a grant from the form fields of a token request; nil when anything is wrong (ServiceNow answers
-    /// every failure alike). Client credentials come from the form or from HTTP Basic (RFC 6749 §2.3.1).
+    /// every failure alike). Client credentials come from the form or from HTTP Basic (RFC 6749 §2.3.1); a password
+    /// grant's user name and password are checked by `verify` (``Identity/grant(form:basicClient:address:)``).
     /// Throws when the attempt could not be checked (throttled, password checking busy, storage down).
-    func grant(form: [String: String], basicClient: (id: String, secret: String)?, address: String)
-        async throws(LoginFailure) -> Grant?
-    {
+    func grant(
+        form: [String: String], basicClient: (id: String, secret: String)?,
+        verify: (String, String) async throws(LoginFailure) -> Caller
+    ) async throws(LoginFailure) -> Grant? {
         let clientID = form["client_id"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.id
         let secret = form["client_secret"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.secret
         guard let clientID, let secret, let client = try await verifyClient(id: clientID, secret: secret) else {
@@ -60,7 +62,7 @@ actor OAuthService: ChangeObserver {
             guard let userName = form["username"], let password = form["password"] else { return nil }
             let caller: Caller
             do {
-                caller = try await authenticator.authenticate(userName: userName, password: password, address: address)
+                caller = try await verify(userName, password)
             } catch .rejected {
                 return nil
             }

@@ -95,7 +95,7 @@ final class PushDispatcher: Sendable {
     let metrics: ServerMetrics?
 
     init(
-        store: RecordStore, channels: [String: any PushChannel], width: Int = 64, perHost: Int = 16, sendLimit: Duration = .seconds(20),
+        store: RecordStore, channels: [String: any PushChannel], width: Int = 64, perHost: Int = 32, sendLimit: Duration = .seconds(20),
         logger: Logger, metrics: ServerMetrics? = nil
     ) {
         self.metrics = metrics

@@ -33,7 +33,7 @@ struct IdentityTests {
             await #expect(throws: Identity.Refusal.sessionEnded) { _ = try await identity.session("no-such-session") }
             await #expect(throws: Identity.Refusal.invalidToken) { _ = try await identity.bearer("no-such-token") }
 
-            let grant = try await identity.oauth.grant(
+            let grant = try await identity.grant(
                 form: ["grant_type": "password", "username": "john.doe", "password": "password"],
                 basicClient: ("docket-demo", "docket-demo-secret"), address: "10.0.0.1"
             )
@@ -70,6 +70,52 @@ struct IdentityTests {
         for refusal: Identity.Refusal in [.missing, .rejected, .invalidToken, .sessionEnded] {
             #expect(refusal.retryAfter == nil)
             #expect(refusal.loginFailure == .rejected)
+        }
+    }
+
+    @Test("every other credential goes through Identity with a typed refusal: the OAuth grant, ETO's context tokens, push variants and applications, the metrics token; a database that cannot answer is unavailable, never a refusal of the credential")
+    func otherCredentials() async throws {
+        try await Self.withIdentity { base, store in
+            var identity = base
+            identity.contexts = ContextSessions(storage: store.storage)
+            identity.apps = AppCredentials(store: store, hasher: PasswordHasher(cost: 4), metricsToken: "metrics-token-1234")
+            let form = ["grant_type": "password", "username": "john.doe", "password": "password"]
+            let client = ("docket-demo", "docket-demo-secret")
+            #expect(try await identity.grant(form: form, basicClient: client, address: "10.0.0.9") != nil)
+            var wrong = form
+            wrong["password"] = "wrong"
+            #expect(try await identity.grant(form: wrong, basicClient: client, address: "10.0.0.9") == nil)
+            // ETO's tokens: an unknown one is an invalid token; a live one gives its context and caller.
+            await #expect(throws: Identity.Refusal.invalidToken) { _ = try await identity.context("no-such-token", kind: .sso) }
+            let token = try await ContextSessions(storage: store.storage).start(
+                .init(kind: .sso, userID: Callers.john.userID, enterprise: "", site: 0, program: 0, utcOffset: 0)
+            )
+            #expect(try await identity.context(token, kind: .sso).caller.userID == Callers.john.userID)
+            await #expect(throws: Identity.Refusal.invalidToken) { _ = try await identity.context(token, kind: .site) }
+            // Apps' credentials.
+            let (_, variantID, secret) = DemoNotifications.variants[0]
+            #expect(try await identity.pushVariant(id: variantID, secret: secret).platform == "ios")
+            await #expect(throws: Identity.Refusal.rejected) { _ = try await identity.pushVariant(id: variantID, secret: "guess") }
+            await #expect(throws: Identity.Refusal.rejected) { _ = try await identity.pushVariant(id: "", secret: secret) }
+            #expect(try await identity.pushApplication(id: DemoNotifications.pushApplicationKey, masterSecret: DemoNotifications.pushMasterSecret) == DemoNotifications.pushApplicationID)
+            await #expect(throws: Identity.Refusal.rejected) {
+                _ = try await identity.pushApplication(id: DemoNotifications.pushApplicationKey, masterSecret: "guess")
+            }
+            #expect(throws: Identity.Refusal.missing) { try identity.metrics(nil) }
+            #expect(throws: Identity.Refusal.invalidToken) { try identity.metrics("metrics-token-12345") }
+            try identity.metrics("metrics-token-1234")
+            // The database fails: no answer about the credential.
+            store.storage.faults.failNext { $0.contains("docket_context") }
+            await #expect(throws: Identity.Refusal.unavailable) { _ = try await identity.context(token, kind: .sso) }
+            // (A variant not read before: one that was may be answered from the engine's cache, which the log keeps true.)
+            let (_, androidID, androidSecret) = DemoNotifications.variants[1]
+            store.storage.faults.failNext { $0.hasPrefix("SELECT") }
+            await #expect(throws: Identity.Refusal.unavailable) { _ = try await identity.pushVariant(id: androidID, secret: androidSecret) }
+            store.storage.faults.failNext { $0.contains("sys_push_application") }
+            await #expect(throws: Identity.Refusal.unavailable) {
+                _ = try await identity.pushApplication(id: DemoNotifications.pushApplicationKey, masterSecret: DemoNotifications.pushMasterSecret)
+            }
+            await identity.apps?.hasher.shutdown()
         }
     }
 }

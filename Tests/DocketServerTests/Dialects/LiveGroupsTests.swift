@@ -352,7 +352,7 @@ struct LiveGroupsTests {
             )
             let form = ["grant_type": "password", "client_id": "brief", "client_secret": "s", "username": "john.doe", "password": "password"]
             let granted = ContinuousClock.now
-            let grant = try #require(try await fixture.credentials.oauth.grant(form: form, basicClient: nil, address: "t"))
+            let grant = try #require(try await fixture.credentials.identity.grant(form: form, basicClient: nil, address: "t"))
             let (john, _) = try await fixture.authenticator.login(userName: "john.doe", password: "password", address: "t")
             let caller = try #require(try await fixture.credentials.caller(for: .bearer(grant.accessToken), as: john))
             let start = try await fixture.store.latestSequence()

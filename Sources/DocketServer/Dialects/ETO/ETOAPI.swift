@@ -17,8 +17,6 @@ struct ETOAPI: Sendable {
     let identity: Identity
     let sessions: ContextSessions
 
-    var authenticator: Authenticator { identity.authenticator }
-
     static let zeroGUID = "00000000-0000-0000-0000-000000000000"
 
     /// Whether a path is ETO's: `/API/<name>.svc…` in any case.
@@ -48,8 +46,7 @@ struct ETOAPI: Sendable {
             return try ETOError(.badRequest, "Malformed HTTP request: \(error)").response(from: request, context: context)
         } catch let error as HTTPError {
             return try ETOError(error.status, error.body ?? error.status.reasonPhrase).response(from: request, context: context)
-        } catch let failure as LoginFailure {
-            await failure.holdBack(authenticator)
+        } catch is LoginFailure {
             return try ETOError.unavailable("Logins cannot be checked right now; try again").response(from: request, context: context)
         } catch let error as StorageUnavailable {
             context.logger.warning("ETO request refused: the database is unavailable", metadata: ["error": "\(error)"])
@@ -315,12 +312,15 @@ struct ETOAPI: Sendable {
         return found.records.first.map { $0["user_name"] }
     }
 
-    /// The user of a live SSO token (who must still be able to sign in).
+    /// The user of a live SSO token (who must still be able to sign in), through ``Identity``.
     private func ssoUser(_ token: String) async throws -> String {
-        guard let session = try await sessions.load(token, kind: .sso),
-            try await authenticator.caller(userID: session.userID) != nil
-        else { throw ETOError(.unauthorized, "NoSSOAuthToken: the SSO token is not valid; sign in again") }
-        return session.userID
+        do {
+            return try await identity.context(token, kind: .sso).caller.userID
+        } catch .unavailable, .busy {
+            throw ETOError.unavailable("Logins cannot be checked right now; try again")
+        } catch {
+            throw ETOError(.unauthorized, "NoSSOAuthToken: the SSO token is not valid; sign in again")
+        }
     }
 
     /// A signed-in site: the session's context, its token, and its user as a caller with the session's enterprise
@@ -343,9 +343,15 @@ struct ETOAPI: Sendable {
             throw ETOError(.unauthorized, "NoSiteIDSelected: send the securityToken header from SSOSiteLogin")
         }
         let bare = token.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
-        guard let session = try await sessions.load(bare, kind: .site),
-            var caller = try await authenticator.caller(userID: session.userID)
-        else { throw ETOError(.unauthorized, "The security token is not valid; sign in to the site again") }
+        let session: ContextSessions.Context
+        var caller: Caller
+        do {
+            (session, caller) = try await identity.context(bare, kind: .site)
+        } catch .unavailable, .busy {
+            throw ETOError.unavailable("Logins cannot be checked right now; try again")
+        } catch {
+            throw ETOError(.unauthorized, "The security token is not valid; sign in to the site again")
+        }
         guard session.enterprise.caseInsensitiveCompare(enterprise) == .orderedSame else {
             throw ETOError(.unauthorized, "The security token is not for enterprise \(enterprise.prefix(40))")
         }

@@ -8,7 +8,8 @@ import HummingbirdAuth
 struct OAuthController {
     typealias Context = DocketRequestContext
 
-    let oauth: OAuthService
+    let identity: Identity
+    var oauth: OAuthService { identity.oauth }
 
     func add(to router: Router<Context>) {
         router.post("/oauth_token.do", use: token)
@@ -39,10 +40,9 @@ struct OAuthController {
         let basic = request.headers.basic.map { (id: $0.username, secret: $0.password) }
         let outcome: OAuthService.Grant?
         do {
-            outcome = try await oauth.grant(form: form, basicClient: basic, address: context.clientAddress)
+            outcome = try await identity.grant(form: form, basicClient: basic, address: context.clientAddress)
         } catch {
             // Not checked at all (throttled, busy, storage down): say so, with when to come back.
-            await error.holdBack(oauth.authenticator)
             let failure = ServiceNowError(error)
             var response = Self.response(
                 .object(["error_description": .string(failure.message), "error": .string("temporarily_unavailable")]),

@@ -24,7 +24,6 @@ struct UPSAPI {
     typealias Context = DocketRequestContext
 
     let store: RecordStore
-    let hasher: PasswordHasher
     let subscriptions: PushSubscriptions
     let identity: Identity
 
@@ -62,36 +61,18 @@ struct UPSAPI {
         return response
     }
 
-    struct Variant {
-        var sysID: String
-        var variantID: String
-        var platform: String
-        var application: String
-    }
+    typealias Variant = AppCredentials.PushVariant
 
-    /// The variant of a request's Basic credentials; 401 with UPS's challenge otherwise.
+    /// The variant of a request's Basic credentials, checked through ``Identity``; 401 with UPS's challenge otherwise.
     private func variant(_ request: Request) async throws -> Variant {
-        guard let basic = request.headers.basic, !basic.username.isEmpty, basic.username.utf8.count <= 100 else {
+        guard let basic = request.headers.basic else { throw Failure(status: .unauthorized, message: "Unauthorized Request") }
+        do {
+            return try await identity.pushVariant(id: basic.username, secret: basic.password)
+        } catch .unavailable, .busy {
+            throw Failure(status: .serviceUnavailable, message: "The database is unavailable; try again shortly")
+        } catch {
             throw Failure(status: .unauthorized, message: "Unauthorized Request")
         }
-        let found = try await store.list(
-            RecordQuery(
-                table: "sys_push_variant", query: PushSubscriptions.query([("variant_id", basic.username), ("active", "true")]),
-                fields: ["sys_id", "variant_id", "variant_secret", "platform", "push_application"], limit: 1, count: false
-            ),
-            caller: .system
-        ).records.first
-        guard let found, Self.equal(found["variant_secret"], basic.password) else {
-            throw Failure(status: .unauthorized, message: "Unauthorized Request")
-        }
-        return Variant(sysID: found.sysID, variantID: found["variant_id"], platform: found["platform"], application: found["push_application"])
-    }
-
-    /// Compares secrets in constant time (for their length).
-    static func equal(_ a: String, _ b: String) -> Bool {
-        let (x, y) = (Array(a.utf8), Array(b.utf8))
-        guard x.count == y.count, !x.isEmpty else { return false }
-        return zip(x, y).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
     private func object(_ request: Request) async throws -> JSONValue {
@@ -217,7 +198,7 @@ struct UPSAPI {
                 }
                 return try await identity.bearer(String(parts[1])).caller.userID
             }
-            if let session = request.cookies[AuthMiddleware.cookieName]?.value, !session.isEmpty {
+            if let session = request.cookies[Identity.sessionCookieName]?.value, !session.isEmpty {
                 return try await identity.session(session).userID
             }
             return ""
@@ -232,24 +213,17 @@ struct UPSAPI {
     }
 
     @Sendable func send(_ request: Request, context: Context) async throws -> Response {
-        guard let basic = request.headers.basic, !basic.username.isEmpty, basic.username.utf8.count <= 100 else {
+        guard let basic = request.headers.basic else { throw Failure(status: .unauthorized, message: "Unauthorized Request") }
+        let application: String
+        do {
+            application = try await identity.pushApplication(id: basic.username, masterSecret: basic.password)
+        } catch .busy {
+            throw Failure(status: .serviceUnavailable, message: "Too many requests are being checked; try again shortly")
+        } catch .unavailable {
+            throw Failure(status: .serviceUnavailable, message: "The database is unavailable; try again shortly")
+        } catch {
             throw Failure(status: .unauthorized, message: "Unauthorized Request")
         }
-        let application = try await store.list(
-            RecordQuery(
-                table: "sys_push_application", query: PushSubscriptions.query([("push_application_id", basic.username)]),
-                fields: ["sys_id", "master_secret"], limit: 1, count: false
-            ),
-            caller: .system
-        ).records.first
-        let hash = try await masterSecretHash(application?.sysID)
-        let valid: Bool
-        do {
-            if let hash { valid = try await hasher.verify(basic.password, hash: hash) } else { try await hasher.verifyDecoy(basic.password); valid = false }
-        } catch {
-            throw Failure(status: .serviceUnavailable, message: "Too many requests are being checked; try again shortly")
-        }
-        guard valid, let application else { throw Failure(status: .unauthorized, message: "Unauthorized Request") }
         var body = try await object(request)
         // The legacy flat format: the message's fields at the top, the criteria beside them.
         if body["message"] == nil { body = JSONValue(members: [("message", body), ("criteria", body)]) }
@@ -265,7 +239,7 @@ struct UPSAPI {
         guard !alert.isEmpty || !title.isEmpty else { throw Failure(status: .badRequest, message: "The message has no alert") }
         let variants = try await store.list(
             RecordQuery(
-                table: "sys_push_variant", query: PushSubscriptions.query([("push_application", application.sysID), ("active", "true")]),
+                table: "sys_push_variant", query: PushSubscriptions.query([("push_application", application), ("active", "true")]),
                 fields: ["sys_id", "variant_id"], limit: 100, count: false
             ),
             caller: .system
@@ -303,13 +277,6 @@ struct UPSAPI {
         return Response.json(.object([:]), status: .accepted)
     }
 
-    private func masterSecretHash(_ sysID: String?) async throws -> String? {
-        guard let sysID else { return nil }
-        return try await store.storage.read { db in
-            try await db.rows("SELECT master_secret FROM sys_push_application WHERE sys_id = " + .bind(sysID)).first?
-                .value(at: "master_secret", kind: .text).text
-        }.flatMap { $0.isEmpty ? nil : $0 }
-    }
 }
 
 /// UPS's answers: refusals as `{"error": …}` JSON with its status (401 with UPS's Basic challenge), and CORS on

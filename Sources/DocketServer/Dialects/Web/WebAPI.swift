@@ -253,24 +253,30 @@ struct WebAPI {
         guard let code = parameters["code"], !code.isEmpty, code.count <= 2048 else {
             return signInForm(request, error: "\(issuer.label) sent no sign-in code. Try again.", userName: "", next: next, status: .badRequest)
         }
-        let userID: String?
+        let idToken: String
         do {
-            guard let idToken = try await federation.issuers.exchange(code: String(code), verifier: verifier, redirectURI: try callback(request), issuer: issuer)
+            guard let exchanged = try await federation.issuers.exchange(code: String(code), verifier: verifier, redirectURI: try callback(request), issuer: issuer)
             else {
                 return signInForm(request, error: "\(issuer.label) did not confirm the sign-in. Try again.", userName: "", next: next, status: .unauthorized)
             }
-            userID = try await federation.user(idToken: idToken, issuer: issuer, nonce: nonce)
+            idToken = exchanged
         } catch let error as TrustedIssuers.Unreachable {
             context.logger.warning("Single sign-on failed", metadata: ["issuer": "\(issuer.issuer)", "reason": "\(error.reason)"])
             return signInForm(request, error: "\(issuer.label) cannot be reached right now. Try again in a moment.", userName: "", next: next, status: .serviceUnavailable, headers: [.retryAfter: "5"])
         }
-        guard let userID, let caller = try await identity.authenticator.caller(userID: userID) else {
+        let signedIn: (caller: Caller, session: String)?
+        do {
+            signedIn = try await identity.signIn(idToken: idToken, issuer: issuer, nonce: nonce)
+        } catch {
+            context.logger.warning("Single sign-on could not be checked", metadata: ["issuer": "\(issuer.issuer)", "refusal": "\(error)"])
+            return signInForm(request, error: "\(issuer.label) cannot be reached right now. Try again in a moment.", userName: "", next: next, status: .serviceUnavailable, headers: [.retryAfter: "5"])
+        }
+        guard let token = signedIn?.session else {
             return signInForm(
                 request, error: "Your \(issuer.label) account has no active Docket account. Ask an administrator.", userName: "", next: next,
                 status: .forbidden
             )
         }
-        let token = try await identity.authenticator.signIn(caller)
         // The session cookie is SameSite=Strict: a navigation that began at the provider's site would not carry it,
         // so this page moves on from here.
         // `next` is a local path (``safeNext(_:)``); escaped for the attribute all the same.

@@ -9,7 +9,7 @@ import HummingbirdAuth
 /// here come from Basic logins, never from a browser form, so there is no CSRF token to check.
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
-    static let cookieName = "JSESSIONID"
+    static let cookieName = Identity.sessionCookieName
 
     let identity: Identity
     /// Whether the server speaks TLS (the cookie is then marked `Secure`).
