@@ -125,13 +125,13 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Megabytes of rendered Table API list pages kept to answer the same caller's same request again while nothing has been written since (any change ends them all); 0 keeps none (env DOCKET_LIST_CACHE_MB; default 64).")
     var listCacheMb: Int?
 
-    @Option(name: .customLong("oidc-trust"), help: "Accept bearer tokens of an outside OpenID provider: 'ISSUER[,audience=AUD][,username=CLAIM][,roles=CLAIM][,client=ID][,secret-env=VAR][,name=LABEL]' (repeatable; env DOCKET_OIDC_TRUST, issuers separated by ';'). A token maps to the user whose user name is its username claim (default preferred_username, else email). With client=ID the web UI offers \"Sign in with LABEL\" through that provider.")
+    @Option(name: .customLong("oidc-trust"), help: "Accept bearer tokens of an outside OpenID provider: 'ISSUER,audience=AUD[,username=CLAIM][,roles=CLAIM][,client=ID][,secret-env=VAR][,name=LABEL]' (repeatable; env DOCKET_OIDC_TRUST, issuers separated by ';'). audience= is required (without it, tokens must be issued to client=ID). A token signs in as the account its issuer and subject (sub) are linked to: linked on first sight only when the provider verified an e-mail one account has (never an administrator's), or by docketd users link. With client=ID the web UI offers \"Sign in with LABEL\" through that provider.")
     var oidcTrust: [String] = []
 
-    @Flag(name: .customLong("oidc-provision"), help: "Make a trusted provider's user who does not exist here on first sight, with the roles of its roles claim that exist (env DOCKET_OIDC_PROVISION=1).")
+    @Flag(name: .customLong("oidc-provision"), help: "Give a trusted provider's person who is linked to no account an account of their own on first sight, named by the username claim when no account has that name, with the roles of its roles claim that exist here (never admin) (env DOCKET_OIDC_PROVISION=1).")
     var oidcProvision = false
 
-    @Flag(name: .customLong("push-allow-insecure-endpoints"), help: "Let push subscriptions use http:// endpoints and loopback or private addresses (closed networks and tests; env DOCKET_PUSH_ALLOW_INSECURE_ENDPOINTS=1). Without it docketd sends notifications only to public HTTPS endpoints.")
+    @Flag(name: .customLong("push-allow-insecure-endpoints"), help: "Let push subscriptions use http:// endpoints and loopback or private addresses (closed networks and tests; env DOCKET_PUSH_ALLOW_INSECURE_ENDPOINTS=1). Without it docketd sends notifications only to public HTTPS endpoints. Link-local and cloud metadata addresses are refused either way.")
     var pushAllowInsecureEndpoints = false
 
     @Option(name: .customLong("push-contact"), help: "Whom push services may contact about docketd's notifications (VAPID subject): a mailto: or https: URL (env DOCKET_PUSH_CONTACT; default the public URL).")

@@ -130,8 +130,9 @@ struct LinkUser: AsyncParsableCommand {
         discussion: """
             From then on, tokens of that provider whose subject (sub) is SUBJECT sign in as USER, whatever user name \
             or e-mail they carry. docketd links an identity by itself only when the provider verified an e-mail that one \
-            account has, and never to an administrator's account: this is how an administrator links any other. An \
-            earlier link of the identity is replaced. A running docketd follows within a minute. Example: \
+            account has (never an administrator's account), or, with --oidc-provision, to a new account made for it: \
+            this is how an administrator links any other, or one an earlier unlink refused. An earlier link of the \
+            identity is replaced. A running docketd follows within a minute. Example: \
             docketd users link alice --issuer https://sso.example.com/realms/acme --subject 0f1e2d3c --data-dir /var/lib/docket
             """
     )
@@ -139,16 +140,13 @@ struct LinkUser: AsyncParsableCommand {
     @Argument(help: "The account's user name.")
     var userName: String
 
-    @Option(help: "The provider's issuer, exactly as its tokens' iss says it (as given to --oidc-trust).")
-    var issuer: String
-
-    @Option(help: "The person's subject at the provider, as its tokens' sub says it.")
-    var subject: String
+    @OptionGroup var identity: OutsideIdentity
 
     @OptionGroup var location: StorageOptions
 
     func run() async throws {
         let configuration = try location.configuration(mustExist: true)
+        let (issuer, subject) = (identity.issuer, identity.subject)
         let change = try await explainingFailures {
             try await UserAdministration.link(in: configuration, userName: userName, issuer: issuer, subject: subject)
         }
@@ -161,21 +159,19 @@ struct UnlinkUser: AsyncParsableCommand {
         commandName: "unlink",
         abstract: "Remove the link of an identity of a trusted OpenID provider.",
         discussion: """
-            The identity then signs in as nobody, until it is linked again (by a verified e-mail, or docketd users link). \
-            A running docketd follows within a minute.
+            The identity then signs in as nobody, and docketd does not link it again by itself (not by a verified \
+            e-mail, not by --oidc-provision) until an administrator links it with docketd users link. A running docketd \
+            follows within a minute.
             """
     )
 
-    @Option(help: "The provider's issuer, exactly as its tokens' iss says it.")
-    var issuer: String
-
-    @Option(help: "The person's subject at the provider, as its tokens' sub says it.")
-    var subject: String
+    @OptionGroup var identity: OutsideIdentity
 
     @OptionGroup var location: StorageOptions
 
     func run() async throws {
         let configuration = try location.configuration(mustExist: true)
+        let (issuer, subject) = (identity.issuer, identity.subject)
         let change = try await explainingFailures {
             try await UserAdministration.unlink(in: configuration, issuer: issuer, subject: subject)
         }
@@ -199,4 +195,13 @@ struct ListLinks: AsyncParsableCommand {
         if links.isEmpty { print("No linked identities.") }
         for link in links { print("\(link.userName)\t\(link.issuer)\t\(link.subject)\t\(link.origin)") }
     }
+}
+
+/// An identity at a trusted OpenID provider: its issuer and the person's subject there.
+struct OutsideIdentity: ParsableArguments {
+    @Option(help: "The provider's issuer, exactly as its tokens' iss says it (as given to --oidc-trust).")
+    var issuer: String
+
+    @Option(help: "The person's subject at the provider, as its tokens' sub says it.")
+    var subject: String
 }

@@ -14,6 +14,8 @@ Scenarios (demo data, docketd with --push-allow-insecure-endpoints so that it se
   - a rule that names abel.tuter (no role) about every new incident: abel, who may not read beth's incident,
     receives nothing, while john (itil) does;
   - an endpoint that answers 410: docketd removes the subscription;
+  - a stranger registers a device through the UPS registry with the public web variant's credentials and
+    `alias: admin`; beth assigns the administrator an incident: his own device is told, the stranger's nothing;
   - his notifications through GET /api/docket/notifications.
 Exits 0 when all hold.
 """
@@ -227,6 +229,31 @@ def main():
         titles = [n["subject"] for n in body["result"]]
         check(status == 200 and titles and titles[-1].endswith("was assigned to you")
               and len(titles) == 8, f"his notifications through the API, newest first ({titles})")
+        # A stranger's day: the web variant's credentials are public (mobile-services.json), and AeroGear's
+        # registration takes an alias. A device registered with them alone and alias admin is the administrator's
+        # in name only: it must receive nothing of his, while his own device (registered as him) does.
+        services = json.loads(urllib.request.urlopen(base + "/mobile-services.json", timeout=30).read())
+        push = next(service for service in services["services"] if service["type"] == "push")["config"]["web_push"]
+        stranger = receiver.subscription("stranger")
+        stranger.pop("name")
+        registration = urllib.request.Request(base + "/rest/registry/device", method="POST", data=json.dumps({
+            "deviceToken": base64.b64encode(json.dumps(stranger).encode()).decode(), "deviceType": "web", "alias": "admin",
+            "categories": []}).encode(), headers={
+            "Authorization": "Basic " + base64.b64encode(f"{push['variantId']}:{push['variantSecret']}".encode()).decode(),
+            "Content-Type": "application/json"})
+        with urllib.request.urlopen(registration, timeout=30) as answer:
+            check(answer.status == 200, f"a stranger registers a device with the public variant credentials and alias admin ({answer.status})")
+        status, _ = call("POST", "/api/docket/push/subscriptions", "admin", "admin", body=receiver.subscription("admin"))
+        check(status == 201, f"the administrator registers his own device, as himself ({status})")
+        admin_id = call("GET", "/api/now/table/sys_user?sysparm_query=user_name%3Dadmin&sysparm_fields=sys_id")[1]["result"][0]["sys_id"]
+        status, secret = call("POST", "/api/now/table/incident", "beth.anglin", body={
+            "short_description": "Rotate the root credentials", "assigned_to": admin_id})
+        got = receiver.wait(lambda m: m["_to"] == "admin" and m["sys_id"] == secret["result"]["sys_id"])
+        check(len(got) == 1, f"the administrator's own device is told of his assignment ({len(got)})")
+        time.sleep(1.5)
+        leaked = [m["title"] for m in receiver.messages if m["_to"] == "stranger"]
+        check(not leaked, f"the anonymous alias-admin device receives nothing of the administrator's ({leaked})")
+
         check(not receiver.problems, "every message decrypted with http-ece and carried a VAPID header py-vapid verifies: "
               + "; ".join(receiver.problems[:3]))
     finally:

@@ -194,7 +194,8 @@ public enum UserAdministration {
         }
     }
 
-    /// Removes an outside identity's link: it signs in as nobody until linked again (by proof, or by `link`).
+    /// Unlinks an outside identity: it signs in as nobody, and docketd does not link it again by itself (not even
+    /// by a verified e-mail), until an administrator links it with `link`.
     public static func unlink(in configuration: Configuration, issuer: String, subject: String) async throws -> LinkChange {
         try await withAccounts(configuration) { storage, _ in
             let before = try await IdentityLinks(storage: storage).user(issuer: issuer, subject: subject)
@@ -218,7 +219,8 @@ public enum UserAdministration {
             }
             var found: [(issuer: String, subject: String, userName: String, origin: String)] = []
             for link in try await IdentityLinks(storage: storage).links(of: userID) {
-                found.append((link.issuer, link.subject, try await Self.name(ofUser: link.userID, in: storage) ?? link.userID, link.origin))
+                let name = link.userID.isEmpty ? "(nobody)" : try await Self.name(ofUser: link.userID, in: storage) ?? link.userID
+                found.append((link.issuer, link.subject, name, link.origin))
             }
             return found
         }

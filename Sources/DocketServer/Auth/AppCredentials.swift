@@ -69,7 +69,7 @@ struct AppCredentials: Sendable {
         return found.sysID
     }
 
-    /// Checks the metrics token (`Authorization: Bearer TOKEN` on `/metrics`); true when none is configured.
+    /// Checks the metrics token (`Authorization: Bearer TOKEN` on `/metrics`); any passes when none is configured.
     func metrics(_ presented: String?) throws(Identity.Refusal) {
         guard let metricsTokenDigest else { return }
         guard let presented else { throw .missing }

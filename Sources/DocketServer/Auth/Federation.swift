@@ -14,7 +14,8 @@ final class Federation: Sendable {
     let store: RecordStore
     let provision: Bool
     let links: IdentityLinks
-    /// issuer and subject → (user, until when), so that a bearer request costs no directory read.
+    /// issuer and subject → (user, "" for nobody, until when), so that a bearer request costs no directory read and
+    /// an identity linked to nobody is looked at (and logged) once a minute, not at each request.
     private let known = Mutex<[String: (userID: String, expires: Int)]>([:])
     static let memory = 60
     /// Roles never given to an outside identity by a link docketd makes itself.
@@ -58,17 +59,16 @@ final class Federation: Sendable {
     /// The user a verified identity is linked to, linked now when it can be proven (or made, when provisioning).
     private func user(_ verified: TrustedIssuers.Verified, now: Int) async throws(LoginFailure) -> String? {
         let key = verified.issuer.issuer + "\u{0}" + verified.subject
-        if let cached = known.withLock({ $0[key] }), cached.expires > now { return cached.userID }
+        if let cached = known.withLock({ $0[key] }), cached.expires > now { return cached.userID.isEmpty ? nil : cached.userID }
         do {
+            // A link to "" is an administrator's unlink: nobody, and no first link made again by itself.
             var userID = try await links.user(issuer: verified.issuer.issuer, subject: verified.subject)
             if userID == nil { userID = try await firstLink(verified) }
-            if let userID {
-                known.withLock { cache in
-                    if cache.count > 50_000 { cache = [:] }
-                    cache[key] = (userID, now + Self.memory)
-                }
+            known.withLock { cache in
+                if cache.count > 50_000 { cache = [:] }
+                cache[key] = (userID ?? "", now + Self.memory)
             }
-            return userID
+            return userID.flatMap { $0.isEmpty ? nil : $0 }
         } catch {
             throw .unavailable
         }
@@ -96,14 +96,14 @@ final class Federation: Sendable {
             }
             if holders.count > 1 { return nil }
         }
-        guard provision else { return nil }
-        guard try await UserDirectory(store: store).account(userName: verified.userName) == nil else {
+        guard provision, let userName = verified.userName else { return nil }
+        guard try await UserDirectory(store: store).account(userName: userName) == nil else {
             store.logger.notice("An outside identity's user name is a local account's it is not linked to: not signed in", metadata: [
-                "issuer": "\(issuer)", "subject": "\(subject)", "userName": "\(verified.userName)",
+                "issuer": "\(issuer)", "subject": "\(subject)", "userName": "\(userName)",
             ])
             return nil
         }
-        return try await create(verified)
+        return try await create(verified, userName: userName)
     }
 
     /// Whether a user has a role no automatic link may reach.
@@ -118,10 +118,10 @@ final class Federation: Sendable {
 
     /// Makes a user for an identity, linked to it in the same transaction, with the roles it lists that exist here
     /// (never a protected one); nil when its user name was taken meanwhile by anyone else.
-    private func create(_ verified: TrustedIssuers.Verified) async throws -> String? {
+    private func create(_ verified: TrustedIssuers.Verified, userName: String) async throws -> String? {
         struct MadeElsewhere: Error {}
         let userID: String
-        var values = ["user_name": verified.userName, "name": verified.userName]
+        var values = ["user_name": userName, "name": userName]
         if verified.emailVerified, let email = verified.email { values["email"] = email }
         do {
             // Two first requests at once (on any instance) make one user: the second insert sees the first's row
@@ -129,7 +129,7 @@ final class Federation: Sendable {
             userID = try await store.insert(
                 into: "sys_user", values: values, caller: .system,
                 within: { db, id in
-                    if try await db.integer("SELECT COUNT(*) FROM sys_user WHERE user_name = " + .bind(verified.userName)) > 1 {
+                    if try await db.integer("SELECT COUNT(*) FROM sys_user WHERE user_name = " + .bind(userName)) > 1 {
                         throw MadeElsewhere()
                     }
                     _ = try await IdentityLinks.link(issuer: verified.issuer.issuer, subject: verified.subject, to: id, origin: .provisioned, db: db)

@@ -16,6 +16,9 @@ struct IdentityLinks: Sendable {
         case administrator
         /// The account was made for this identity on first sight (`--oidc-provision`).
         case provisioned
+        /// An administrator unlinked it (`docketd users unlink`): it signs in as nobody, and is not linked again by
+        /// itself, until an administrator links it.
+        case unlinked
     }
 
     struct Link: Sendable, Equatable {
@@ -34,7 +37,7 @@ struct IdentityLinks: Sendable {
         try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_identity_link_user ON docket_identity_link (user_id)")
     }
 
-    /// The user an identity is linked to; nil when it is not linked.
+    /// The user an identity is linked to; nil when it is not linked, "" when an administrator unlinked it.
     func user(issuer: String, subject: String) async throws -> String? {
         try await storage.read { db in try await Self.user(issuer: issuer, subject: subject, db: db) }
     }
@@ -67,16 +70,21 @@ struct IdentityLinks: Sendable {
         }
     }
 
-    /// Removes an identity's link; false when there was none.
+    /// Unlinks an identity for good (it signs in as nobody until an administrator links it); false when it was
+    /// linked to nobody.
     func remove(issuer: String, subject: String) async throws -> Bool {
         try await storage.write { db in
             let before = try await Self.user(issuer: issuer, subject: subject, db: db)
             try await db.run("DELETE FROM docket_identity_link WHERE issuer = " + .bind(issuer) + " AND subject = " + .bind(subject))
-            return before != nil
+            try await db.run(
+                "INSERT INTO docket_identity_link (issuer, subject, user_id, origin, created) VALUES (" + .bind(issuer) + ", "
+                    + .bind(subject) + ", '', " + .bind(Origin.unlinked.rawValue) + ", " + .bind(SessionStore.now()) + ")"
+            )
+            return !(before ?? "").isEmpty
         }
     }
 
-    /// The links of a user (all links when nil), at most 1,000.
+    /// The links of a user (all links, unlinked ones too, when nil), at most 1,000.
     func links(of userID: String?) async throws -> [Link] {
         try await storage.read { db in
             let filter: SQLFragment = userID.map { " WHERE user_id = " + .bind($0) } ?? ""

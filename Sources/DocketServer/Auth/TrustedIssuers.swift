@@ -84,8 +84,9 @@ final class TrustedIssuers: Sendable {
         var issuer: TrustedIssuer
         /// The provider's own, stable name for the person (`sub`): what a link to a local account is made by.
         var subject: String
-        /// The name the token suggests for a new account (the username claim); anyone may be able to choose it.
-        var userName: String
+        /// The name the token suggests for a new account (the username claim), when it has one; anyone may be
+        /// able to choose it.
+        var userName: String?
         var roles: [String]
         /// The e-mail address, when the token has one.
         var email: String? = nil
@@ -205,7 +206,8 @@ final class TrustedIssuers: Sendable {
         } else {
             userName = claims.other["preferred_username"]?.stringValue ?? claims.other["email"]?.stringValue
         }
-        guard let userName, !userName.isEmpty, userName.count <= 100 else { return nil }
+        // Needed only to name a new account: a linked identity signs in without it (many access tokens lack it).
+        let suggested = userName.flatMap { $0.isEmpty || $0.count > 100 ? nil : $0 }
         var roles: [String] = []
         if let claim = issuer.rolesClaim {
             var value: JSONValue? = claims.other[claim]
@@ -224,7 +226,7 @@ final class TrustedIssuers: Sendable {
         case .string(let text)?: verified = text == "true"
         default: verified = false
         }
-        return Verified(issuer: issuer, subject: subject, userName: userName, roles: roles, email: email, emailVerified: email != nil && verified)
+        return Verified(issuer: issuer, subject: subject, userName: suggested, roles: roles, email: email, emailVerified: email != nil && verified)
     }
 
     /// The issuer could not be reached (or answered nonsense) when its keys were needed.

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import NIOPosix
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -18,6 +19,9 @@ import Darwin
 struct EndpointGuard: Sendable {
     struct Refusal: Error, Equatable, CustomStringConvertible {
         let description: String
+        /// A refusal that may not hold later (the name did not resolve, or not in time): a send is tried again
+        /// rather than the subscription given up.
+        var transient = false
     }
 
     /// An endpoint as checked: its URL, its host, and the address (checked) that docketd connects to.
@@ -64,10 +68,10 @@ struct EndpointGuard: Sendable {
             }
             guard let result = await value(of: lookup, within: resolveLimit, cancellable: true) else {
                 lookup.cancel()
-                throw Refusal(description: "the endpoint's host \(host) did not resolve in time")
+                throw Refusal(description: "the endpoint's host \(host) did not resolve in time", transient: true)
             }
             guard case .success(let found) = result, !found.isEmpty else {
-                throw Refusal(description: "the endpoint's host \(host) cannot be resolved")
+                throw Refusal(description: "the endpoint's host \(host) cannot be resolved", transient: true)
             }
             addresses = found
         }
@@ -165,13 +169,34 @@ struct EndpointGuard: Sendable {
     /// Threads of their own for name resolution: a resolver that hangs holds these, never the pool file reads and
     /// other blocking work share.
     static let resolverPool: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: 4)
+        let pool = NIOThreadPool(numberOfThreads: lookupLimit)
         pool.start()
         return pool
     }()
 
-    /// The system resolver (getaddrinfo), on ``resolverPool`` so that no request thread waits on DNS.
+    /// Lookups at once on ``resolverPool``: a name whose servers never answer holds a thread until getaddrinfo
+    /// gives up, so past this many the next lookup is refused at once (and tried again later) instead of waiting.
+    static let lookupLimit = 8
+    private static let lookups = ResolverLookups()
+
+    /// The system resolver (getaddrinfo), on ``resolverPool`` so that no request thread waits on DNS; answers are
+    /// kept for 30 s (failures for 5 s), so that a push service's name costs one lookup per half minute.
     static func systemResolve(_ host: String) async throws -> [[UInt8]] {
+        let now = ContinuousClock.now
+        if let known = lookups.answer(for: host, now: now) { return try known.get() }
+        guard lookups.begin() else { throw Refusal(description: "too many lookups at once", transient: true) }
+        defer { lookups.end() }
+        do {
+            let found = try await lookUp(host)
+            lookups.keep(.success(found), for: host, until: now + .seconds(30))
+            return found
+        } catch {
+            lookups.keep(.failure(Refusal(description: "cannot resolve \(host)", transient: true)), for: host, until: now + .seconds(5))
+            throw error
+        }
+    }
+
+    private static func lookUp(_ host: String) async throws -> [[UInt8]] {
         try await resolverPool.runIfActive {
             var hints = addrinfo()
             hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
@@ -203,4 +228,34 @@ struct EndpointGuard: Sendable {
             return addresses
         }
     }
+}
+
+/// The system resolver's recent answers and the lookups under way (``EndpointGuard/systemResolve(_:)``).
+final class ResolverLookups: Sendable {
+    private let state = Mutex<(answers: [String: (Result<[[UInt8]], EndpointGuard.Refusal>, ContinuousClock.Instant)], running: Int)>(([:], 0))
+
+    func answer(for host: String, now: ContinuousClock.Instant) -> Result<[[UInt8]], EndpointGuard.Refusal>? {
+        state.withLock { state in
+            guard let (answer, until) = state.answers[host], until > now else { return nil }
+            return answer
+        }
+    }
+
+    func keep(_ answer: Result<[[UInt8]], EndpointGuard.Refusal>, for host: String, until: ContinuousClock.Instant) {
+        state.withLock { state in
+            if state.answers.count >= 10_000 { state.answers = state.answers.filter { $0.value.1 > .now } }
+            if state.answers.count >= 10_000 { state.answers.removeAll() }
+            state.answers[host] = (answer, until)
+        }
+    }
+
+    func begin() -> Bool {
+        state.withLock { state in
+            guard state.running < EndpointGuard.lookupLimit else { return false }
+            state.running += 1
+            return true
+        }
+    }
+
+    func end() { state.withLock { $0.running -= 1 } }
 }

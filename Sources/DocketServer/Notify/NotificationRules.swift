@@ -147,15 +147,18 @@ final class NotificationRules: ChangeObserver {
     private func preferences(of users: [String], rules: Set<String>) async throws -> (everywhere: Set<String>, devices: [String: [String]]) {
         guard !users.isEmpty, !rules.isEmpty else { return ([], [:]) }
         // Bounded lists: a rule may name a group of any size, and databases bound a statement's parameters.
-        let rules = Array(rules.prefix(Self.listChunk))
+        let rules = Array(rules)
         let rows = try await store.storage.read { db in
             var rows: [ResultRow] = []
             for start in stride(from: 0, to: users.count, by: Self.listChunk) {
                 let chunk = Array(users[start..<min(users.count, start + Self.listChunk)])
-                rows += try await db.rows(
-                    "SELECT " + .identifier("user") + " AS u, notification, subscription FROM sys_notification_preference WHERE enabled = 0 AND "
-                        + .identifier("user") + " IN (" + .bindList(chunk) + ") AND notification IN (" + .bindList(rules) + ")"
-                )
+                for first in stride(from: 0, to: rules.count, by: Self.listChunk) {
+                    let ruleChunk = Array(rules[first..<min(rules.count, first + Self.listChunk)])
+                    rows += try await db.rows(
+                        "SELECT " + .identifier("user") + " AS u, notification, subscription FROM sys_notification_preference WHERE enabled = 0 AND "
+                            + .identifier("user") + " IN (" + .bindList(chunk) + ") AND notification IN (" + .bindList(ruleChunk) + ")"
+                    )
+                }
             }
             return rows
         }

@@ -63,9 +63,11 @@ protocol PushChannel: Sendable {
 
 /// Sends the deliveries the notifier recorded (`docket_push_delivery`) as a pipeline, not in batches: a pool of
 /// ``width`` senders takes due deliveries as slots free up, so a slow, hanging or failing endpoint holds one slot
-/// for at most its send limit and never the deliveries to other endpoints. At most ``perHost`` sends go to one
-/// endpoint host (host and port) at once, and a host that keeps failing is backed off as a whole (its deliveries
-/// wait in storage until it is tried again). Outcomes are recorded as they come, whatever has accumulated in one
+/// for at most its send limit and never the deliveries to other endpoints. A host (host and port) that has answered
+/// (a push service) takes at most ``perHost`` senders; hosts that have not answered yet (any address a user chose)
+/// take at most ``unprovenPerHost`` each and ``unprovenShare`` together, so that endpoints that never answer cannot
+/// hold the pool. A host that keeps failing is backed off as a whole (its deliveries wait in storage until it is
+/// tried again). Outcomes are recorded as they come, whatever has accumulated in one
 /// transaction while the previous one was written; retries back off (at least what `Retry-After` asked), give up
 /// after ``maximumAttempts``, and a subscription its push service says is gone is removed. Runs only on the
 /// instance that holds the notifier's lease. A delivery is recorded as sent after the push service accepted it: a
@@ -77,8 +79,15 @@ final class PushDispatcher: Sendable {
     let logger: Logger
     /// Deliveries sent at once.
     let width: Int
-    /// Deliveries sent to one endpoint host at once.
+    /// Deliveries sent at once to one endpoint host that has answered before.
     let perHost: Int
+    /// Deliveries sent at once to one host that has not answered yet, and to all such hosts together.
+    let unprovenPerHost: Int
+    let unprovenShare: Int
+    /// Deliveries held in memory, waiting for a slot (the rest wait in storage).
+    static let queueLimit = 4096
+    /// Of those, at most this many for one host.
+    static let backlogPerHost = 512
     /// The longest one send holds its slot (the channels' own timeouts are shorter; this bounds a channel that
     /// ignores its own).
     let sendLimit: Duration
@@ -95,7 +104,7 @@ final class PushDispatcher: Sendable {
     let metrics: ServerMetrics?
 
     init(
-        store: RecordStore, channels: [String: any PushChannel], width: Int = 64, perHost: Int = 32, sendLimit: Duration = .seconds(20),
+        store: RecordStore, channels: [String: any PushChannel], width: Int = 64, perHost: Int = 16, sendLimit: Duration = .seconds(20),
         logger: Logger, metrics: ServerMetrics? = nil
     ) {
         self.metrics = metrics
@@ -103,6 +112,8 @@ final class PushDispatcher: Sendable {
         self.channels = channels
         self.width = max(1, width)
         self.perHost = max(1, min(perHost, width))
+        unprovenShare = max(1, min(self.width, max(2, self.width / 2)))
+        unprovenPerHost = max(1, min(self.perHost, 4, unprovenShare / 2))
         self.sendLimit = sendLimit
         self.logger = logger
     }
@@ -132,7 +143,8 @@ final class PushDispatcher: Sendable {
         await task?.value
     }
 
-    /// ``stop()``, waiting at most `limit` for the batch in flight (at shutdown): true when it ended in time.
+    /// ``stop()``, waiting at most `limit` for the sends in flight to be cancelled and what was answered to be
+    /// recorded (at shutdown): true when it ended in time.
     func stop(within limit: Duration) async -> Bool {
         let stopping = Task { await self.stop() }
         return await finished(stopping, within: limit)
@@ -172,7 +184,16 @@ final class PushDispatcher: Sendable {
         var due: Due
         var subscription: String
         var outcome: Outcome
+        /// Whether it was sent while its host had not answered yet (counted in ``unprovenShare``).
+        var unproven = false
         var key: Key { Key(notification: due.notification, subscription: due.subscription) }
+        /// Whether recording it makes the delivery due again later (a retry, a postponement).
+        var changesWhenDue: Bool {
+            switch outcome {
+            case .deferred, .push(.retry): return true
+            default: return false
+            }
+        }
     }
 
     struct Due: Sendable {
@@ -195,9 +216,12 @@ final class PushDispatcher: Sendable {
         }
     }
 
-    /// A host's recent failures, and until when it is left alone.
+    /// What a host has shown: whether it ever answered, its failures in a row, how far its backoff has gone and until
+    /// when it is left alone.
     struct HostHealth {
+        var proven = false
         var failures = 0
+        var level = 0
         var until = 0
     }
 
@@ -207,12 +231,14 @@ final class PushDispatcher: Sendable {
         var running: [Key: String] = [:]
         var runningPerHost: [String: Int] = [:]
         var unrecorded: [Answered] = []
-        var recording: Set<Key> = []
+        var recording: [Answered] = []
         var hosts: [String: HostHealth] = [:]
+        /// Sends in flight to hosts that have not answered yet.
+        var unprovenRunning = 0
 
         /// Deliveries this dispatcher holds: never taken from storage again while held.
         var held: Set<Key> {
-            var keys = recording
+            var keys = Set(recording.map(\.key))
             for item in queue { keys.insert(item.key) }
             for key in running.keys { keys.insert(key) }
             for answered in unrecorded { keys.insert(answered.key) }
@@ -224,37 +250,45 @@ final class PushDispatcher: Sendable {
         var pipeline = Pipeline()
         var iterator = events.makeAsyncIterator()
         var needFetch = true
-        var more = false
         var nextDue: Int? = nil
         var recordAgainAt: Int? = nil
         var timer: (task: Task<Void, Never>, due: Int)? = nil
         var generation = 0
         await withDiscardingTaskGroup { group in
             while !Task.isCancelled {
-                let now = NotifierLease.now()
+                var now = NotifierLease.now()
+                // A retry that is due now is looked for as soon as a slot can take it (not by a timer that would
+                // fire again and again while every slot is busy).
+                if let due = nextDue, due <= now {
+                    needFetch = true
+                    nextDue = nil
+                }
                 // More is taken while there are free slots that nothing queued can fill (a queued delivery whose
-                // host is at its bound fills none).
-                let startable = pipeline.queue.count { pipeline.runningPerHost[$0.host, default: 0] < perHost }
-                if needFetch || more, pipeline.running.count + startable < width {
+                // host is at its bound fills none), and while the queue has room.
+                let startable = pipeline.queue.count { canStart($0.host, pipeline) }
+                if needFetch, pipeline.running.count + startable < width, pipeline.queue.count < Self.queueLimit {
                     needFetch = false
                     do {
-                        (more, nextDue) = try await take(into: &pipeline, now: now)
+                        let taken = try await take(into: &pipeline, now: now)
+                        nextDue = taken.next
+                        // A full page that brought something new: more may be due right behind it.
+                        if taken.full && taken.added > 0 { needFetch = true }
                     } catch is CancellationError {
                         break
                     } catch {
                         if StorageUnavailable.classify(error) == nil {
                             logger.warning("Push deliveries could not be read; trying again", metadata: ["error": "\(error)"])
                         }
-                        more = false
-                        nextDue = now + 1000
+                        nextDue = NotifierLease.now() + 1000
                     }
+                    now = NotifierLease.now()
                 }
-                startSends(&pipeline, group: &group, post: post, now: NotifierLease.now())
+                startSends(&pipeline, group: &group, post: post, now: now)
                 if pipeline.recording.isEmpty, !pipeline.unrecorded.isEmpty, (recordAgainAt ?? 0) <= now {
                     recordAgainAt = nil
                     let batch = pipeline.unrecorded
                     pipeline.unrecorded.removeAll(keepingCapacity: true)
-                    pipeline.recording = Set(batch.map(\.key))
+                    pipeline.recording = batch
                     group.addTask {
                         do {
                             try await self.finish(batch)
@@ -292,16 +326,19 @@ final class PushDispatcher: Sendable {
                     pipeline.running.removeValue(forKey: answered.key)
                     let host = answered.due.host
                     if let count = pipeline.runningPerHost[host] { pipeline.runningPerHost[host] = count > 1 ? count - 1 : nil }
+                    if answered.unproven { pipeline.unprovenRunning -= 1 }
                     judge(host: host, answered.outcome, in: &pipeline)
                     pipeline.unrecorded.append(answered)
+                    // The queue ran low: what is due behind it is taken as slots free up.
+                    if pipeline.queue.count < width { needFetch = true }
                 case .recorded(let batch, let failed):
                     pipeline.recording.removeAll()
                     if failed {
                         // Kept (still held, so they are not sent again) and written again a second from now.
                         pipeline.unrecorded.insert(contentsOf: batch, at: 0)
                         recordAgainAt = NotifierLease.now() + 1000
-                    } else {
-                        // What was recorded may be due again later: look at storage afresh.
+                    } else if batch.contains(where: \.changesWhenDue) {
+                        // A retry or a postponement is due again later: look at storage afresh for when.
                         needFetch = true
                     }
                 }
@@ -309,8 +346,9 @@ final class PushDispatcher: Sendable {
             timer?.task.cancel()
             group.cancelAll()
         }
-        // Outcomes already answered are recorded, even though the dispatcher stops (not as part of its cancellation).
-        let leftover = pipeline.unrecorded
+        // Outcomes already answered (and a record cut short by the stop) are recorded, even though the dispatcher
+        // stops: in a task of its own, since this one is cancelled.
+        let leftover = pipeline.recording + pipeline.unrecorded
         if !leftover.isEmpty {
             let recorded = Task { try await self.finish(leftover) }
             if case .failure(let error) = await recorded.result {
@@ -319,10 +357,18 @@ final class PushDispatcher: Sendable {
         }
     }
 
-    /// Takes due deliveries from storage into the queue (those it holds excepted), at most ``perHost`` twice over per
-    /// host: more of a busy host's are put off a second, so that they do not stand in front of other hosts'. Returns
-    /// whether more may be due, and when the first later one is.
-    private func take(into pipeline: inout Pipeline, now: Int) async throws -> (more: Bool, next: Int?) {
+    /// Whether a delivery to `host` may start now: the host is under its bound (a host that never answered has a
+    /// smaller one, and such hosts together a share of the pool).
+    private func canStart(_ host: String, _ pipeline: Pipeline) -> Bool {
+        let proven = pipeline.hosts[host]?.proven ?? false
+        let running = pipeline.runningPerHost[host, default: 0]
+        return proven ? running < perHost : running < unprovenPerHost && pipeline.unprovenRunning < unprovenShare
+    }
+
+    /// Takes due deliveries from storage into the queue (those it holds excepted), at most ``backlogPerHost`` per
+    /// host and ``queueLimit`` in all: the rest stay in storage, untouched, until there is room. Returns how many it
+    /// added, whether the page was full, and when the first later delivery is due.
+    private func take(into pipeline: inout Pipeline, now: Int) async throws -> (added: Int, full: Bool, next: Int?) {
         passCount.add(1, ordering: .relaxed)
         let held = pipeline.held
         let limit = Self.batchSize + held.count
@@ -330,23 +376,20 @@ final class PushDispatcher: Sendable {
         var queuedPerHost: [String: Int] = [:]
         for item in pipeline.queue { queuedPerHost[item.host, default: 0] += 1 }
         var next: Int? = nil
-        var taken = 0
+        var added = 0
         for (due, nextAttempt) in rows {
             if held.contains(due.key) { continue }
             if nextAttempt > now {
                 next = nextAttempt
                 break
             }
-            taken += 1
             let host = due.host
-            if queuedPerHost[host, default: 0] >= perHost * 2 {
-                pipeline.unrecorded.append(Answered(due: due, subscription: due.subscription, outcome: .deferred(until: now + 1000)))
-                continue
-            }
+            guard queuedPerHost[host, default: 0] < Self.backlogPerHost, pipeline.queue.count < Self.queueLimit else { continue }
             queuedPerHost[host, default: 0] += 1
             pipeline.queue.append(due)
+            added += 1
         }
-        return (rows.count >= limit && next == nil && taken > 0, next)
+        return (added, rows.count >= limit, next)
     }
 
     /// Starts the queue's sends while slots are free, in order, skipping hosts at their bound; a backed-off host's
@@ -355,6 +398,7 @@ final class PushDispatcher: Sendable {
         _ pipeline: inout Pipeline, group: inout DiscardingTaskGroup, post: AsyncStream<Event>.Continuation, now: Int
     ) {
         var index = 0
+        var blocked: Set<String> = []
         while index < pipeline.queue.count, pipeline.running.count < width {
             let item = pipeline.queue[index]
             guard let target = item.target, let channel = channels[target.kind] else {
@@ -370,17 +414,20 @@ final class PushDispatcher: Sendable {
                 pipeline.unrecorded.append(Answered(due: item, subscription: target.subscription, outcome: .deferred(until: until)))
                 continue
             }
-            if pipeline.runningPerHost[host, default: 0] >= perHost {
+            if blocked.contains(host) || !canStart(host, pipeline) {
+                blocked.insert(host)
                 index += 1
                 continue
             }
             pipeline.queue.remove(at: index)
+            let unproven = !(pipeline.hosts[host]?.proven ?? false)
             pipeline.running[item.key] = host
             pipeline.runningPerHost[host, default: 0] += 1
+            if unproven { pipeline.unprovenRunning += 1 }
             let limit = sendLimit
             group.addTask {
                 let outcome = await Self.send(item.message, to: target, through: channel, within: limit)
-                post.yield(.sent(Answered(due: item, subscription: target.subscription, outcome: .push(outcome))))
+                post.yield(.sent(Answered(due: item, subscription: target.subscription, outcome: .push(outcome), unproven: unproven)))
             }
         }
     }
@@ -396,28 +443,33 @@ final class PushDispatcher: Sendable {
         return outcome
     }
 
-    /// A host's health after an answer: no answer or a server error counts against it, and after
-    /// ``hostFailuresBeforeBackoff`` in a row it is left alone for 1, 2, 4 … seconds (at most five minutes); any
-    /// answer of the service about the delivery itself clears it.
+    /// A host's health after an answer. No answer or a server error counts against it; after
+    /// ``hostFailuresBeforeBackoff`` in a row it is left alone for 1 s, then 2, 4 … (at most five minutes) each time it
+    /// fails so again after its wait. Failures of sends that were in flight while it was already left alone do not
+    /// count again. Any other answer proves the host (it is a push service) and clears its backoff.
     private func judge(host: String, _ outcome: Outcome, in pipeline: inout Pipeline) {
         guard case .push(let answer) = outcome, !host.isEmpty else { return }
+        let now = NotifierLease.now()
+        var health = pipeline.hosts[host] ?? HostHealth()
         switch answer {
         case .retry(let status, _) where status == 0 || status >= 500:
-            var health = pipeline.hosts[host] ?? HostHealth()
+            guard health.until <= now else { return }
             health.failures += 1
             if health.failures >= Self.hostFailuresBeforeBackoff {
-                let seconds = min(300, 1 << min(9, health.failures - Self.hostFailuresBeforeBackoff))
-                health.until = NotifierLease.now() + seconds * 1000
-            }
-            pipeline.hosts[host] = health
-            if pipeline.hosts.count > 10_000 {
-                let now = NotifierLease.now()
-                pipeline.hosts = pipeline.hosts.filter { $0.value.until > now }
+                health.level += 1
+                health.failures = 0
+                health.until = now + min(300, 1 << min(9, health.level - 1)) * 1000
             }
         case .gone(let status) where status == 0:
             return
         default:
-            pipeline.hosts.removeValue(forKey: host)
+            health = HostHealth(proven: true)
+        }
+        pipeline.hosts[host] = health
+        if pipeline.hosts.count > 10_000 {
+            // Forget hosts that are neither known push services nor left alone now.
+            pipeline.hosts = pipeline.hosts.filter { $0.value.proven || $0.value.until > now }
+            if pipeline.hosts.count > 10_000 { pipeline.hosts = pipeline.hosts.filter { $0.value.until > now } }
         }
     }
 

@@ -60,6 +60,9 @@ struct WebPushChannel: PushChannel {
             keys = try WebPush.SubscriptionKeys(p256dh: target.p256dh, auth: target.auth)
             body = try WebPush.encrypt(message.payload(limit: WebPush.maximumPlaintext), for: keys)
             authorization = try WebPush.vapidAuthorization(endpoint: checked.url, key: vapid.key, subject: vapid.subject)
+        } catch let refusal as EndpointGuard.Refusal where refusal.transient {
+            // The name did not resolve (or not in time): perhaps a moment from now; the subscription stays.
+            return .retry(status: 0, after: nil)
         } catch {
             // An endpoint that now points somewhere docketd does not send, or keys that cannot be used: the
             // subscription cannot work.

@@ -98,7 +98,7 @@ struct BackupTests {
         let restoredPath = directory.path + "/restored/docket.sqlite"
         let restored = try await DatabaseBackup.restore(from: backupPath, to: .sqlite(path: restoredPath), force: false, logger: Self.logger)
         #expect(restored.eventSequence == summary.eventSequence)
-        // Both hold signing keys and password hashes: their owner's alone, under the widest umask too.
+        // Both hold signing keys and password hashes: their owner's alone (the process's umask, 022 here, would give 0644).
         for file in [backupPath, restoredPath] {
             let mode = (try FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)?.intValue
             #expect(mode == 0o600, "\(file) has mode \(String(mode ?? 0, radix: 8))")

@@ -97,7 +97,7 @@ struct PushDispatcherTests {
                     into: "incident", values: ["short_description": "Hang \(index)", "assigned_to": Callers.john.userID], caller: Callers.beth
                 ))
             }
-            try await eventually("the laptop got all twelve while the phone's host hangs", seconds: 8) { channel.deliveries(to: laptop).count >= 12 }
+            try await eventually("the laptop got all twelve while the phone's host hangs", seconds: 3) { channel.deliveries(to: laptop).count >= 12 }
             #expect(channel.hanging.withLock { $0.now } >= 1)
             // One more, due while sends hang: taken as a slot is free, not after the hanging ones.
             let late = ContinuousClock.now

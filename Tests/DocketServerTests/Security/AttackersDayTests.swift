@@ -138,6 +138,12 @@ struct AttackersDayTests {
             // The second time the name leads to the metadata service: refused before any connection.
             #expect(await channel.send(message, to: target) == .gone(status: 0))
             #expect(receiver.messages.count == 1)
+            // A name that does not resolve (a DNS hiccup, or a lookup past its time) is tried again later: the
+            // subscription is not given up as it is for an address docketd refuses.
+            var failing = endpoints
+            failing.resolve = { _ in throw EndpointGuard.Refusal(description: "SERVFAIL") }
+            let flaky = WebPushChannel(http: http, vapid: channel.vapid, endpoints: failing)
+            #expect(await flaky.send(message, to: target) == .retry(status: 0, after: nil))
             try await http.shutdown()
         }
     }
@@ -164,7 +170,7 @@ struct AttackersDayTests {
         #expect(loopback.address == "127.0.0.1" && loopback.host == "loopback.example" && !loopback.isLiteral)
         #expect(try await insecure.pin("http://[::1]:8080/push").isLiteral)
         let started = ContinuousClock.now
-        await #expect(throws: EndpointGuard.Refusal(description: "the endpoint's host slow.example did not resolve in time")) {
+        await #expect(throws: EndpointGuard.Refusal(description: "the endpoint's host slow.example did not resolve in time", transient: true)) {
             try await insecure.pin("https://slow.example/push")
         }
         #expect(ContinuousClock.now - started < .seconds(5))

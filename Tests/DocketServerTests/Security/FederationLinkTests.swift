@@ -118,6 +118,13 @@ struct FederationLinkTests {
                 #expect(try await Self.user(federation, try await provider.token(issuer, sub: "n2", name: "new.hire")) == nil)
                 let links = try await IdentityLinks(storage: store.storage).links(of: nil)
                 #expect(Set(links.map { "\($0.subject) \($0.origin)" }) == ["j verified-email", "n provisioned"])
+                #expect(try await IdentityLinks(storage: store.storage).links(of: john).map(\.subject) == ["j"])
+                // A linked identity needs no user name (many providers' access tokens carry none).
+                #expect(try await Self.user(Self.federation(store, issuer), try await provider.token(issuer, sub: "j")) == john)
+                // An administrator's unlink sticks: the verified e-mail does not link it again by itself.
+                #expect(try await IdentityLinks(storage: store.storage).remove(issuer: issuer, subject: "j"))
+                let afresh = Self.federation(store, issuer)
+                #expect(try await Self.user(afresh, try await provider.token(issuer, sub: "j", email: "john.doe@example.com", verified: true)) == nil)
                 // Without provisioning, a person no account is linked to signs in as nobody.
                 let closed = Self.federation(store, issuer, provision: false)
                 #expect(try await Self.user(closed, try await provider.token(issuer, sub: "z", name: "zed")) == nil)

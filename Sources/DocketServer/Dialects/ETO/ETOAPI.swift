@@ -46,8 +46,6 @@ struct ETOAPI: Sendable {
             return try ETOError(.badRequest, "Malformed HTTP request: \(error)").response(from: request, context: context)
         } catch let error as HTTPError {
             return try ETOError(error.status, error.body ?? error.status.reasonPhrase).response(from: request, context: context)
-        } catch is LoginFailure {
-            return try ETOError.unavailable("Logins cannot be checked right now; try again").response(from: request, context: context)
         } catch let error as StorageUnavailable {
             context.logger.warning("ETO request refused: the database is unavailable", metadata: ["error": "\(error)"])
             return try ETOError.unavailable("The service is unavailable; try again shortly").response(from: request, context: context)

@@ -27,10 +27,15 @@ struct UPSAPI {
     let subscriptions: PushSubscriptions
     let identity: Identity
 
+    /// Installations of one variant bound to nobody that docketd keeps (its public credentials let anyone add them).
+    static let maximumAnonymousInstallations = 100_000
+
     /// The header that carries the user's own credential beside the variant's (`Bearer <token>`).
     static let userAuthorization = HTTPField.Name("X-Docket-Authorization")!
 
     static let realm = #"Basic realm="AeroGear UnifiedPush Server""#
+    /// Devices read at a time by a send.
+    static let sendPage = 5000
 
     func mount() -> DialectMount {
         let router = Router(context: Context.self)
@@ -57,7 +62,7 @@ struct UPSAPI {
         var response = Response(status: .noContent)
         response.headers[.accessControlAllowOrigin] = "*"
         response.headers[.accessControlAllowMethods] = "POST, DELETE, PUT"
-        response.headers[.accessControlAllowHeaders] = "accept, origin, content-type, authorization, x-ag-old-token"
+        response.headers[.accessControlAllowHeaders] = "accept, origin, content-type, authorization, x-ag-old-token, x-docket-authorization"
         return response
     }
 
@@ -122,10 +127,14 @@ struct UPSAPI {
         default: categories = []
         }
         let alias = text("alias", 255)
+        // Whom the device is for is settled before anything changes: a registration refused changes nothing.
+        let userID = try await user(proven: request)
+        if userID.isEmpty, try await anonymousInstallations(of: variant) >= Self.maximumAnonymousInstallations {
+            throw Failure(status: .forbidden, message: "This app has as many anonymous installations as docketd keeps; register with the user's token")
+        }
         if let old = request.headers[HTTPField.Name("x-ag-old-token")!], !old.isEmpty, let previous = try? Self.device(old, platform: variant.platform) {
             try await removeInstallations(token: previous.token, variant: variant)
         }
-        let userID = try await user(proven: request)
         var values: [String: String] = [
             "kind": device.kind, "token": device.webPush == nil ? device.token : "", "variant": variant.sysID, "alias": alias,
             "categories": categories.filter { !$0.isEmpty }.joined(separator: ","), "device_type": text("deviceType"),
@@ -169,6 +178,15 @@ struct UPSAPI {
             try await removeInstallations(token: device.token, variant: variant) > 0
         else { throw Failure(status: .notFound, message: "Could not find requested Installation") }
         return Response(status: .noContent)
+    }
+
+    private func anonymousInstallations(of variant: Variant) async throws -> Int {
+        try await store.storage.read { db in
+            try await db.integer(
+                "SELECT COUNT(*) FROM sys_push_subscription WHERE variant = " + .bind(variant.sysID) + " AND ("
+                    + .identifier("user") + " IS NULL OR " + .identifier("user") + " = '')"
+            )
+        }
     }
 
     @discardableResult
@@ -246,34 +264,43 @@ struct UPSAPI {
         ).records.filter { variant in list("variants").map { $0.contains(variant["variant_id"]) } ?? true }
         var targets: [(subscription: String, user: String)] = []
         for variant in variants {
-            let devices = try await store.list(
-                RecordQuery(
-                    table: "sys_push_subscription", query: PushSubscriptions.query([("variant", variant.sysID), ("active", "true")]),
-                    fields: ["sys_id", "user", "alias", "categories", "device_type"], limit: 100_000, count: false
-                ),
-                caller: .system
-            ).records
-            for device in devices {
-                if let aliases = list("alias"), !aliases.contains(device["alias"]) { continue }
-                if let wanted = list("categories"), Set(wanted).isDisjoint(with: device["categories"].split(separator: ",").map(String.init)) { continue }
-                if let types = list("deviceType"), !types.contains(device["device_type"]) { continue }
-                targets.append((device.sysID, device["user"]))
+            // Every device of the variant, a page at a time (none left out, however many there are).
+            var offset = 0
+            while true {
+                let devices = try await store.list(
+                    RecordQuery(
+                        table: "sys_push_subscription",
+                        query: EncodedQuery(
+                            all: [QueryCondition("variant", .equals, variant.sysID), QueryCondition("active", .equals, "true")],
+                            orderBy: [OrderTerm("sys_id", descending: false)]
+                        ),
+                        fields: ["sys_id", "user", "alias", "categories", "device_type"], limit: Self.sendPage, offset: offset, count: false
+                    ),
+                    caller: .system
+                ).records
+                for device in devices {
+                    if let aliases = list("alias"), !aliases.contains(device["alias"]) { continue }
+                    if let wanted = list("categories"), Set(wanted).isDisjoint(with: device["categories"].split(separator: ",").map(String.init)) { continue }
+                    if let types = list("deviceType"), !types.contains(device["device_type"]) { continue }
+                    targets.append((device.sysID, device["user"]))
+                }
+                guard devices.count == Self.sendPage else { break }
+                offset += Self.sendPage
             }
         }
-        // One message per user (the devices of nobody's alias share one), written with its deliveries at once.
+        // One message per user (the devices of nobody's alias share one), each written with its deliveries in a
+        // transaction of its own, so that a large send does not hold the write lock for all of them at once.
         let byUser = Dictionary(grouping: targets, by: \.user)
         let store = self.store
-        let events = try await store.storage.write { db -> [ChangeEvent] in
-            var events: [ChangeEvent] = []
-            for (user, devices) in byUser {
-                events.append(try await Notifier.write(
+        for (user, devices) in byUser {
+            let event = try await store.storage.write { db in
+                try await Notifier.write(
                     ["user": user, "subject": String((title.isEmpty ? alert : title).prefix(255)), "message": String(alert.prefix(4000))],
                     to: .subscriptions(devices.map(\.subscription)), store: store, db: db
-                ))
+                )
             }
-            return events
+            store.notify(event)
         }
-        for event in events { store.notify(event) }
         return Response.json(.object([:]), status: .accepted)
     }
 
