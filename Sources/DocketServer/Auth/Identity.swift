@@ -106,15 +106,13 @@ struct Identity: Sendable {
     /// token's identity is linked to and a new web session; nil when it is linked to nobody who may sign in.
     func signIn(idToken: String, issuer: TrustedIssuer, nonce: String) async throws(Refusal) -> (caller: Caller, session: String)? {
         guard let federation else { return nil }
-        do {
+        do throws(LoginFailure) {
             guard let userID = try await federation.user(idToken: idToken, issuer: issuer, nonce: nonce),
                 let caller = try await authenticator.caller(userID: userID)
             else { return nil }
             return (caller, try await authenticator.signIn(caller))
-        } catch let failure as LoginFailure {
-            throw Self.refusal(failure)
         } catch {
-            throw .unavailable
+            throw Self.refusal(error)
         }
     }
 

@@ -86,8 +86,12 @@ final class PushDispatcher: Sendable {
     let unprovenShare: Int
     /// Deliveries held in memory, waiting for a slot (the rest wait in storage).
     static let queueLimit = 4096
-    /// Of those, at most this many for one host.
+    /// Of those, at most this many for one host (its further deliveries stay in storage, in order); a host that
+    /// makes no progress (left alone, or nothing answered for ``stalledAfter`` ms while sends wait on it) keeps a
+    /// short backlog, the rest put off by ``stalledDelay`` ms.
     static let backlogPerHost = 512
+    static let stalledAfter = 2000
+    static let stalledDelay = 5000
     /// The longest one send holds its slot (the channels' own timeouts are shorter; this bounds a channel that
     /// ignores its own).
     let sendLimit: Duration
@@ -104,7 +108,7 @@ final class PushDispatcher: Sendable {
     let metrics: ServerMetrics?
 
     init(
-        store: RecordStore, channels: [String: any PushChannel], width: Int = 64, perHost: Int = 16, sendLimit: Duration = .seconds(20),
+        store: RecordStore, channels: [String: any PushChannel], width: Int = 64, perHost: Int = 48, sendLimit: Duration = .seconds(20),
         logger: Logger, metrics: ServerMetrics? = nil
     ) {
         self.metrics = metrics
@@ -207,8 +211,21 @@ final class PushDispatcher: Sendable {
         /// Whether the subscription still exists (deactivated by its owner: nothing is sent, it is not removed).
         var exists: Bool
         var key: Key { Key(notification: notification, subscription: subscription) }
-        /// What one sender's concurrency and backoff are counted by: the endpoint's host and port (APNs: its gateway).
-        var host: String {
+        /// What one sender's concurrency and backoff are counted by: the endpoint's host and port (APNs: its
+        /// gateway). Worked out once, when the delivery is read.
+        let host: String
+
+        init(notification: String, attempts: Int, message: PushMessage, subscription: String, target: PushTarget?, exists: Bool) {
+            self.notification = notification
+            self.attempts = attempts
+            self.message = message
+            self.subscription = subscription
+            self.target = target
+            self.exists = exists
+            host = Self.host(of: target)
+        }
+
+        static func host(of target: PushTarget?) -> String {
             guard let target else { return "" }
             if target.kind == "apns" { return "apns" }
             guard let components = URLComponents(string: target.endpoint), let host = components.host?.lowercased() else { return "" }
@@ -235,6 +252,29 @@ final class PushDispatcher: Sendable {
         var hosts: [String: HostHealth] = [:]
         /// Sends in flight to hosts that have not answered yet.
         var unprovenRunning = 0
+        /// When each host last made progress: a send to it began while none was waiting on it, or it answered.
+        var progress: [String: Int] = [:]
+        /// Deliveries queued per host, and the hosts whose further due deliveries were left in storage for want of
+        /// room (taken again once their backlog is half gone).
+        var queuedPerHost: [String: Int] = [:]
+        var refill: Set<String> = []
+
+        mutating func enqueue(_ due: Due) {
+            queue.append(due)
+            queuedPerHost[due.host, default: 0] += 1
+        }
+
+        mutating func dequeue(at index: Int) -> Due {
+            let due = queue.remove(at: index)
+            if let count = queuedPerHost[due.host] { queuedPerHost[due.host] = count > 1 ? count - 1 : nil }
+            return due
+        }
+
+        /// Whether sends wait on a host that has not answered for ``PushDispatcher/stalledAfter`` ms.
+        func isStalled(_ host: String, now: Int) -> Bool {
+            guard runningPerHost[host, default: 0] > 0, let since = progress[host] else { return false }
+            return now - since > PushDispatcher.stalledAfter
+        }
 
         /// Deliveries this dispatcher holds: never taken from storage again while held.
         var held: Set<Key> {
@@ -250,6 +290,8 @@ final class PushDispatcher: Sendable {
         var pipeline = Pipeline()
         var iterator = events.makeAsyncIterator()
         var needFetch = true
+        // Whether the last look at storage filled its page: more may be due behind it.
+        var more = false
         var nextDue: Int? = nil
         var recordAgainAt: Int? = nil
         var timer: (task: Task<Void, Never>, due: Int)? = nil
@@ -271,6 +313,9 @@ final class PushDispatcher: Sendable {
                     do {
                         let taken = try await take(into: &pipeline, now: now)
                         nextDue = taken.next
+                        // (A full page of what is held already or over its host's backlog brings nothing: the next
+                        // look waits until the queue runs low, or a wake.)
+                        more = taken.full && taken.added > 0
                         // A full page that brought something new: more may be due right behind it.
                         if taken.full && taken.added > 0 { needFetch = true }
                     } catch is CancellationError {
@@ -327,10 +372,20 @@ final class PushDispatcher: Sendable {
                     let host = answered.due.host
                     if let count = pipeline.runningPerHost[host] { pipeline.runningPerHost[host] = count > 1 ? count - 1 : nil }
                     if answered.unproven { pipeline.unprovenRunning -= 1 }
+                    if case .push(let outcome) = answered.outcome, outcome.isAnswer {
+                        pipeline.progress[host] = NotifierLease.now()
+                    }
+                    if pipeline.runningPerHost[host] == nil { pipeline.progress.removeValue(forKey: host) }
                     judge(host: host, answered.outcome, in: &pipeline)
                     pipeline.unrecorded.append(answered)
-                    // The queue ran low: what is due behind it is taken as slots free up.
-                    if pipeline.queue.count < width { needFetch = true }
+                    // A slot is free: what is due behind the queue (the last page was full, the queue ran low, or this
+                    // host's backlog, which left more of its deliveries in storage, is half gone) is taken as slots
+                    // free up, not when the next wake or timer comes.
+                    if more || pipeline.queue.count < width { needFetch = true }
+                    if pipeline.refill.contains(host), pipeline.queuedPerHost[host, default: 0] < Self.backlogPerHost / 2 {
+                        pipeline.refill.remove(host)
+                        needFetch = true
+                    }
                 case .recorded(let batch, let failed):
                     pipeline.recording.removeAll()
                     if failed {
@@ -373,8 +428,6 @@ final class PushDispatcher: Sendable {
         let held = pipeline.held
         let limit = Self.batchSize + held.count
         let rows = try await dueDeliveries(limit: limit)
-        var queuedPerHost: [String: Int] = [:]
-        for item in pipeline.queue { queuedPerHost[item.host, default: 0] += 1 }
         var next: Int? = nil
         var added = 0
         for (due, nextAttempt) in rows {
@@ -384,9 +437,18 @@ final class PushDispatcher: Sendable {
                 break
             }
             let host = due.host
-            guard queuedPerHost[host, default: 0] < Self.backlogPerHost, pipeline.queue.count < Self.queueLimit else { continue }
-            queuedPerHost[host, default: 0] += 1
-            pipeline.queue.append(due)
+            let until = pipeline.hosts[host]?.until ?? 0
+            guard !(until > now || pipeline.isStalled(host, now: now)) || pipeline.queuedPerHost[host, default: 0] < unprovenPerHost * 4 else {
+                // A host that makes no progress (left alone, or its sends go unanswered): its deliveries past a short
+                // backlog are put off a few seconds, so that they do not stand in front of everyone else's.
+                pipeline.unrecorded.append(Answered(due: due, subscription: due.subscription, outcome: .deferred(until: max(until, now + Self.stalledDelay))))
+                continue
+            }
+            guard pipeline.queuedPerHost[host, default: 0] < Self.backlogPerHost, pipeline.queue.count < Self.queueLimit else {
+                pipeline.refill.insert(host)
+                continue
+            }
+            pipeline.enqueue(due)
             added += 1
         }
         return (added, rows.count >= limit, next)
@@ -403,14 +465,14 @@ final class PushDispatcher: Sendable {
             let item = pipeline.queue[index]
             guard let target = item.target, let channel = channels[target.kind] else {
                 // Nothing to send: a removed or deactivated subscription, or a kind this docketd does not send.
-                pipeline.queue.remove(at: index)
+                _ = pipeline.dequeue(at: index)
                 let outcome: PushOutcome = item.target == nil ? (item.exists ? .failed(status: 0) : .gone(status: 0)) : .failed(status: 0)
                 pipeline.unrecorded.append(Answered(due: item, subscription: item.target?.subscription ?? item.subscription, outcome: .push(outcome)))
                 continue
             }
             let host = item.host
             if let until = pipeline.hosts[host]?.until, until > now {
-                pipeline.queue.remove(at: index)
+                _ = pipeline.dequeue(at: index)
                 pipeline.unrecorded.append(Answered(due: item, subscription: target.subscription, outcome: .deferred(until: until)))
                 continue
             }
@@ -419,8 +481,9 @@ final class PushDispatcher: Sendable {
                 index += 1
                 continue
             }
-            pipeline.queue.remove(at: index)
+            _ = pipeline.dequeue(at: index)
             let unproven = !(pipeline.hosts[host]?.proven ?? false)
+            if pipeline.runningPerHost[host, default: 0] == 0 { pipeline.progress[host] = now }
             pipeline.running[item.key] = host
             pipeline.runningPerHost[host, default: 0] += 1
             if unproven { pipeline.unprovenRunning += 1 }
@@ -569,5 +632,16 @@ final class PushDispatcher: Sendable {
         let jitter = Int.random(in: 0...max(1, seconds * 100))
         let asked = min(86_400, max(0, retryAfter ?? 0)) * 1000
         return max(seconds * 1000 + jitter, asked)
+    }
+}
+
+extension PushOutcome {
+    /// Whether the push service answered at all (a timeout or a connection that failed is no answer).
+    var isAnswer: Bool {
+        switch self {
+        case .retry(let status, _): status != 0
+        case .gone(let status), .failed(let status): status != 0
+        case .delivered: true
+        }
     }
 }

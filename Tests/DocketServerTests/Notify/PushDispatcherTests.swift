@@ -147,6 +147,36 @@ struct PushDispatcherTests {
         }
     }
 
+    @Test(
+        "a first wave to 1,000 devices, one in ten of them hung, with the default pool: the 900 others all arrive at once (none waits for the hung sends' timeout)",
+        .timeLimit(.minutes(2))
+    )
+    func firstWaveWithHungEndpoints() async throws {
+        try await TestApp.withStore { store in
+            var healthy: [String] = []
+            for index in 0..<1000 {
+                if index % 10 == 9 {
+                    _ = try await Self.device(store, Callers.john, "https://hang.example/\(index)")
+                } else {
+                    healthy.append(try await Self.device(store, Callers.john, "https://push.example/\(index)"))
+                }
+            }
+            let channel = TwoHostChannel()
+            let dispatcher = PushDispatcher(store: store, channels: ["webpush": channel], sendLimit: .seconds(60), logger: Logger(label: "test"))
+            let running = Self.run(store, dispatcher)
+            try await eventually("the notifier started") { try await NotifierTests.started(store) }
+            _ = try await store.insert(
+                into: "incident", values: ["short_description": "Wave", "assigned_to": Callers.john.userID], caller: Callers.beth
+            )
+            // Every healthy device within 10 s on a busy debug build (a hung send holds its slot for 60 s here).
+            try await eventually("all 900 healthy devices were sent the message", seconds: 10) { channel.delivered.withLock { $0.count } >= 900 }
+            #expect(Set(channel.delivered.withLock { $0.map(\.subscription) }) == Set(healthy))
+            #expect(channel.hanging.withLock { $0.most } <= dispatcher.unprovenPerHost)
+            running.cancel()
+            await running.value
+        }
+    }
+
     @Test("value(of:within:) gives a task's value in time, nil after the limit, and nil at once when a cancellable wait is cancelled")
     func boundedValue() async throws {
         #expect(await value(of: Task { 7 }, within: .seconds(5)) == 7)
