@@ -221,3 +221,60 @@ struct OwnTokenTests {
         }
     }
 }
+
+/// What a failure must not be turned into: a "from now" subscription whose head cannot be read starting at the
+/// beginning of the log (replaying every change to the subscriber), and a statement with more parameters than the
+/// database takes.
+@Suite("An attacker's day: failures and sizes")
+struct FailureTurnedAnswerTests {
+    @Test("a subscription from now whose head of the log cannot be read is refused, on both GraphQL sockets (not started at sequence 0)")
+    func headUnreadable() async throws {
+        try await TestApp.withStore { store in
+            let directory = TemporaryDirectory()
+            let configuration = TestApp.configuration(dataDirectory: directory.path)
+            let (identity, hasher) = TestApp.identity(on: store)
+            let dataSync = DataSyncSocketDialect(
+                controller: try DataSyncController(store: store, configuration: configuration),
+                logins: SocketLogins(identity: identity, acceptsSessionCookie: false)
+            )
+            let now = NowGraphQLSocketDialect(
+                controller: NowGraphQLController(store: store, configuration: configuration),
+                logins: SocketLogins(identity: identity, acceptsSessionCookie: true)
+            )
+            func isRefusedAsUnavailable(_ operation: SocketOperation) -> Bool {
+                guard case .refused(let errors) = operation else { return false }
+                return errors.first?["message"]?.stringValue?.contains("unavailable") == true
+            }
+            store.storage.faults.failNext { $0.contains("MAX(seq)") }
+            #expect(isRefusedAsUnavailable(await dataSync.operation(.init(query: "subscription add { taskAdded { id } }"), caller: Callers.john)))
+            store.storage.faults.failNext { $0.contains("MAX(seq)") }
+            #expect(isRefusedAsUnavailable(await now.operation(.init(query: GraphQLSocketTests.incidents), caller: Callers.john)))
+            // With the database answering, both start (at its head).
+            if case .stream = await dataSync.operation(.init(query: "subscription add { taskAdded { id } }"), caller: Callers.john) {} else {
+                Issue.record("the DataSync subscription did not start")
+            }
+            await hasher.shutdown()
+        }
+    }
+
+    @Test("a message to more devices than a statement takes parameters (40,000 ids, SQLite's limit is 32,766) is written, to exactly the devices that exist")
+    func boundedLists() async throws {
+        try await TestApp.withStore { store in
+            var real: [String] = []
+            for index in 0..<3 { real.append(try await NotifierTests.device(store, Callers.john, "d\(index)")) }
+            let ids = (0..<40_000).map { String(format: "%032x", $0) } + real
+            let event = try await store.storage.write { db in
+                try await Notifier.write(["user": "", "subject": "Release", "message": "Tonight"], to: .subscriptions(ids), store: store, db: db)
+            }
+            let rows = try await NotifierTests.rows(store, "SELECT subscription FROM docket_push_delivery WHERE notification = " + .bind(event.sysID))
+            #expect(Set(try rows.map { try $0.value(at: "subscription", kind: .text).text ?? "" }) == Set(real))
+            // A user's message that skips more muted devices than that: the others get it.
+            let muted = (0..<40_000).map { String(format: "%032x", $0 + 100_000) } + [real[0]]
+            let second = try await store.storage.write { db in
+                try await Notifier.write(["user": Callers.john.userID, "subject": "S", "message": "M"], to: .devicesOf(Callers.john.userID, except: muted), store: store, db: db)
+            }
+            let delivered = try await NotifierTests.rows(store, "SELECT subscription FROM docket_push_delivery WHERE notification = " + .bind(second.sysID))
+            #expect(Set(try delivered.map { try $0.value(at: "subscription", kind: .text).text ?? "" }) == Set(real.dropFirst()))
+        }
+    }
+}
