@@ -326,6 +326,8 @@ final class PostgresStorage: Storage {
     /// the pool while that connection cannot be had.
     func latestEventSequence() async throws -> Int {
         if let down = unavailable { throw down }
+        // Failures chosen by tests reach this read as they reach every other statement.
+        try faults.check(SQLFragment(Self.latestEventSequenceSQL))
         if let connection = await headConnection.connection(logger: logger) {
             do {
                 return try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
