@@ -14,9 +14,11 @@ final class Federation: Sendable {
     let store: RecordStore
     let provision: Bool
     let links: IdentityLinks
-    /// issuer and subject → (user, "" for nobody, until when), so that a bearer request costs no directory read and
-    /// an identity linked to nobody is looked at (and logged) once a minute, not at each request.
+    /// issuer and subject → (user, until when), so that a bearer request of a linked identity costs no directory
+    /// read. One linked to nobody is looked up at each request (an administrator's link then counts at once), but
+    /// said in the log at most once a minute (``noticed``).
     private let known = Mutex<[String: (userID: String, expires: Int)]>([:])
+    private let noticed = Mutex<[String: Int]>([:])
     static let memory = 60
     /// Roles never given to an outside identity by a link docketd makes itself.
     static let protectedRoles: Set<String> = ["admin", "security_admin"]
@@ -59,16 +61,17 @@ final class Federation: Sendable {
     /// The user a verified identity is linked to, linked now when it can be proven (or made, when provisioning).
     private func user(_ verified: TrustedIssuers.Verified, now: Int) async throws(LoginFailure) -> String? {
         let key = verified.issuer.issuer + "\u{0}" + verified.subject
-        if let cached = known.withLock({ $0[key] }), cached.expires > now { return cached.userID.isEmpty ? nil : cached.userID }
+        if let cached = known.withLock({ $0[key] }), cached.expires > now { return cached.userID }
         do {
             // A link to "" is an administrator's unlink: nobody, and no first link made again by itself.
             var userID = try await links.user(issuer: verified.issuer.issuer, subject: verified.subject)
-            if userID == nil { userID = try await firstLink(verified) }
+            if userID == nil { userID = try await firstLink(verified, now: now) }
+            guard let userID, !userID.isEmpty else { return nil }
             known.withLock { cache in
                 if cache.count > 50_000 { cache = [:] }
-                cache[key] = (userID ?? "", now + Self.memory)
+                cache[key] = (userID, now + Self.memory)
             }
-            return userID.flatMap { $0.isEmpty ? nil : $0 }
+            return userID
         } catch {
             throw .unavailable
         }
@@ -76,7 +79,7 @@ final class Federation: Sendable {
 
     /// An identity seen for the first time: linked to the one account with its verified e-mail (never an
     /// administrator's), else given an account of its own when provisioning and its user name is free; else nobody.
-    private func firstLink(_ verified: TrustedIssuers.Verified) async throws -> String? {
+    private func firstLink(_ verified: TrustedIssuers.Verified, now: Int) async throws -> String? {
         let (issuer, subject) = (verified.issuer.issuer, verified.subject)
         if verified.emailVerified, let email = verified.email {
             let holders = try await store.storage.read { db in
@@ -85,9 +88,9 @@ final class Federation: Sendable {
             }
             if holders.count == 1, let holder = holders.first {
                 guard try await !isProtected(holder) else {
-                    store.logger.notice("An outside identity's verified e-mail is an administrator's: not linked; an administrator links it with docketd users link", metadata: [
+                    if firstNotice(issuer, subject, now: now) { store.logger.notice("An outside identity's verified e-mail is an administrator's: not linked; an administrator links it with docketd users link", metadata: [
                         "issuer": "\(issuer)", "subject": "\(subject)",
-                    ])
+                    ]) }
                     return nil
                 }
                 return try await store.storage.write { db in
@@ -98,12 +101,25 @@ final class Federation: Sendable {
         }
         guard provision, let userName = verified.userName else { return nil }
         guard try await UserDirectory(store: store).account(userName: userName) == nil else {
-            store.logger.notice("An outside identity's user name is a local account's it is not linked to: not signed in", metadata: [
+            if firstNotice(issuer, subject, now: now) { store.logger.notice("An outside identity's user name is a local account's it is not linked to: not signed in", metadata: [
                 "issuer": "\(issuer)", "subject": "\(subject)", "userName": "\(userName)",
-            ])
+            ]) }
             return nil
         }
         return try await create(verified, userName: userName)
+    }
+
+    /// Whether an identity that signs in as nobody was not said in the log in the last minute (anyone with an account
+    /// at the provider could otherwise fill the log).
+    private func firstNotice(_ issuer: String, _ subject: String, now: Int) -> Bool {
+        noticed.withLock { noticed in
+            let key = issuer + "\u{0}" + subject
+            if let until = noticed[key], until > now { return false }
+            if noticed.count > 50_000 { noticed = noticed.filter { $0.value > now } }
+            if noticed.count > 50_000 { noticed = [:] }
+            noticed[key] = now + Self.memory
+            return true
+        }
     }
 
     /// Whether a user has a role no automatic link may reach.

@@ -99,6 +99,9 @@ struct FederationLinkTests {
                 }
                 #expect(try await UserDirectory(store: store).account(userName: "fresh.person") == nil)
                 #expect(try await IdentityLinks(storage: store.storage).links(of: nil).isEmpty)
+                // An administrator's link counts at the next request (a refusal is not remembered).
+                try await IdentityLinks(storage: store.storage).set(issuer: issuer, subject: "s-1", to: DemoData.userID("john.doe"))
+                #expect(try await Self.user(federation, try await provider.token(issuer, sub: "s-1", name: "admin")) == DemoData.userID("john.doe"))
             }
         }
     }
