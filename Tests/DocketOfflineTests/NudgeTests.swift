@@ -29,15 +29,14 @@ struct NudgeTests {
 
     @Test("a signal ends a wait early, and a signal with nobody waiting ends the next wait at once", .timeLimit(.minutes(1)))
     func signals() async throws {
+        // Waits of an hour: only the signals can end them within the test's time limit.
         let nudge = Nudge()
-        let started = ContinuousClock.now
-        let waiting = Task { await nudge.wait(upTo: .seconds(30)) }
+        let waiting = Task { await nudge.wait(upTo: .seconds(3600)) }
         try await Task.sleep(for: .milliseconds(50))
         nudge.signal()
         await waiting.value
         nudge.signal()
-        await nudge.wait(upTo: .seconds(30))
-        #expect(ContinuousClock.now - started < .seconds(20))
+        await nudge.wait(upTo: .seconds(3600))
     }
 
     @Test("keepSynced's retries: doubling to a second while an outage is young, to thirty seconds once it lasted a minute, each drawn between half and all of it; an answer starts over")
