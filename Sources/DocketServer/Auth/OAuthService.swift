@@ -1,4 +1,5 @@
 import Crypto
+import OrderedCollections
 import DocketModel
 import Foundation
 import Synchronization
@@ -13,14 +14,16 @@ actor OAuthService: ChangeObserver {
     /// A successful grant, in the shape of ServiceNow's token response.
     struct Grant: Sendable {
         var accessToken: String
-        var refreshToken: String
+        /// Nil for a client_credentials grant (the client asks again with its secret).
+        var refreshToken: String?
         var expiresIn: Int
 
         var json: JSONValue {
-            .object([
-                "access_token": .string(accessToken), "refresh_token": .string(refreshToken),
-                "scope": .string("useraccount"), "token_type": .string("Bearer"),
-                "expires_in": .integer(expiresIn)])
+            var object: OrderedDictionary<String, JSONValue> = [
+                "access_token": .string(accessToken), "scope": .string("useraccount"), "token_type": .string("Bearer"),
+                "expires_in": .integer(expiresIn)]
+            if let refreshToken { object["refresh_token"] = .string(refreshToken) }
+            return .object(object)
         }
     }
 
@@ -101,8 +104,23 @@ actor OAuthService: ChangeObserver {
             try await unlessUnavailable { try await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now)) }
             accessTokens[access] = (stored.userID, accessExpiry)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
+        case "client_credentials":
+            // A client acting as its application user (ServiceNow's inbound client credentials): only a
+            // confidential client that lists the grant and names a user who may still sign in.
+            guard !client.isPublic, client.grantTypes.contains("client_credentials"), !client.applicationUser.isEmpty,
+                try await authenticator.caller(userID: client.applicationUser) != nil
+            else { return nil }
+            let access = Self.newToken()
+            let accessExpiry = now.addingTimeInterval(TimeInterval(client.accessLifespan))
+            let token = OAuthDirectory.Token(
+                type: "access_token", userID: client.applicationUser, clientID: client.sysID,
+                expires: GlideDateTime.format(accessExpiry), refresh: ""
+            )
+            try await unlessUnavailable { try await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now)) }
+            accessTokens[access] = (client.applicationUser, accessExpiry)
+            return Grant(accessToken: access, refreshToken: nil, expiresIn: Self.expiresIn(client))
         default:
-            // client_credentials, authorization_code and JWT bearer grants are not offered.
+            // authorization_code and JWT bearer grants are not offered here (the OpenID provider has the code flow).
             return nil
         }
     }

@@ -71,6 +71,11 @@ enum DemoData {
         ("vera.jones", "Vera", "Jones", "Controller", "Finance", []),
         ("natasha.ingram", "Natasha", "Ingram", "Finance Director", "Finance", []),
         ("problem.admin", "Problem", "Administrator", "Problem Manager", "IT", ["itil"]),
+        // Users a developer instance has that automation (Ansible's servicenow.itsm) names.
+        ("employee", "Joe", "Employee", "Employee", "Sales", []),
+        ("problem.manager", "Problem", "Manager", "Problem Manager", "IT", ["itil"]),
+        ("abraham.lincoln", "Abraham", "Lincoln", "Chief Executive", "Finance", []),
+        ("change.manager", "Change", "Manager", "Change Manager", "IT", ["itil"]),
     ].map { Person(userName: $0.0, first: $0.1, last: $0.2, title: $0.3, department: $0.4, password: nil, roles: $0.5) }
 
     /// Departments: name → (cost center, head).
@@ -107,12 +112,24 @@ enum DemoData {
         ("Identity and Access", "Accounts, roles and single sign-on", "bud.richman", ["bud.richman"], ["user_admin"]),
         ("Knowledge Managers", "Owns the knowledge base", "christen.mitchell", ["christen.mitchell"], ["knowledge_admin"]),
         ("Change Advisory Board", "Reviews and approves normal changes", "sam.sorokin", ["sam.sorokin", "don.goodliffe"], []),
+        // More of a developer instance's groups (names its automation looks up).
+        ("Software", "Application support", "luke.wilson", ["luke.wilson", "ron.kettering"], ["itil"]),
+        ("Help Desk", "Walk-up and phone support", "jimmie.barninger", ["jimmie.barninger", "itil.user"], ["itil"]),
+        ("IT Securities", "Security operations", "bud.richman", ["bud.richman"], ["itil"]),
+        ("IT Securities CAB", "Approves security changes", "bud.richman", ["bud.richman"], []),
+        ("IT Finance CAB", "Approves changes to finance systems", "natasha.ingram", ["natasha.ingram"], []),
+        ("Network CAB Managers", "Approves network changes", "bow.ruggeri", ["bow.ruggeri"], []),
+        ("Openspace", "Facilities and office space", "christen.mitchell", ["christen.mitchell"], []),
+        ("Problem Solving", "Root cause analysis", "problem.manager", ["problem.manager", "problem.admin"], ["itil"]),
+        ("LDAP Admins", "Directory services", "david.miller", ["david.miller"], ["itil"]),
     ]
 
     /// Roles: name → description.
     static let roles: [(String, String)] = [
         ("admin", "Full access to everything"), ("itil", "Fulfills tasks: incidents, problems, changes"),
         ("user_admin", "Manages users, groups and roles"), ("knowledge_admin", "Manages knowledge bases and articles"),
+        ("snc_basic_auth_api_access", "Grants access to REST APIs with basic authentication"),
+        ("catalog_admin", "Manages the service catalog"),
     ]
 
     /// The demo OAuth client's credentials.
@@ -148,9 +165,11 @@ enum DemoData {
             SysID.stable("sys_properties:glide.sys.default.tz"), in: "sys_properties", values: ["value": defaultTimeZone],
             caller: .system
         )
-        // An OAuth client for /oauth_token.do (password and refresh_token grants).
+        // An OAuth client for /oauth_token.do: password and refresh_token grants, and client_credentials acting as
+        // admin (its OAuth Application User), as automation uses it.
         try await insert("oauth_entity", SysID.stable("demo.oauth_entity.1"), [
             "name": "Docket demo client", "client_id": oauthClientID, "client_secret": oauthClientSecret,
+            "grant_types": "password,refresh_token,client_credentials",
         ])
         // OpenID Connect clients: the DataSync showcase's public client (as its Keycloak realm registers it: any
         // localhost address, the browser flow and direct grants), and a phone app's (its own URL scheme, PKCE).
@@ -195,6 +214,9 @@ enum DemoData {
                 ])
             }
         }
+        try await store.update(
+            SysID.stable("demo.oauth_entity.1"), in: "oauth_entity", values: ["user": adminUserID], caller: .system
+        )
         for department in departments {
             try await store.update(
                 departmentID(department.name), in: "cmn_department", values: ["dept_head": userID(department.head)],
@@ -235,6 +257,7 @@ enum DemoData {
         try await DemoDefects.seed(store, now: now)
         try await DemoContexts.seed(store)
         try await DemoNotifications.seed(store)
+        try await DemoITSM.seed(store, at: at)
         try await seedSystemLog(store, now: now)
     }
 

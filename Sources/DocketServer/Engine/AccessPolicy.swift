@@ -71,12 +71,15 @@ struct AccessPolicy: Sendable {
     static let standard: AccessPolicy = {
         let involved = try! EncodedQuery(
             "assigned_to=javascript:gs.getUserID()^ORopened_by=javascript:gs.getUserID()"
-                + "^ORcaller_id=javascript:gs.getUserID()"
+                + "^ORcaller_id=javascript:gs.getUserID()^ORrequested_for=javascript:gs.getUserID()"
         )
         let own = try! EncodedQuery("user=javascript:gs.getUserID()")
         let everyone: [String] = [
             "sys_user", "sys_user_group", "sys_user_role", "sys_choice", "sys_db_object", "sys_dictionary",
             "sys_number", "cmn_department", "cmn_location", "sys_wf_state", "sys_wf_action", "sys_wf_field", "project",
+            // The service catalog's shop window, the CMDB's relationship types and the standard change templates.
+            "sc_catalog", "sc_category", "sc_cat_item", "item_option_new", "cmdb_rel_type", "std_change_record_producer",
+            "std_change_producer_version",
         ]
         return AccessPolicy(
             rules: [
@@ -103,6 +106,16 @@ struct AccessPolicy: Sendable {
                 AccessRule("sys_group_has_role", [.read], roles: ["itil"]),
                 AccessRule("sys_user_has_role", [.read], condition: .query(own)),
                 AccessRule("kb_knowledge", [.read, .create, .write], roles: ["itil"]),
+                // The CMDB: fulfillers read and maintain configuration items and their relationships.
+                AccessRule("cmdb_ci", [.read, .create, .write, .delete], roles: ["itil"]),
+                AccessRule("cmdb_rel_ci", [.read, .create, .write, .delete], roles: ["itil"]),
+                // Requests and requested items: fulfillers see all of them (as tasks), a catalog user what they opened
+                // or is requested for them (the task rule). The answers to variables follow their requested item.
+                AccessRule("sc_item_option_mtom", [.read], roles: ["itil"]),
+                AccessRule("sc_item_option", [.read], roles: ["itil"]),
+                // Each user's own cart and its lines.
+                AccessRule("sc_cart", [.read, .create, .write, .delete], condition: .query(own)),
+                AccessRule("sc_cart_item", [.read, .create, .write, .delete], condition: .query(own)),
                 // Defects, as a Compass database has them: everyone signed in reads and submits them; whoever owns
                 // or submitted one changes it (through its actions); itil may do everything, as with every task.
                 AccessRule("defect", [.read, .create]),

@@ -145,7 +145,7 @@ enum BaseSchema {
                 string("backout_plan", "Backout plan", 4000), string("test_plan", "Test plan", 4000),
                 ref("requested_by", "Requested by", "sys_user"), bool("cab_required", "CAB required"),
                 bool("on_hold", "On hold"),
-            ].map { inTable("change_request", $0) }
+            ].map { inTable("change_request", $0) } + ITSMSchema.changeRequestFields
         ),
         table("kb_knowledge", "Knowledge", display: "number", prefix: "KB", start: 10001, [
             string("number", "Number", 40), string("short_description", "Short description", 160),
@@ -172,6 +172,8 @@ enum BaseSchema {
             // RP-initiated logout may return to. Redirect URLs are comma- or space-separated.
             bool("public_client", "Public client"), string("grant_types", "Grant types", 255),
             string("post_logout_redirect_url", "Post-logout redirect URL", 4000),
+            // The user a client_credentials grant acts as (with `client_credentials` among its grant types).
+            ref("user", "OAuth Application User", "sys_user"),
         ], indexes: [["client_id"]]),
         // Issued OAuth tokens, by the SHA-256 of the token (the token itself is never stored).
         table("oauth_credential", "OAuth Credential", display: nil, [
@@ -196,6 +198,10 @@ enum BaseSchema {
             string("role", "Role", 100), int("rate_limit", "Requests per hour", "1000"),
             bool("active", "Active", "true"),
         ]),
+        // Long Table API queries kept under a token (`POST /api/now/tinyurl`, then `?sysparm_tiny=<token>`).
+        table("sys_tiny_url", "Tiny URL", display: "tiny_url", [
+            string("tiny_url", "Tiny URL", 40), string("data", "Data", 65_000), ref("user", "User", "sys_user"),
+        ], indexes: [["tiny_url"]]),
         // Saved queries (Compass's query definitions): a name, a folder (personal or public), the owner, the record
         // type and the definition as the dialect keeps it; `number` is the numeric id clients address it by.
         table("sys_saved_query", "Saved Query", display: "name", prefix: "", start: 16_777_301, [
@@ -203,7 +209,7 @@ enum BaseSchema {
             ref("user", "Owner", "sys_user", defaultValue: "javascript:gs.getUserID()"), string("record_type", "Record type", 80),
             string("definition", "Definition", 65_000),
         ], indexes: [["user"], ["number"]]),
-    ] + WorkflowSchema.tables + ContextSchema.tables + NotificationSchema.tables
+    ] + ITSMSchema.tables + WorkflowSchema.tables + ContextSchema.tables + NotificationSchema.tables
 
     static let taskFields: [FieldDefinition] = [
         FieldDefinition(table: "task", name: "number", label: "Number", type: .string, maxLength: 40, isDisplay: true),
@@ -224,7 +230,7 @@ enum BaseSchema {
         FieldDefinition(
             table: "task", name: JournalStreams.combined, label: "Comments and Work notes", type: .journal, readOnly: true
         ),
-    ].map { inTable("task", $0) }
+    ].map { inTable("task", $0) } + ITSMSchema.taskFields
 
     /// Choice lists: (table, field) → (value, label) in display order.
     static let choices: [(String, String, [(String, String)])] = [
@@ -264,10 +270,11 @@ enum BaseSchema {
         ("datasync_task", "status", [("OPEN", "Open"), ("ASSIGNED", "Assigned"), ("COMPLETE", "Complete")]),
         ("kb_knowledge", "workflow_state", [("draft", "Draft"), ("review", "Review"), ("published", "Published"),
                                             ("retired", "Retired")]),
-    ] + WorkflowSchema.choices + NotificationSchema.choices
+    ] + ITSMSchema.choices + WorkflowSchema.choices + NotificationSchema.choices
 
     /// Default `state` of new records per table (the field default is on `task`).
     static let initialStates: [String: String] = ["incident": "1", "problem": "101", "change_request": "-5"]
+        .merging(ITSMSchema.initialStates) { old, _ in old }
 
     // MARK: Builders
 

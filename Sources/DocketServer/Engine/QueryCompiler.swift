@@ -227,14 +227,20 @@ struct QueryCompiler {
             value = resolve(dynamic)
         }
         let isText = field.columnKind == .text
+        // Strings compare without regard to case, as on an instance (its database's collation): `name=network`
+        // finds the group Network. Both sides go through the database's LOWER, and string columns that are looked
+        // up by value have an index on LOWER(column) (``SchemaStore/createCaseInsensitiveIndexes(_:db:)``).
+        let folds = Self.comparesWithoutCase(field)
         switch term.op {
         case .equals:
             if value.isEmpty { return column + " IS NULL" }
             guard let bound = bindable(value, for: field) else { return "1 = 0" }
+            if folds { return "LOWER(" + column + ") = LOWER(" + .bind(bound) + ")" }
             return column + " = " + .bind(bound)
         case .notEquals:
             if value.isEmpty { return column + " IS NOT NULL" }
             guard let bound = bindable(value, for: field) else { return "1 = 1" }
+            if folds { return "(" + column + " IS NULL OR LOWER(" + column + ") <> LOWER(" + .bind(bound) + "))" }
             return ("(" + column + " IS NULL OR " + column + " <> " + .bind(bound) + ")")
         case .lessThan, .lessOrEqual, .greaterThan, .greaterOrEqual:
             guard !value.isEmpty, let bound = bindable(value, for: field) else { return "1 = 0" }
@@ -266,7 +272,9 @@ struct QueryCompiler {
                     "Query too complex", detail: "IN lists of a query may hold at most \(Limits.listValues) values together"
                 )
             }
-            let list = column + " IN (" + .bindAnyList(values) + ")"
+            let list = folds
+                ? "LOWER(" + column + ") IN (" + values.map { "LOWER(" + SQLFragment.bind($0) + ")" }.joined(", ") + ")"
+                : column + " IN (" + .bindAnyList(values) + ")"
             return term.op == .in ? list : "(" + column + " IS NULL OR NOT " + list + ")"
         case .isEmpty, .emptyString:
             return isText ? "(" + column + " IS NULL OR " + column + " = '')" : column + " IS NULL"
@@ -502,6 +510,12 @@ struct QueryCompiler {
         case .glideDateTime: return GlideDateTime.normalize(value) ?? value
         default: return value
         }
+    }
+
+    /// Whether `=`, `!=` and `IN` on a field ignore case: on strings and choices, not on sys_ids, references,
+    /// table names, numbers or dates.
+    static func comparesWithoutCase(_ field: FieldDefinition) -> Bool {
+        (field.type == .string || field.type == .choice) && field.name != "sys_id"
     }
 
     static func escapeLike(_ value: String) -> String {

@@ -58,6 +58,9 @@ extension RecordStore {
                 values[field.name] = resolved ?? value
             }
             values.merge(prepared.values) { _, new in new }
+            try await self.applyStandardChangeTemplate(
+                on: table, values: &values, given: Set(prepared.values.filter { !$0.value.isEmpty }.keys), db: db
+            )
             try Self.assignDomain(&values, table: table, caller: caller)
             let given = Set(prepared.values.filter { !$0.value.isEmpty }.keys)
             var changed = given

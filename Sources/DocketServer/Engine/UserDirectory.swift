@@ -165,6 +165,9 @@ struct OAuthDirectory: Sendable {
         var redirectURIs: [String] = []
         /// Where RP-initiated logout may return to.
         var postLogoutRedirectURIs: [String] = []
+        /// The user a client_credentials grant acts as (ServiceNow's "OAuth Application User"); empty: none, and
+        /// the grant is refused.
+        var applicationUser: String = ""
 
         /// What a client registered without grant types may use: ServiceNow's password and refresh grants.
         static let defaultGrants: Set<String> = ["password", "refresh_token"]
@@ -199,7 +202,7 @@ struct OAuthDirectory: Sendable {
         try await store.storage.read { db in
             guard let row = try await db.rows(
                 "SELECT sys_id, name, client_secret, access_token_lifespan, refresh_token_lifespan, active, public_client,"
-                    + " grant_types, redirect_url, post_logout_redirect_url FROM oauth_entity"
+                    + " grant_types, redirect_url, post_logout_redirect_url, " + .identifier("user") + " FROM oauth_entity"
                     + " WHERE client_id = " + .bind(clientID) + " ORDER BY sys_id LIMIT 1"
             ).first else { return nil }
             let grants = Client.list(try row.value(at: "grant_types", kind: .text).text)
@@ -215,7 +218,8 @@ struct OAuthDirectory: Sendable {
                 isPublic: try row.value(at: "public_client", kind: .integer).intValue == 1,
                 grantTypes: grants.isEmpty ? Client.defaultGrants : Set(grants),
                 redirectURIs: Client.list(try row.value(at: "redirect_url", kind: .text).text),
-                postLogoutRedirectURIs: Client.list(try row.value(at: "post_logout_redirect_url", kind: .text).text)
+                postLogoutRedirectURIs: Client.list(try row.value(at: "post_logout_redirect_url", kind: .text).text),
+                applicationUser: try row.value(at: "user", kind: .text).text ?? ""
             )
         }
     }

@@ -27,7 +27,10 @@ enum Workflow {
             if isInsert, !changed.contains("state"), let initial = BaseSchema.initialStates[table.ancestry.first { BaseSchema.initialStates[$0] != nil } ?? ""] {
                 set("state", initial)
             }
-            if model?.isGoverned != true, isInsert || changed.contains("impact") || changed.contains("urgency") {
+            // An incident's priority always follows impact and urgency; on other tasks (changes, problem and catalog
+            // tasks) a priority the write sets itself is kept, as automation sets it there.
+            let keepsGiven = !table.ancestry.contains("incident") && changed.contains("priority")
+            if model?.isGoverned != true, !keepsGiven, isInsert || changed.contains("impact") || changed.contains("urgency") {
                 let impact = Int(values["impact", default: "3"]) ?? 3
                 let urgency = Int(values["urgency", default: "3"]) ?? 3
                 set("priority", String(priority(impact: impact, urgency: urgency)))

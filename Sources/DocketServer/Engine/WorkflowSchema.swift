@@ -117,7 +117,7 @@ enum WorkflowSchema {
                 ("resolution", "5", "Modify", .readOnly), ("assigned_to", "5", "Modify", .readOnly),
             ]
         ),
-    ]
+    ] + ITSMSchema.models
 
     /// Writes the seeded models of `tables` (their states, actions and field behaviours).
     static func writeModels(for tables: Set<String>, db: SQLExecutor, now: String) async throws {

@@ -37,6 +37,8 @@ enum SchemaStore {
         .once("2026-11-27-idempotency-keys") { db, _ in try await IdempotencyRecords.createTable(db) },
         .once("2026-11-28-identity-links") { db, _ in try await IdentityLinks.createTable(db) },
         .once("2026-11-28-openid-session-issuer") { db, _ in try await OpenIDGrants.addSessionIssuer(db) },
+        .once("2026-11-29-itsm-data") { db, now in try await ITSMSchema.seed(db, now: now) },
+        .once("2026-11-29-case-insensitive-indexes") { db, _ in try await ensureCaseInsensitiveIndexes(db) },
     ]
 
     /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).
@@ -472,6 +474,32 @@ enum SchemaStore {
                     + .identifier(root.physicalTable) + " (" + columns.map { SQLFragment.identifier($0) }.joined(", ")
                     + ")"
             )
+        }
+        try await createCaseInsensitiveIndexes(root, db: db)
+    }
+
+    /// Strings are compared without regard to case (``QueryCompiler/comparesWithoutCase(_:)``): each indexed string
+    /// column that leads an index also gets an index on LOWER(column), so `number=inc0010001` is a lookup.
+    static func createCaseInsensitiveIndexes(_ root: SchemaCatalog.Table, db: SQLExecutor) async throws {
+        for columns in root.definition.indexes {
+            guard let first = columns.first, let field = root.field(first), QueryCompiler.comparesWithoutCase(field)
+            else { continue }
+            try await db.run(
+                "CREATE INDEX IF NOT EXISTS " + .identifier("ix_\(root.physicalTable)_lower_\(first)") + " ON "
+                    + .identifier(root.physicalTable) + " (LOWER(" + .identifier(first) + "))"
+            )
+        }
+    }
+
+    /// The LOWER(column) indexes for databases made before strings compared without case.
+    private static func ensureCaseInsensitiveIndexes(_ db: SQLExecutor) async throws {
+        let catalog = SchemaCatalog(tables: BaseSchema.tables, choices: [:])
+        var existing = Set<String>()
+        for row in try await db.rows("SELECT name FROM sys_db_object WHERE super_class IS NULL") {
+            if let name = try row.value(at: "name", kind: .text).text { existing.insert(name) }
+        }
+        for root in catalog.roots where existing.contains(root.name) {
+            try await createCaseInsensitiveIndexes(root, db: db)
         }
     }
 

@@ -33,7 +33,7 @@ struct QueryCompilerTests {
     @Test("comparison values are bound, never spliced")
     func bindsValues() async throws {
         let (sql, binds) = try await compile("short_description=x' OR 1=1--^priority<=2")
-        #expect(sql == #"SELECT 1 FROM "task" AS "t" WHERE ("t"."short_description" = ?1 AND "t"."priority" <= ?2)"#)
+        #expect(sql == #"SELECT 1 FROM "task" AS "t" WHERE (LOWER("t"."short_description") = LOWER(?1) AND "t"."priority" <= ?2)"#)
         #expect(binds == ["x' OR 1=1--", "2"])
     }
 
@@ -64,7 +64,7 @@ struct QueryCompilerTests {
     func dotWalk() async throws {
         let (sql, binds) = try await compile("assigned_to.user_name=beth.anglin")
         #expect(
-            sql == #"SELECT 1 FROM "task" AS "t" LEFT JOIN "sys_user" AS "tj1" ON "tj1"."sys_id" = "t"."assigned_to" WHERE "tj1"."user_name" = ?1"#
+            sql == #"SELECT 1 FROM "task" AS "t" LEFT JOIN "sys_user" AS "tj1" ON "tj1"."sys_id" = "t"."assigned_to" WHERE LOWER("tj1"."user_name") = LOWER(?1)"#
         )
         #expect(binds == ["beth.anglin"])
     }
@@ -102,10 +102,10 @@ struct QueryCompilerTests {
     @Test("a user without roles reads only tasks they are involved in, and the defects everyone reads")
     func accessFilter() async throws {
         let (sql, binds) = try await compile("", table: "task", caller: Callers.abel)
-        #expect(sql.contains(#""t"."assigned_to" = ?1 OR "t"."opened_by" = ?2 OR "t"."caller_id" = ?3"#))
+        #expect(sql.contains(#""t"."assigned_to" = ?1 OR "t"."opened_by" = ?2 OR "t"."caller_id" = ?3 OR "t"."requested_for" = ?4"#))
         // The rule on defect, a table below task, holds for defects read through task.
-        #expect(sql.contains(#" OR "t"."sys_class_name" IN (?4)"#))
-        #expect(binds == Array(repeating: Callers.abel.userID, count: 3) + ["defect"])
+        #expect(sql.contains(#" OR "t"."sys_class_name" IN (?5)"#))
+        #expect(binds == Array(repeating: Callers.abel.userID, count: 4) + ["defect"])
     }
 
     @Test("itil reads every task, admin everything, without filters")

@@ -40,7 +40,7 @@ struct RecordStoreTests {
             let change = try await store.insert(into: "change_request", values: [:], caller: Callers.john)
             #expect(try await store.get(first, in: "problem", caller: Callers.john).record["number"] == "PRB0040009")
             #expect(try await store.get(second, in: "problem", caller: Callers.john).record["number"] == "PRB0040010")
-            #expect(try await store.get(change, in: "task", caller: Callers.john).record["number"] == "CHG0030006")
+            #expect(try await store.get(change, in: "task", caller: Callers.john).record["number"] == "CHG0030009")
             #expect(try await store.get(second, in: "problem", caller: Callers.john).record["state"] == "101")
         }
     }

@@ -39,6 +39,7 @@ enum OpenAPIDocument {
     static let describedPrefixes = [
         "/api/now/table", "/api/now/v1/table", "/api/now/v2/table", "/api/now/attachment", "/api/now/v1/attachment",
         "/api/now/stats", "/api/now/v1/stats", "/api/now/batch", "/api/now/v1/batch", "/api/x_snc_my_work", "/api/docket/events",
+        "/api/now/cmdb", "/api/now/tinyurl", "/api/sn_sc/servicecatalog",
     ]
 
     /// One operation's words: summary, query parameters, whether it takes a JSON body, and what it answers.
@@ -159,6 +160,76 @@ enum OpenAPIDocument {
             summary: "My Work: comment on a task", body: ["type": "object", "properties": ["comment": string], "required": ["comment"]],
             result: result(["type": "object"]), status: 201
         )
+        let instance: JSONValue = result([
+            "type": "object",
+            "properties": ["attributes": ["type": "object"], "outbound_relations": ["type": "array"], "inbound_relations": ["type": "array"]],
+        ])
+        let ciBody: JSONValue = [
+            "type": "object", "properties": ["attributes": ["type": "object"], "source": string,
+                                             "outbound_relations": ["type": "array"], "inbound_relations": ["type": "array"]],
+        ]
+        let cmdb = "/api/now/cmdb/instance/{class}"
+        operations["GET \(cmdb)"] = Operation(
+            summary: "CMDB: configuration items of a class (sys_id and name)",
+            query: [("sysparm_query", string, "An encoded query"), ("sysparm_limit", integer, "Items per page"),
+                    ("sysparm_offset", integer, "Items to skip")],
+            result: result(["type": "array", "items": ["type": "object"]])
+        )
+        operations["POST \(cmdb)"] = Operation(summary: "CMDB: create a configuration item", body: ciBody, result: instance, status: 201)
+        operations["GET \(cmdb)/{sys_id}"] = Operation(summary: "CMDB: a configuration item with its relations", result: instance)
+        operations["PUT \(cmdb)/{sys_id}"] = Operation(summary: "CMDB: update a configuration item", body: ciBody, result: instance)
+        operations["PATCH \(cmdb)/{sys_id}"] = Operation(summary: "CMDB: update a configuration item", body: ciBody, result: instance)
+        operations["POST \(cmdb)/{sys_id}/relation"] = Operation(
+            summary: "CMDB: add relations ({type, target} in outbound_relations or inbound_relations)", body: ciBody, result: instance,
+            status: 201
+        )
+        operations["DELETE \(cmdb)/{sys_id}/relation/{rel_sys_id}"] = Operation(
+            summary: "CMDB: delete one of the item's relations", result: ["type": "null"], status: 204
+        )
+        operations["GET /api/now/cmdb/meta/{class}"] = Operation(
+            summary: "CMDB: a class's label, parent, children and attributes", result: result(["type": "object"])
+        )
+        operations["POST /api/now/tinyurl"] = Operation(
+            summary: "Keep a long URL's query; answers the path with ?sysparm_tiny=<token> to send instead",
+            body: ["type": "object", "properties": ["url": string], "required": ["url"]], result: result(string)
+        )
+        let sc = "/api/sn_sc/servicecatalog"
+        let scPaging: [(String, JSONValue, String)] = [
+            ("sysparm_limit", integer, "Entries per page"), ("sysparm_offset", integer, "Entries to skip"),
+            ("sysparm_text", string, "Words the entries contain"),
+        ]
+        let line: JSONValue = [
+            "type": "object",
+            "properties": ["sysparm_quantity": ["type": "integer"], "sysparm_requested_for": string, "variables": ["type": "object"]],
+        ]
+        let ordered: JSONValue = result([
+            "type": "object", "properties": ["request_number": string, "request_id": string, "number": string, "sys_id": string,
+                                             "table": string],
+        ])
+        operations["GET \(sc)/catalogs"] = Operation(summary: "Service catalog: catalogs", query: scPaging, result: result(["type": "array"]))
+        operations["GET \(sc)/catalogs/{sys_id}"] = Operation(summary: "Service catalog: a catalog", result: result(["type": "object"]))
+        operations["GET \(sc)/catalogs/{sys_id}/categories"] = Operation(
+            summary: "Service catalog: a catalog's categories", query: scPaging, result: result(["type": "array"])
+        )
+        operations["GET \(sc)/categories/{sys_id}"] = Operation(summary: "Service catalog: a category", result: result(["type": "object"]))
+        operations["GET \(sc)/items"] = Operation(
+            summary: "Service catalog: items",
+            query: scPaging + [("sysparm_catalog", string, "Only this catalog's"), ("sysparm_category", string, "Only this category's")],
+            result: result(["type": "array"])
+        )
+        operations["GET \(sc)/items/{sys_id}"] = Operation(summary: "Service catalog: an item with its variables", result: result(["type": "object"]))
+        operations["POST \(sc)/items/{sys_id}/order_now"] = Operation(
+            summary: "Service catalog: order an item (a request, its requested item and task)", body: line, result: ordered
+        )
+        operations["POST \(sc)/items/{sys_id}/add_to_cart"] = Operation(
+            summary: "Service catalog: add an item to the caller's cart", body: line, result: result(["type": "object"])
+        )
+        operations["GET \(sc)/cart"] = Operation(summary: "Service catalog: the caller's cart", result: result(["type": "object"]))
+        operations["DELETE \(sc)/cart/{cart_item_id}"] = Operation(
+            summary: "Service catalog: remove a line from the caller's cart", result: result(["type": "object"])
+        )
+        operations["POST \(sc)/cart/submit_order"] = Operation(summary: "Service catalog: order the cart", result: ordered)
+        operations["POST \(sc)/cart/checkout"] = Operation(summary: "Service catalog: order the cart", result: ordered)
         operations["GET /api/docket/events"] = Operation(
             summary: "Docket's live event stream (Server-Sent Events): each committed change the caller may see",
             query: [("table", string, "Only this table (and the tables extending it)"), ("query", string, "An encoded query the records match"),

@@ -56,6 +56,11 @@ enum RequestBody {
     static func record(_ buffer: ByteBuffer, request: Request) throws -> [String: String] {
         var body = try json(buffer, request: request)
         if case .array(let elements) = body { body = elements.first ?? .object([:]) }
+        return try values(of: body)
+    }
+
+    /// A JSON object's members as field values (a reference may be given as `{"value": …}`); refuses anything else.
+    static func values(of body: JSONValue) throws -> [String: String] {
         guard case .object(let members) = body else {
             throw ServiceNowError.badRequest("Exception while reading request", detail: "The payload must be a JSON object.")
         }

@@ -57,6 +57,13 @@ struct ServiceNowAPI {
         router.addRoutes(
             MyWorkController(store: store, configuration: configuration).endpoints, atPath: "/api/x_snc_my_work/v1/tracker"
         )
+        let cmdb = CMDBController(store: store, configuration: configuration)
+        router.addRoutes(cmdb.instanceEndpoints, atPath: "/api/now/cmdb/instance")
+        router.addRoutes(cmdb.metaEndpoints, atPath: "/api/now/cmdb/meta")
+        router.addRoutes(TinyURLController(store: store).endpoints, atPath: "/api/now/tinyurl")
+        router.addRoutes(
+            ServiceCatalogController(store: store, configuration: configuration).endpoints, atPath: "/api/sn_sc/servicecatalog"
+        )
         router.addRoutes(graphQL.endpoints, atPath: "/api/now/graphql")
         router.addRoutes(events.endpoints, atPath: "/api/docket")
         router.addRoutes(notifications.routes, atPath: "/api/docket")

@@ -28,13 +28,14 @@ struct TableController {
 
     @Sendable func list(_ request: Request, context: Context) async throws -> Response {
         let caller = try context.requireCaller()
-        let (table, parameters) = try prepare(request, context: context)
+        let expanded = try await TinyURLs.expand(request.uri.query, store: store)
+        let (table, parameters) = try prepare(request, context: context, query: expanded)
         let baseURL = baseURL(for: request)
         guard pages.isEnabled else {
             return try await listPage(table, parameters: parameters, request: request, baseURL: baseURL, caller: caller).response
         }
         let key = [
-            request.uri.path, request.uri.query ?? "", baseURL, ListPages.callerKey(caller), String(store.versionedCatalog.generation),
+            request.uri.path, expanded ?? "", baseURL, ListPages.callerKey(caller), String(store.versionedCatalog.generation),
         ].joined(separator: "\u{0}")
         // Read first: a change that commits after it ends the page at the next request (see ``ListPages``).
         let head = try await store.latestSequence()
@@ -184,12 +185,12 @@ struct TableController {
 
     // MARK: Helpers
 
-    private func prepare(_ request: Request, context: Context) throws -> (SchemaCatalog.Table, TableParameters) {
+    private func prepare(_ request: Request, context: Context, query: String?? = nil) throws -> (SchemaCatalog.Table, TableParameters) {
         let catalog = store.catalog
         let name = try context.parameters.require("table")
         guard let table = catalog.table(name) else { throw EngineError.invalidTable(name) }
         let parameters = try TableParameters(
-            query: request.uri.query, table: table, catalog: catalog, maxPageSize: configuration.maxPageSize
+            query: query ?? request.uri.query, table: table, catalog: catalog, maxPageSize: configuration.maxPageSize
         )
         return (table, parameters)
     }

@@ -68,7 +68,8 @@ struct OAuthTests {
             "grant_type=password&client_id=docket-demo&client_secret=wrong&username=john.doe&password=password",
             "grant_type=password&client_id=docket-demo&client_secret=docket-demo-secret&username=john.doe&password=wrong",
             "grant_type=password&client_id=nobody&client_secret=x&username=john.doe&password=password",
-            "grant_type=client_credentials&client_id=docket-demo&client_secret=docket-demo-secret",
+            // The mobile app's client lists no client_credentials grant (and is public).
+            "grant_type=client_credentials&client_id=docket-mobile&client_secret=docket-demo-secret",
             "grant_type=magic&client_id=docket-demo&client_secret=docket-demo-secret",
             "grant_type=refresh_token&client_id=docket-demo&client_secret=docket-demo-secret&refresh_token=forged",
             "grant_type=refresh_token&client_id=docket-demo&client_secret=docket-demo-secret",
