@@ -145,7 +145,8 @@ final class Federation: Sendable {
             userID = try await store.insert(
                 into: "sys_user", values: values, caller: .system,
                 within: { db, id in
-                    if try await db.integer("SELECT COUNT(*) FROM sys_user WHERE user_name = " + .bind(userName)) > 1 {
+                    // Names compare without regard to case (as lookups of user_name do): `ADMIN` is admin's name.
+                    if try await db.integer("SELECT COUNT(*) FROM sys_user WHERE LOWER(user_name) = LOWER(" + .bind(userName) + ")") > 1 {
                         throw MadeElsewhere()
                     }
                     _ = try await IdentityLinks.link(issuer: verified.issuer.issuer, subject: verified.subject, to: id, origin: .provisioned, db: db)
@@ -155,14 +156,15 @@ final class Federation: Sendable {
             // The same identity's other request made it (and linked it); anyone else's account is not this one's.
             return try await links.user(issuer: verified.issuer.issuer, subject: verified.subject)
         }
-        for role in Set(verified.roles).subtracting(Self.protectedRoles) {
+        // A role is named exactly; a protected one is refused in any spelling (`Admin` is admin).
+        for role in Set(verified.roles) where !Self.protectedRoles.contains(role.lowercased()) {
             let found = try await store.list(
                 RecordQuery(
-                    table: "sys_user_role", query: EncodedQuery(all: [QueryCondition("name", .equals, role)]), fields: ["sys_id"], limit: 1,
-                    count: false
+                    table: "sys_user_role", query: EncodedQuery(all: [QueryCondition("name", .equals, role)]),
+                    fields: ["sys_id", "name"], limit: 20, count: false
                 ),
                 caller: .system
-            ).records.first
+            ).records.first { $0.values["name"] == role }
             if let found { try await store.insert(into: "sys_user_has_role", values: ["user": userID, "role": found.sysID], caller: .system) }
         }
         return userID

@@ -107,17 +107,22 @@ actor OAuthService: ChangeObserver {
         case "client_credentials":
             // A client acting as its application user (ServiceNow's inbound client credentials): only a
             // confidential client that lists the grant and names a user who may still sign in.
-            guard !client.isPublic, client.grantTypes.contains("client_credentials"), !client.applicationUser.isEmpty,
-                try await authenticator.caller(userID: client.applicationUser) != nil
-            else { return nil }
+            guard !client.isPublic, client.grantTypes.contains("client_credentials") else { return nil }
+            let account: UserDirectory.Account?
+            do {
+                account = try await OpenIDProvider.clientCredentialsAccount(of: client, users: UserDirectory(store: directory.store))
+            } catch {
+                throw .unavailable
+            }
+            guard let userID = account?.userID, try await authenticator.caller(userID: userID) != nil else { return nil }
             let access = Self.newToken()
             let accessExpiry = now.addingTimeInterval(TimeInterval(client.accessLifespan))
             let token = OAuthDirectory.Token(
-                type: "access_token", userID: client.applicationUser, clientID: client.sysID,
+                type: "access_token", userID: userID, clientID: client.sysID,
                 expires: GlideDateTime.format(accessExpiry), refresh: ""
             )
             try await unlessUnavailable { try await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now)) }
-            accessTokens[access] = (client.applicationUser, accessExpiry)
+            accessTokens[access] = (userID, accessExpiry)
             return Grant(accessToken: access, refreshToken: nil, expiresIn: Self.expiresIn(client))
         default:
             // authorization_code and JWT bearer grants are not offered here (the OpenID provider has the code flow).

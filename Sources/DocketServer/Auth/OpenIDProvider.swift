@@ -23,6 +23,13 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     /// The user a confidential client acts as with the client_credentials grant (Keycloak's service account):
     /// made with the client, without a password, with the roles an administrator gives it.
     static func serviceAccount(of clientID: String) -> String { "service-account-" + clientID }
+
+    /// Whom a client_credentials grant acts as: the client's OAuth Application User (`oauth_entity.user`) when set,
+    /// else its service account. The same at `/oauth_token.do` and at the OpenID token endpoint.
+    static func clientCredentialsAccount(of client: OAuthDirectory.Client, users: UserDirectory) async throws -> UserDirectory.Account? {
+        if !client.applicationUser.isEmpty { return try await users.account(userID: client.applicationUser) }
+        return try await users.account(userName: serviceAccount(of: client.clientID))
+    }
     static let scopes = ["openid", "profile", "email", "roles", "offline_access"]
     /// The longest an access or ID token lives, whatever the client's lifespan says: the signing keys' retention
     /// must cover it.
@@ -262,12 +269,18 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             }
         case "client_credentials":
             guard !client.isPublic else { throw .unauthorizedClient("A public client cannot use client_credentials.") }
+            // The client's OAuth Application User when it names one (as /oauth_token.do uses it), else its service
+            // account (Keycloak's `service-account-<client_id>`).
             let account: UserDirectory.Account?
-            do { account = try await UserDirectory(store: directory.store).account(userName: Self.serviceAccount(of: client.clientID)) } catch {
+            do {
+                account = try await Self.clientCredentialsAccount(of: client, users: UserDirectory(store: directory.store))
+            } catch {
                 throw .unavailable
             }
             guard let account, account.active, !account.lockedOut else {
-                throw .unauthorizedClient("This client has no active service account (\(Self.serviceAccount(of: client.clientID))).")
+                throw .unauthorizedClient(
+                    "This client has no active application user or service account (\(Self.serviceAccount(of: client.clientID)))."
+                )
             }
             let session = OpenIDGrants.Session(
                 sid: Base64URL.random(bytes: 16), userID: account.userID, clientID: client.clientID, authTime: now,

@@ -166,7 +166,7 @@ enum DemoData {
             caller: .system
         )
         // An OAuth client for /oauth_token.do: password and refresh_token grants, and client_credentials acting as
-        // admin (its OAuth Application User), as automation uses it.
+        // itil.user (its OAuth Application User, set below), as automation uses it.
         try await insert("oauth_entity", SysID.stable("demo.oauth_entity.1"), [
             "name": "Docket demo client", "client_id": oauthClientID, "client_secret": oauthClientSecret,
             "grant_types": "password,refresh_token,client_credentials",
@@ -214,8 +214,9 @@ enum DemoData {
                 ])
             }
         }
+        // The demo client's secret is published: its client_credentials grant acts as a fulfiller, not as admin.
         try await store.update(
-            SysID.stable("demo.oauth_entity.1"), in: "oauth_entity", values: ["user": adminUserID], caller: .system
+            SysID.stable("demo.oauth_entity.1"), in: "oauth_entity", values: ["user": userID("itil.user")], caller: .system
         )
         for department in departments {
             try await store.update(

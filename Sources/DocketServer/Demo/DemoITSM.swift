@@ -181,6 +181,12 @@ enum DemoITSM {
             "assignment_group": groupID("IT Securities"), "priority": "1", "risk": "2", "impact": "1",
             "cmdb_ci": id("cmdb_ci", 3), "category": "Software",
         ])
+        for (index, category, subcategory) in [(1, "network", "wireless"), (3, "network", "vpn"), (4, "software", "email")] {
+            try await store.update(
+                DemoData.id("problem", index), in: "problem", values: ["category": category, "subcategory": subcategory],
+                caller: .system, options: options
+            )
+        }
         try await insert("problem_task", id("problem_task", 1), [
             "problem": DemoData.id("problem", 1), "problem_task_type": "rca",
             "short_description": "Find the root cause", "assigned_to": DemoData.userID("problem.manager"),

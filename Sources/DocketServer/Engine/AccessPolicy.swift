@@ -110,12 +110,17 @@ struct AccessPolicy: Sendable {
                 AccessRule("cmdb_ci", [.read, .create, .write, .delete], roles: ["itil"]),
                 AccessRule("cmdb_rel_ci", [.read, .create, .write, .delete], roles: ["itil"]),
                 // Requests and requested items: fulfillers see all of them (as tasks), a catalog user what they opened
-                // or is requested for them (the task rule). The answers to variables follow their requested item.
+                // or is requested for them (the task rule). The answers to variables are read by fulfillers.
                 AccessRule("sc_item_option_mtom", [.read], roles: ["itil"]),
                 AccessRule("sc_item_option", [.read], roles: ["itil"]),
-                // Each user's own cart and its lines.
-                AccessRule("sc_cart", [.read, .create, .write, .delete], condition: .query(own)),
-                AccessRule("sc_cart_item", [.read, .create, .write, .delete], condition: .query(own)),
+                // Each user's own cart and its lines; a line's owner and cart never change (else a line could be
+                // handed to someone else's cart, to be ordered in their name).
+                AccessRule("sc_cart", [.read, .create, .delete], condition: .query(own)),
+                AccessRule("sc_cart_item", [.read, .create, .delete], condition: .query(own)),
+                AccessRule(
+                    "sc_cart_item", [.write], condition: .query(own),
+                    writableFields: ["quantity", "variables", "requested_for", "active"]
+                ),
                 // Defects, as a Compass database has them: everyone signed in reads and submits them; whoever owns
                 // or submitted one changes it (through its actions); itil may do everything, as with every task.
                 AccessRule("defect", [.read, .create]),

@@ -133,7 +133,7 @@ enum BaseSchema {
                 string("fix_notes", "Fix notes", 4000), string("workaround", "Workaround", 4000),
                 string("resolution_code", "Resolution code", 40), ref("duplicate_of", "Duplicate of", "problem"),
                 int("related_incidents", "Related incidents", "0"),
-            ].map { inTable("problem", $0) }
+            ].map { inTable("problem", $0) } + ITSMSchema.problemFields
         ),
         TableDefinition(
             name: "change_request", label: "Change Request", parent: "task", isExtendable: true, numberPrefix: "CHG",

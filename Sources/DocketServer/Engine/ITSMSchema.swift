@@ -46,6 +46,11 @@ enum ITSMSchema {
         B.glideDateTime("cab_date", "CAB date"), B.string("phase", "Phase", 40, defaultValue: "requested"),
     ].map { B.inTable("change_request", $0) }
 
+    /// Fields problem gains: its category and subcategory, as on a developer instance.
+    static let problemFields: [FieldDefinition] = [
+        B.string("category", "Category", 40), B.string("subcategory", "Subcategory", 40),
+    ].map { B.inTable("problem", $0) }
+
     // MARK: CMDB
 
     static let cmdb: [TableDefinition] = [
@@ -290,6 +295,8 @@ enum ITSMSchema {
         ("item_option_new", "type", [("1", "Yes / No"), ("2", "Multi Line Text"), ("3", "Multiple Choice"),
                                      ("5", "Select Box"), ("6", "Single Line Text"), ("7", "CheckBox"),
                                      ("8", "Reference"), ("9", "Date"), ("10", "Date/Time")]),
+        ("problem", "category", [("software", "Software"), ("hardware", "Hardware"), ("network", "Network"),
+                                  ("database", "Database")]),
         ("problem_task", "state", [("151", "New"), ("152", "Assess"), ("154", "Work in Progress"), ("157", "Closed")]),
         ("problem_task", "problem_task_type", [("general", "General"), ("rca", "Root Cause Analysis")]),
         ("problem_task", "close_code", [("canceled", "Canceled"), ("completed", "Completed")]),

@@ -33,6 +33,10 @@ extension RecordStore {
         on table: SchemaCatalog.Table, operation: AccessOperation, current: [String: String],
         values: inout [String: String], changed: inout Set<String>, requested: String?, caller: Caller
     ) throws -> ActionRun? {
+        if let model = catalog.stateModel(for: table), model.governsTransitionsOnly, requested == nil {
+            try checkTransition(on: table, model: model, operation: operation, from: current, to: values, changed: changed, caller: caller)
+            return nil
+        }
         guard let model = catalog.stateModel(for: table), model.isGoverned else {
             if let requested {
                 throw EngineError.badRequest(
@@ -211,6 +215,30 @@ extension RecordStore {
         return try await appendEvent(
             table: history, sysID: id, operation: .insert, fields: stored.map(\.name),
             values: values.filter { history.field($0.key) != nil }, previous: [:], caller: caller, now: now, db: db
+        )
+    }
+
+    /// On a table whose model allows only some moves between states: a change of `state` must be one of them (for
+    /// the caller's roles). Creates and changes that keep the state are free.
+    private func checkTransition(
+        on table: SchemaCatalog.Table, model: StateModel, operation: AccessOperation, from current: [String: String],
+        to values: [String: String], changed: Set<String>, caller: Caller
+    ) throws {
+        guard operation == .write, changed.contains("state") else { return }
+        let old = current["state", default: ""]
+        let new = values["state", default: ""]
+        guard old != new, !old.isEmpty else { return }
+        let allowed = model.actions.contains {
+            $0.starts(from: old) && $0.destination == new && (caller.isAdmin || caller.hasAnyRole($0.roles))
+        }
+        guard !allowed else { return }
+        let next = model.actions.filter { $0.starts(from: old) && (caller.isAdmin || caller.hasAnyRole($0.roles)) }
+            .map { "\(stateLabel($0.destination, in: table)) (\($0.destination))" }
+        throw EngineError.badRequest(
+            "Operation Failed",
+            detail: "\(table.label) state transition from state \(old) to \(new) is not possible; from \(stateLabel(old, in: table)) "
+                + "it may move to " + (next.isEmpty ? "no other state" : next.joined(separator: ", ")),
+            field: "state"
         )
     }
 

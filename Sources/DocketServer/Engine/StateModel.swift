@@ -63,7 +63,12 @@ struct StateModel: Sendable {
     var actions: [WorkflowAction]
     var rules: [FieldRule]
 
-    var isGoverned: Bool { !actions.isEmpty }
+    /// Whether records change only through actions (a create is the submit action, every change an action).
+    var isGoverned: Bool { !actions.isEmpty && !governsTransitionsOnly }
+
+    /// A model whose actions are all state changes (ServiceNow's problem): records are created and edited freely,
+    /// but a change of `state` must be one of the moves its actions allow.
+    var governsTransitionsOnly: Bool { !actions.isEmpty && actions.allSatisfy { $0.kind == .changeState } }
 
     /// States in which a record is no longer active.
     var inactiveStates: Set<String> { Set(states.filter { !$0.active }.map(\.value)) }

@@ -17,9 +17,17 @@ struct UserDirectory: Sendable {
     let store: RecordStore
 
     func account(userName: String) async throws -> Account? {
+        try await account(where: "user_name", is: userName)
+    }
+
+    func account(userID: String) async throws -> Account? {
+        try await account(where: "sys_id", is: userID)
+    }
+
+    private func account(where column: String, is value: String) async throws -> Account? {
         try await store.storage.read { db in
             guard let row = try await db.rows(
-                "SELECT sys_id, user_password, active, locked_out FROM sys_user WHERE user_name = " + .bind(userName)
+                "SELECT sys_id, user_password, active, locked_out FROM sys_user WHERE " + .identifier(column) + " = " + .bind(value)
             ).first else { return nil }
             return Account(
                 userID: try row.value(at: "sys_id", kind: .text).text ?? "",

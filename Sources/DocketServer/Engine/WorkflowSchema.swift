@@ -83,7 +83,10 @@ enum WorkflowSchema {
     static let models: [Seed] = [
         Seed(table: "task", states: [("-5", true), ("1", true), ("2", true), ("3", false), ("4", false), ("7", false)]),
         Seed(table: "incident", states: [("1", true), ("2", true), ("3", true), ("6", true), ("7", false), ("8", false)]),
-        Seed(table: "problem", states: ["101", "102", "103", "104", "106"].map { ($0, true) } + [("107", false)]),
+        Seed(
+            table: "problem", states: ["101", "102", "103", "104", "106"].map { ($0, true) } + [("107", false)],
+            actions: problemMoves
+        ),
         Seed(table: "change_request", states: ["-5", "-4", "-3", "-2", "-1", "0"].map { ($0, true) } + [("3", false), ("4", false)]),
         Seed(
             table: "defect", states: defectStates.map { ($0.value, $0.active) },
@@ -118,6 +121,34 @@ enum WorkflowSchema {
             ]
         ),
     ] + ITSMSchema.models
+
+    /// The moves of ServiceNow's problem state model (New, Assess, Root Cause Analysis, Fix in Progress, Resolved,
+    /// Closed): a problem is assessed or analysed, fixed, resolved and closed, and may be closed (canceled, a duplicate)
+    /// from any open state; a resolved one may go back to analysis or fixing. Creating a problem in any state is free.
+    static let problemMoves: [(String, WorkflowActionKind, [String], String, [String])] = [
+        ("Assess", .changeState, ["101"], "102", []),
+        ("Analyze root cause", .changeState, ["101", "102", "104", "106"], "103", []),
+        ("Fix", .changeState, ["103", "106"], "104", []),
+        ("Resolve", .changeState, ["103", "104"], "106", []),
+        ("Close", .changeState, ["101", "102", "103", "104", "106"], "107", []),
+        ("Back to new", .changeState, ["102"], "101", []),
+    ]
+
+    /// Actions added to a model after databases were made with it (their stable sys_ids tell which are there).
+    static func addMissingActions(db: SQLExecutor, now: String) async throws {
+        for seed in models where !seed.actions.isEmpty {
+            for (index, action) in seed.actions.enumerated() {
+                let id = SysID.stable("sys_wf_action:\(seed.table).\(action.0)")
+                guard try await db.rows("SELECT sys_id FROM sys_wf_action WHERE sys_id = " + .bind(id)).isEmpty else { continue }
+                try await SchemaStore.insertMetadataRow("sys_wf_action", [
+                    ("table_name", .text(seed.table)), ("name", .text(action.0)), ("kind", .text(action.1.rawValue)),
+                    ("source_states", .text(action.2.joined(separator: ","))), ("destination_state", .text(action.3)),
+                    ("roles", .text(action.4.joined(separator: ","))), ("sequence", .integer(index * 10)),
+                    ("active", .integer(1)),
+                ], id: id, db: db, now: now)
+            }
+        }
+    }
 
     /// Writes the seeded models of `tables` (their states, actions and field behaviours).
     static func writeModels(for tables: Set<String>, db: SQLExecutor, now: String) async throws {

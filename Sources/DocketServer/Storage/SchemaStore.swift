@@ -39,6 +39,7 @@ enum SchemaStore {
         .once("2026-11-28-openid-session-issuer") { db, _ in try await OpenIDGrants.addSessionIssuer(db) },
         .once("2026-11-29-itsm-data") { db, now in try await ITSMSchema.seed(db, now: now) },
         .once("2026-11-29-case-insensitive-indexes") { db, _ in try await ensureCaseInsensitiveIndexes(db) },
+        .once("2026-11-29-problem-transitions") { db, now in try await WorkflowSchema.addMissingActions(db: db, now: now) },
     ]
 
     /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).

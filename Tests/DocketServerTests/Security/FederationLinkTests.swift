@@ -25,17 +25,18 @@ final class TestProvider: Sendable {
         var email: String?
         var email_verified: Bool?
         var client_id: String?
+        var roles: [String]? = nil
         func verify(using algorithm: some JWTAlgorithm) throws {}
     }
 
     func token(
         _ issuer: String, sub: String?, name: String? = nil, email: String? = nil, verified: Bool? = nil, audience: String = "docket-api",
-        kid: String = "k1", client: String? = nil
+        kid: String = "k1", client: String? = nil, roles: [String]? = nil
     ) async throws -> String {
         let keys = await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: kid))
         return try await keys.sign(Token(
             iss: issuer, sub: sub, aud: audience, exp: Int(Date().timeIntervalSince1970) + 300, preferred_username: name, email: email,
-            email_verified: verified, client_id: client
+            email_verified: verified, client_id: client, roles: roles
         ), kid: JWKIdentifier(string: kid))
     }
 }
@@ -102,6 +103,29 @@ struct FederationLinkTests {
                 // An administrator's link counts at the next request (a refusal is not remembered).
                 try await IdentityLinks(storage: store.storage).set(issuer: issuer, subject: "s-1", to: DemoData.userID("john.doe"))
                 #expect(try await Self.user(federation, try await provider.token(issuer, sub: "s-1", name: "admin")) == DemoData.userID("john.doe"))
+            }
+        }
+    }
+
+    @Test("a provisioned user gets the roles the provider lists, never a protected one in any spelling, nor a name of another's in another case", .timeLimit(.minutes(1)))
+    func provisionedRoles() async throws {
+        try await withTestProvider { provider, issuer in
+            try await TestApp.withStore { store in
+                let federation = Federation(
+                    issuers: TrustedIssuers([try TrustedIssuer.parse(issuer + ",audience=docket-api,roles=roles")]), store: store, provision: true
+                )
+                let made = try #require(try await Self.user(federation, try await provider.token(
+                    issuer, sub: "r-1", name: "role.person", roles: ["Admin", "ADMIN", "SECURITY_ADMIN", "itil", "ITIL"]
+                )))
+                let roles = try await store.storage.read { db in
+                    try await db.rows(
+                        "SELECT r.name AS name FROM sys_user_has_role AS h JOIN sys_user_role AS r ON r.sys_id = h.role WHERE h."
+                            + .identifier("user") + " = " + .bind(made)
+                    ).compactMap { try $0.value(at: "name", kind: .text).text }
+                }
+                #expect(roles == ["itil"])
+                // `ADMIN` is admin's name: no second account under it.
+                #expect(try await Self.user(federation, try await provider.token(issuer, sub: "r-2", name: "ADMIN")) == nil)
             }
         }
     }

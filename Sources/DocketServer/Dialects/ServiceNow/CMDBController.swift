@@ -45,7 +45,7 @@ struct CMDBController {
         do {
             query = try EncodedQuery(parameter("sysparm_query") ?? "")
         } catch {
-            throw ServiceNowError.badRequest("Invalid query", detail: "\(error)")
+            throw ServiceNowError.badRequest("Invalid query", detail: error.description)
         }
         let limit = min(max(Int(parameter("sysparm_limit") ?? "") ?? 1000, 1), configuration.maxPageSize)
         let offset = max(Int(parameter("sysparm_offset") ?? "") ?? 0, 0)
@@ -79,7 +79,7 @@ struct CMDBController {
             values["discovery_source"] = source
         }
         values["sys_class_name"] = nil
-        let relations = try relationWrites(of: body)
+        let relations = try await resolved(try relationWrites(of: body), caller: caller)
         let sysID = try await store.insert(into: table.name, values: values, caller: caller)
         try await addRelations(relations, to: sysID, caller: caller)
         return Response.json(
@@ -97,8 +97,9 @@ struct CMDBController {
         values["sys_class_name"] = nil
         // The CI must be of this class (or one extending it): read it first, as the caller may see it.
         _ = try await store.get(sysID, in: table.name, fields: ["sys_id"], caller: caller)
+        let relations = try await resolved(try relationWrites(of: body), caller: caller)
         if !values.isEmpty { try await store.update(sysID, in: table.name, values: values, caller: caller) }
-        try await addRelations(try relationWrites(of: body), to: sysID, caller: caller)
+        try await addRelations(relations, to: sysID, caller: caller)
         return Response.json(.object(["result": try await instance(sysID, table: table, request: request, caller: caller)]))
     }
 
@@ -108,7 +109,7 @@ struct CMDBController {
         let table = try ciClass(context)
         let sysID = try context.parameters.require("sys_id")
         let body = try await RequestBody.json(from: request, context: context)
-        let relations = try relationWrites(of: body)
+        let relations = try await resolved(try relationWrites(of: body), caller: caller)
         guard !relations.isEmpty else {
             throw ServiceNowError.badRequest(
                 "Invalid relations", detail: "Give inbound_relations or outbound_relations, each a list of {type, target}"
@@ -217,10 +218,33 @@ struct CMDBController {
         return writes
     }
 
+    /// Relationship writes checked before anything is written: each other CI one the caller may read, each type one
+    /// that exists (by sys_id or name), as its sys_id.
+    private func resolved(_ writes: [RelationWrite], caller: Caller) async throws -> [RelationWrite] {
+        var result: [RelationWrite] = []
+        for var write in writes {
+            _ = try await store.get(write.target, in: "cmdb_ci", fields: ["sys_id"], caller: caller)
+            let types = try await store.list(
+                RecordQuery(table: "cmdb_rel_type", query: EncodedQuery(all: [QueryCondition("name", .equals, write.type)]),
+                            fields: ["sys_id", "name"], limit: 2, count: false),
+                caller: caller
+            ).records
+            if let byName = types.first(where: { $0.values["name"] == write.type }) ?? (types.count == 1 ? types.first : nil) {
+                write.type = byName.values["sys_id"] ?? write.type
+            } else {
+                do {
+                    _ = try await store.get(write.type, in: "cmdb_rel_type", fields: ["sys_id"], caller: caller)
+                } catch let error as EngineError where error.code == .notFound {
+                    throw ServiceNowError.badRequest("Invalid relation type", detail: "No relationship type \(write.type.prefix(100))")
+                }
+            }
+            result.append(write)
+        }
+        return result
+    }
+
     private func addRelations(_ writes: [RelationWrite], to sysID: String, caller: Caller) async throws {
         for write in writes {
-            // The other CI must be one the caller may read (the reference check of the write sees to the rest).
-            _ = try await store.get(write.target, in: "cmdb_ci", fields: ["sys_id"], caller: caller)
             try await store.insert(into: "cmdb_rel_ci", values: [
                 "parent": write.outbound ? sysID : write.target, "child": write.outbound ? write.target : sysID,
                 "type": write.type,

@@ -39,7 +39,7 @@ enum OpenAPIDocument {
     static let describedPrefixes = [
         "/api/now/table", "/api/now/v1/table", "/api/now/v2/table", "/api/now/attachment", "/api/now/v1/attachment",
         "/api/now/stats", "/api/now/v1/stats", "/api/now/batch", "/api/now/v1/batch", "/api/x_snc_my_work", "/api/docket/events",
-        "/api/now/cmdb", "/api/now/tinyurl", "/api/sn_sc/servicecatalog",
+        "/api/now/cmdb", "/api/now/tinyurl", "/api/sn_sc/servicecatalog", "/api/sn_chg_rest",
     ]
 
     /// One operation's words: summary, query parameters, whether it takes a JSON body, and what it answers.
@@ -230,6 +230,51 @@ enum OpenAPIDocument {
         )
         operations["POST \(sc)/cart/submit_order"] = Operation(summary: "Service catalog: order the cart", result: ordered)
         operations["POST \(sc)/cart/checkout"] = Operation(summary: "Service catalog: order the cart", result: ordered)
+        let changeRecord = result(["type": "object", "description": "Every field as {value, display_value}"])
+        let changeList = result(["type": "array", "items": ["type": "object"]])
+        let changeQuery: [(String, JSONValue, String)] = [
+            ("sysparm_query", string, "An encoded query"), ("sysparm_limit", integer, "Records per page"),
+            ("sysparm_offset", integer, "Records to skip"),
+        ]
+        let fieldsBody: JSONValue = ["type": "object", "description": "Field values (also accepted as name-value query parameters)"]
+        for base in ["/api/sn_chg_rest", "/api/sn_chg_rest/v1"] {
+            let change = "\(base)/change"
+            operations["GET \(change)"] = Operation(summary: "Change: list change requests", query: changeQuery, result: changeList)
+            operations["POST \(change)"] = Operation(summary: "Change: create a change request", body: fieldsBody, result: changeRecord)
+            for type in ["normal", "emergency", "standard"] {
+                operations["GET \(change)/\(type)"] = Operation(summary: "Change: list \(type) changes", query: changeQuery, result: changeList)
+                operations["GET \(change)/\(type)/{sys_id}"] = Operation(summary: "Change: a \(type) change", result: changeRecord)
+                operations["PATCH \(change)/\(type)/{sys_id}"] = Operation(
+                    summary: "Change: update a \(type) change", body: fieldsBody, result: changeRecord
+                )
+                operations["DELETE \(change)/\(type)/{sys_id}"] = Operation(
+                    summary: "Change: delete a \(type) change", result: ["type": "null"], status: 204
+                )
+            }
+            operations["POST \(change)/normal"] = Operation(summary: "Change: create a normal change", body: fieldsBody, result: changeRecord)
+            operations["POST \(change)/emergency"] = Operation(
+                summary: "Change: create an emergency change", body: fieldsBody, result: changeRecord
+            )
+            operations["GET \(change)/standard/template"] = Operation(
+                summary: "Change: standard change templates", query: changeQuery, result: changeList
+            )
+            operations["POST \(change)/standard/{sys_id}"] = Operation(
+                summary: "Change: create a standard change from a template (a version's or a template's sys_id)", body: fieldsBody,
+                result: changeRecord
+            )
+            operations["GET \(change)/{sys_id}"] = Operation(summary: "Change: a change request", result: changeRecord)
+            operations["PATCH \(change)/{sys_id}"] = Operation(summary: "Change: update a change request", body: fieldsBody, result: changeRecord)
+            operations["DELETE \(change)/{sys_id}"] = Operation(summary: "Change: delete a change request", result: ["type": "null"], status: 204)
+            operations["GET \(change)/{sys_id}/task"] = Operation(summary: "Change: a change's tasks", query: changeQuery, result: changeList)
+            operations["POST \(change)/{sys_id}/task"] = Operation(summary: "Change: add a task", body: fieldsBody, result: changeRecord)
+            operations["GET \(change)/{sys_id}/task/{task_id}"] = Operation(summary: "Change: one of a change's tasks", result: changeRecord)
+            operations["PATCH \(change)/{sys_id}/task/{task_id}"] = Operation(
+                summary: "Change: update one of a change's tasks", body: fieldsBody, result: changeRecord
+            )
+            operations["DELETE \(change)/{sys_id}/task/{task_id}"] = Operation(
+                summary: "Change: delete one of a change's tasks", result: ["type": "null"], status: 204
+            )
+        }
         operations["GET /api/docket/events"] = Operation(
             summary: "Docket's live event stream (Server-Sent Events): each committed change the caller may see",
             query: [("table", string, "Only this table (and the tables extending it)"), ("query", string, "An encoded query the records match"),

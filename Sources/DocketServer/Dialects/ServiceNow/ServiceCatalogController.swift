@@ -108,6 +108,9 @@ struct ServiceCatalogController {
         _ = try await catalog.check(line, caller: caller)
         let requestedFor = try await catalog.user(line.requestedFor, caller: caller)
         let cartID = try await cartID(of: caller, create: true) ?? ""
+        guard try await cartLines(cartID, caller: caller).count < ServiceCatalog.maxLines else {
+            throw ServiceNowError.badRequest("Cart full", detail: "A cart holds at most \(ServiceCatalog.maxLines) lines")
+        }
         let variables = JSONValue.object(OrderedDictionary(uniqueKeysWithValues: line.variables.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.string($0.value)) }))
         try await store.insert(into: "sc_cart_item", values: [
             "cart": cartID, "user": caller.userID, "cat_item": line.item, "quantity": String(line.quantity), "requested_for": requestedFor,
@@ -140,12 +143,41 @@ struct ServiceCatalogController {
         }
         let lines = try await cartLines(cartID, caller: caller)
         guard !lines.isEmpty else { throw ServiceNowError.badRequest("Cart is empty", detail: "Add items to the cart before ordering") }
-        let order = try await catalog.order(lines.map(\.line), caller: caller)
-        for line in lines { try await store.delete(line.id, from: "sc_cart_item", caller: caller) }
+        guard lines.count <= ServiceCatalog.maxLines else {
+            throw ServiceNowError.badRequest("Cart too large", detail: "A cart is ordered with at most \(ServiceCatalog.maxLines) lines")
+        }
+        // Each line is claimed first, at the version read: of two submissions at once, one orders it, the other is
+        // told the cart changed. A failed order gives the lines back.
+        var claimed: [String] = []
+        do {
+            for line in lines {
+                var options = WriteOptions()
+                options.expectedModCount = line.version
+                try await store.update(line.id, in: "sc_cart_item", values: ["active": "false"], caller: caller, options: options)
+                claimed.append(line.id)
+            }
+        } catch let error as EngineError where error.code == .conflict {
+            try await release(claimed, caller: caller)
+            throw ServiceNowError(.conflict, "Cart changed", detail: "The cart was changed or ordered by another request; look at it again")
+        }
+        let order: ServiceCatalog.Order
+        do {
+            order = try await catalog.order(lines.map(\.line), caller: caller)
+        } catch {
+            try await release(claimed, caller: caller)
+            throw error
+        }
+        // Ordered: the claimed lines are done with (a line left behind is inactive and never ordered again).
+        for id in claimed { try await store.delete(id, from: "sc_cart_item", caller: caller) }
         return Response.json(.object(["result": orderJSON(order)]))
     }
 
     // MARK: Helpers
+
+    /// Gives claimed cart lines back (an order that failed).
+    private func release(_ ids: [String], caller: Caller) async throws {
+        for id in ids { try await store.update(id, in: "sc_cart_item", values: ["active": "true"], caller: caller) }
+    }
 
     /// A record the caller may see, or nil when there is none (or it is hidden); a failure to read is thrown.
     private func visible(_ sysID: String, in table: String, fields: [String], caller: Caller) async throws -> Record? {
@@ -320,17 +352,23 @@ struct ServiceCatalogController {
         return try await store.insert(into: "sc_cart", values: ["user": caller.userID, "name": "DEFAULT"], caller: caller)
     }
 
-    private func cartLines(_ cartID: String, caller: Caller) async throws -> [(id: String, line: ServiceCatalog.Line)] {
+    /// The caller's cart lines (theirs by `user`, whichever of their carts holds them), oldest first.
+    private func cartLines(_ cartID: String, caller: Caller) async throws -> [(id: String, version: Int, line: ServiceCatalog.Line)] {
         let page = try await store.list(
-            RecordQuery(table: "sc_cart_item", query: try EncodedQuery("cart=\(cartID)^active=true"),
-                        fields: ["sys_id", "cat_item", "quantity", "requested_for", "variables"], limit: ServiceCatalog.maxLines, count: false),
+            RecordQuery(table: "sc_cart_item", query: EncodedQuery(all: [
+                QueryCondition("user", .equals, caller.userID), QueryCondition("active", .equals, "true"),
+            ]), fields: ["sys_id", "sys_mod_count", "cat_item", "quantity", "requested_for", "variables"],
+            limit: ServiceCatalog.maxLines + 1, count: false),
             caller: caller
         )
-        return page.records.map { record in
-            let answers = (try? JSONValue.parse(Array((record.values["variables"] ?? "{}").utf8))).flatMap { try? RequestBody.values(of: $0) }
-            return (record.values["sys_id"] ?? "", ServiceCatalog.Line(
+        return try page.records.map { record in
+            guard let answers = try JSONValue.parse(Array((record.values["variables"] ?? "{}").utf8)).objectValue else {
+                throw EngineError.badRequest("Invalid cart", detail: "A cart line's variables are not an object")
+            }
+            return (record.values["sys_id"] ?? "", Int(record.values["sys_mod_count"] ?? "") ?? 0, ServiceCatalog.Line(
                 item: record.values["cat_item"] ?? "", quantity: Int(record.values["quantity"] ?? "") ?? 1,
-                requestedFor: record.values["requested_for"] ?? "", variables: answers ?? [:]
+                requestedFor: record.values["requested_for"] ?? "",
+                variables: try RequestBody.values(of: .object(answers))
             ))
         }
     }
@@ -342,7 +380,7 @@ struct ServiceCatalogController {
         let lines = try await cartLines(cartID, caller: caller)
         var items: [JSONValue] = []
         var subtotal = 0.0
-        for (id, line) in lines {
+        for (id, _, line) in lines {
             let item = try await visible(line.item, in: "sc_cat_item", fields: ["name", "price"], caller: caller)
             let price = Double(item?.values["price"] ?? "") ?? 0
             subtotal += price * Double(line.quantity)

@@ -61,6 +61,9 @@ struct ServiceNowAPI {
         router.addRoutes(cmdb.instanceEndpoints, atPath: "/api/now/cmdb/instance")
         router.addRoutes(cmdb.metaEndpoints, atPath: "/api/now/cmdb/meta")
         router.addRoutes(TinyURLController(store: store).endpoints, atPath: "/api/now/tinyurl")
+        let changes = ChangeManagementController(store: store, configuration: configuration)
+        router.addRoutes(changes.endpoints, atPath: "/api/sn_chg_rest")
+        router.addRoutes(changes.endpoints, atPath: "/api/sn_chg_rest/v1")
         router.addRoutes(
             ServiceCatalogController(store: store, configuration: configuration).endpoints, atPath: "/api/sn_sc/servicecatalog"
         )

@@ -32,7 +32,13 @@ struct TinyURLController {
         try await store.insert(
             into: "sys_tiny_url", values: ["tiny_url": token, "data": query, "user": caller.userID], caller: .system
         )
-        let path = url.percentEncodedPath.isEmpty ? "/" : url.percentEncodedPath
+        let path = url.percentEncodedPath
+        // Only Table API lists are answered by their token.
+        guard path.hasPrefix("/api/now/table/") || path.hasPrefix("/api/now/v1/table/") || path.hasPrefix("/api/now/v2/table/"),
+            !path.contains("//")
+        else {
+            throw ServiceNowError.badRequest("Invalid URL", detail: "Only Table API URLs (/api/now/table/…) can be shortened")
+        }
         return Response.json(.object(["result": .string("\(path)?sysparm_tiny=\(token)")]), status: .ok)
     }
 }
@@ -45,8 +51,15 @@ enum TinyURLs {
     static func expand(_ query: String?, store: RecordStore) async throws -> String? {
         let parameters = FormQuery.parse(query)
         guard let token = parameters.first(where: { $0.0 == "sysparm_tiny" })?.1 else { return query }
+        // A token is 32 hexadecimal digits, matched as a whole (never read as a query of its own).
+        guard token.utf8.count == 32, token.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }) else {
+            throw ServiceNowError(.notFound, "No Record found", detail: "No tiny URL \(token.prefix(64))")
+        }
         let page = try await store.list(
-            RecordQuery(table: "sys_tiny_url", query: try EncodedQuery("tiny_url=\(token)"), fields: ["data"], limit: 1, count: false),
+            RecordQuery(
+                table: "sys_tiny_url", query: EncodedQuery(all: [QueryCondition("tiny_url", .equals, token)]), fields: ["data"],
+                limit: 1, count: false
+            ),
             caller: .system
         )
         guard let data = page.records.first?.values["data"] else {

@@ -103,6 +103,21 @@ struct ITSMAPITests {
             let foreign = try await client.get("\(base)?sysparm_query=name=lnux100", .admin).results.first?.string("sys_id") ?? ""
             #expect(try await client.send(.delete, "\(base)/\(foreign)/relation/\(relation)", json: nil, headers: .admin).status == .notFound)
             #expect(try await client.send(.delete, "\(base)/\(id)/relation/\(relation)", json: nil, headers: .admin).status == .noContent)
+            // A relation to a CI that does not exist is refused before anything is written.
+            let before = try await client.get("\(base)?sysparm_limit=1", .admin).headers[.xTotalCount]
+            let refused = try await client.send(
+                .post, base,
+                json: #"{"attributes":{"name":"orphan"},"outbound_relations":[{"type":"\#(type)","target":"00000000000000000000000000000000"}]}"#,
+                headers: .admin
+            )
+            #expect(refused.status == .notFound)
+            #expect(try await client.get("\(base)?sysparm_limit=1", .admin).headers[.xTotalCount] == before)
+            #expect(try await client.send(
+                .post, "\(base)/\(id)/relation", json: #"{"outbound_relations":[{"type":"No such type","target":"\#(other)"}]}"#,
+                headers: .admin
+            ).status == .badRequest)
+            // A fulfiller (itil) maintains CIs.
+            #expect(try await client.send(.patch, "\(base)/\(other)", json: #"{"attributes":{"cpu_name":"i7"}}"#, headers: .john).status == .ok)
             // Bad input: no class, no attributes, malformed relations.
             #expect(try await client.get("/api/now/cmdb/instance/incident", .admin).status == .badRequest)
             #expect(try await client.send(.post, base, json: #"{"source":"x"}"#, headers: .admin).status == .badRequest)
@@ -121,7 +136,7 @@ struct ITSMAPITests {
     @Test("a long query is kept as a tiny URL and answered by its token")
     func tinyURL() async throws {
         try await TestApp.withRouter { client throws in
-            let query = "sys_id=\(Demo.incident1)" + String(repeating: "^ORsys_id=00000000000000000000000000000000", count: 60)
+            let query = "sys_id=\(Demo.incident3)" + String(repeating: "^ORsys_id=00000000000000000000000000000000", count: 60)
             let made = try await client.send(
                 .post, "/api/now/tinyurl", json: #"{"url":"http://localhost/api/now/table/incident?sysparm_query=\#(query)&sysparm_fields=sys_id"}"#,
                 headers: .admin
@@ -130,8 +145,15 @@ struct ITSMAPITests {
             let path = try made.json.string("result")
             #expect(path.hasPrefix("/api/now/table/incident?sysparm_tiny="))
             let rows = try await client.get(path, .admin).results
-            #expect(rows.map { $0.string("sys_id") } == [Demo.incident1])
+            #expect(rows.map { $0.string("sys_id") } == [Demo.incident3])
             #expect(try await client.get("/api/now/table/incident?sysparm_tiny=nosuchtoken", .admin).status == .notFound)
+            // A token is matched whole, never read as a query: another's kept query cannot be reached.
+            #expect(try await client.get("/api/now/table/incident?sysparm_tiny=x%5EORtiny_urlISNOTEMPTY", .abel).status == .notFound)
+            #expect(try await client.send(
+                .post, "/api/now/tinyurl", json: #"{"url":"http://localhost//evil.example/x?a=b"}"#, headers: .admin
+            ).status == .badRequest)
+            // Expanded for a user without roles, the query is answered with that user's access.
+            #expect(try await client.get(path, .abel).results.isEmpty)
             #expect(try await client.send(.post, "/api/now/tinyurl", json: #"{}"#, headers: .admin).status == .badRequest)
         }
     }
@@ -198,10 +220,22 @@ struct ITSMAPITests {
             let line = try added.result["items"]?.arrayValue?.first?.string("cart_item_id") ?? ""
             #expect(try await client.send(.delete, "\(sc)/cart/\(line)", json: nil, headers: .beth).status == .notFound)
             #expect(try await client.get("/api/now/table/sc_cart_item/\(line)", .beth).status == .notFound)
+            // A line cannot be handed to someone else (its owner and cart do not change).
+            #expect(try await client.send(
+                .patch, "/api/now/table/sc_cart_item/\(line)", json: #"{"user":"\#(DemoData.userID("beth.anglin"))"}"#, headers: .abel
+            ).status == .forbidden)
             let submitted = try await client.send(.post, "\(sc)/cart/submit_order", json: nil, headers: .abel)
             #expect(submitted.status == .ok)
             #expect(try await client.get("\(sc)/cart", .abel).result["items"]?.arrayValue?.isEmpty == true)
             #expect(try await client.send(.post, "\(sc)/cart/checkout", json: nil, headers: .abel).status == .badRequest)
+
+            // Two submissions of one cart at once: one orders it, the other is told the cart changed (or is empty).
+            _ = try await client.send(.post, "\(sc)/items/\(email)/add_to_cart", json: #"{"variables":{"new_email":"d@example.com"}}"#, headers: .abel)
+            async let submitA = client.send(.post, "\(sc)/cart/submit_order", json: nil, headers: .abel)
+            async let submitB = client.send(.post, "\(sc)/cart/submit_order", json: nil, headers: .abel)
+            let (a, b) = try await (submitA, submitB)
+            #expect([a.status, b.status].filter { $0 == .ok }.count == 1)
+            #expect([a.status, b.status].allSatisfy { $0 == .ok || $0 == .conflict || $0 == .badRequest })
 
             // Two orders of one item at once: two requests, each with its own item and task.
             async let one = client.send(.post, "\(sc)/items/\(email)/order_now", json: #"{"variables":{"new_email":"b@example.com"}}"#, headers: .abel)
@@ -233,6 +267,80 @@ struct ITSMAPITests {
             #expect(try await client.form(
                 "/oauth_token.do", "grant_type=client_credentials&client_id=docket-demo&client_secret=docket-demo-secret"
             ).status == .unauthorized)
+        }
+    }
+
+    @Test("a problem moves only as its state model allows; the refusal names the move and the possible ones")
+    func problemTransitions() async throws {
+        try await TestApp.withRouter { client throws in
+            let made = try await client.send(
+                .post, "/api/now/table/problem", json: #"{"short_description":"p","state":"102"}"#, headers: .admin
+            ).result
+            #expect(made.string("state") == "102")
+            let id = made.string("sys_id")
+            let refused = try await client.send(.patch, "/api/now/table/problem/\(id)", json: #"{"state":"106"}"#, headers: .admin)
+            #expect(refused.status == .badRequest)
+            #expect(refused.text.contains("Problem state transition from state 102 to 106 is not possible"))
+            #expect(refused.text.contains("Root Cause Analysis (103)"))
+            #expect(try await client.get("/api/now/table/problem/\(id)", .admin).result.string("state") == "102")
+            for state in ["103", "104", "106", "107"] {
+                let moved = try await client.send(.patch, "/api/now/table/problem/\(id)", json: #"{"state":"\#(state)"}"#, headers: .admin)
+                #expect(moved.status == .ok)
+                #expect(try moved.result.string("state") == state)
+            }
+            // Closed is the end; other fields still change, and the state written again is no move.
+            #expect(try await client.send(.patch, "/api/now/table/problem/\(id)", json: #"{"state":"101"}"#, headers: .admin).status == .badRequest)
+            #expect(try await client.send(
+                .patch, "/api/now/table/problem/\(id)", json: #"{"state":"107","close_notes":"done"}"#, headers: .admin
+            ).status == .ok)
+        }
+    }
+
+    @Test("Change Management API: create by type and from a template, read, list by type, tasks; bad input and access")
+    func changeManagementAPI() async throws {
+        try await TestApp.withRouter { client throws in
+            let api = "/api/sn_chg_rest/change"
+            let templates = try await client.get("\(api)/standard/template", .john)
+            #expect(templates.status == .ok)
+            let template = try #require(
+                templates.results.first { $0["name"]?.string("value") == "Clear BGP sessions on a Cisco router" }?["sys_id"]?.string("value")
+            )
+            let standard = try await client.send(.post, "\(api)/standard/\(template)", json: #"{"assignment_group":"Network"}"#, headers: .john)
+            #expect(standard.status == .ok)
+            #expect(try standard.result["type"]?.string("value") == "standard")
+            #expect(try standard.result["short_description"]?.string("value") == "Clear BGP sessions on a Cisco router")
+            #expect(try standard.result["assignment_group"]?.string("display_value") == "Network")
+            let normal = try await client.send(.post, "\(api)/normal?short_description=hello", json: nil, headers: .john)
+            let id = try normal.result["sys_id"]?.string("value") ?? ""
+            #expect(try normal.result["short_description"]?.string("value") == "hello")
+            #expect(try await client.get("\(api)/normal/\(id)", .john).status == .ok)
+            #expect(try await client.get("\(api)/emergency/\(id)", .john).status == .notFound)
+            let listed = try await client.get("\(api)/normal?sysparm_query=short_description=HELLO", .john)
+            #expect(try listed.results.count == 1)
+            #expect(listed.headers[.xTotalCount] == "1")
+            let patched = try await client.send(.patch, "\(api)/\(id)", json: #"{"risk":"2","type":"emergency"}"#, headers: .john)
+            #expect(try patched.result["risk"]?.string("value") == "2")
+            #expect(try patched.result["type"]?.string("value") == "normal")
+            let task = try await client.send(.post, "\(api)/\(id)/task", json: #"{"short_description":"step one"}"#, headers: .john)
+            let taskID = try task.result["sys_id"]?.string("value") ?? ""
+            #expect(try task.result["change_request"]?.string("value") == id)
+            #expect(try await client.get("\(api)/\(id)/task", .john).results.count == 1)
+            // A task is reached only through its own change.
+            let other = try await client.send(.post, "\(api)/emergency", json: #"{"short_description":"x"}"#, headers: .john)
+            let otherID = try other.result["sys_id"]?.string("value") ?? ""
+            #expect(try await client.get("\(api)/\(otherID)/task/\(taskID)", .john).status == .notFound)
+            #expect(try await client.send(.delete, "\(api)/\(id)/task/\(taskID)", json: nil, headers: .john).status == .noContent)
+            // Bad input and access.
+            #expect(try await client.send(.post, "\(api)", json: #"{"type":"sideways"}"#, headers: .john).status == .badRequest)
+            #expect(try await client.send(.post, "\(api)/standard/00000000000000000000000000000000", json: nil, headers: .john).status == .notFound)
+            #expect(try await client.get("\(api)?sysparm_query=^^^NQ", .john).status != .internalServerError)
+            #expect(try await client.get("\(api)/\(id)", .abel).status == .notFound)
+            #expect(try await client.send(.post, "\(api)/normal", json: #"{"short_description":"x"}"#, headers: .abel).status == .forbidden)
+            // Two creates at once: two changes with their own numbers.
+            async let one = client.send(.post, "\(api)/normal", json: #"{"short_description":"a"}"#, headers: .john)
+            async let two = client.send(.post, "\(api)/normal", json: #"{"short_description":"b"}"#, headers: .john)
+            let (a, b) = try await (one, two)
+            #expect(try a.result["number"]?.string("value") != b.result["number"]?.string("value"))
         }
     }
 
