@@ -95,6 +95,12 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "PEM private key for --tls-cert (env DOCKET_TLS_KEY).")
     var tlsKey: String?
 
+    @Option(
+        name: .customLong("tls-client-ca"),
+        help: "PEM certificates of authorities whose client certificates sign in, as registered with `docketd users certificate` (env DOCKET_TLS_CLIENT_CA)."
+    )
+    var tlsClientCA: String?
+
     @Option(help: "Largest attachment accepted, in bytes (env DOCKET_MAX_ATTACHMENT_SIZE; default 20971520).")
     var maxAttachmentSize: Int?
 
@@ -219,6 +225,10 @@ struct Serve: AsyncParsableCommand {
         guard (certificate == nil) == (key == nil) else {
             throw ValidationError("HTTPS needs both --tls-cert and --tls-key (or DOCKET_TLS_CERT and DOCKET_TLS_KEY).")
         }
+        let clientCA = tlsClientCA ?? environment["DOCKET_TLS_CLIENT_CA"]
+        guard clientCA == nil || certificate != nil else {
+            throw ValidationError("Client certificates (--tls-client-ca) need HTTPS: give --tls-cert and --tls-key too.")
+        }
         let attachmentText = maxAttachmentSize.map(String.init) ?? environment["DOCKET_MAX_ATTACHMENT_SIZE"] ?? "20971520"
         guard let attachmentLimit = Int(attachmentText), attachmentLimit > 0 else {
             throw ValidationError("The attachment size limit must be a positive number of bytes, not '\(attachmentText)'.")
@@ -267,6 +277,7 @@ struct Serve: AsyncParsableCommand {
             }
             apply(&configuration, bytes == 0 ? nil : bytes)
         }
+        configuration.tlsClientCAPath = clientCA
         configuration.loginThrottle.throttledAnswerDelay = .milliseconds(refusalDelay)
         configuration.eventLogRetention = .seconds(
             86_400 * min(36_500, try number(eventLogRetentionDays, "DOCKET_EVENT_LOG_RETENTION_DAYS", environment, default: 7, name: "--event-log-retention-days"))

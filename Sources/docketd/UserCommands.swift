@@ -8,7 +8,7 @@ import Foundation
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self, LinkUser.self, UnlinkUser.self, ListLinks.self]
+        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self, LinkUser.self, UnlinkUser.self, ListLinks.self, CreateAPIKey.self, RegisterCertificate.self]
     )
 }
 
@@ -151,6 +151,72 @@ struct LinkUser: AsyncParsableCommand {
             try await UserAdministration.link(in: configuration, userName: userName, issuer: issuer, subject: subject)
         }
         print("Linked \(subject) at \(issuer) to \(userName)\(change.before.map { " (it was linked to \($0))" } ?? "").")
+    }
+}
+
+struct CreateAPIKey: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "api-key",
+        abstract: "Make a REST API key for an account (sent as the x-sn-apikey header).",
+        discussion: """
+            Prints the key once: docketd keeps only its SHA-256. A request with the header x-sn-apikey: KEY is that \
+            account's, for as long as the key is active (api_key.active, which an administrator can turn off in the \
+            Table API or the web UI) and unexpired. Example: \
+            docketd users api-key itil.user --name ansible --expires-days 90 --data-dir /var/lib/docket
+            """
+    )
+
+    @Argument(help: "The account's user name.")
+    var userName: String
+
+    @Option(help: "What the key is for (shown in api_key).")
+    var name: String
+
+    @Option(help: "Days until the key expires (default: it does not).")
+    var expiresDays: Int?
+
+    @OptionGroup var location: StorageOptions
+
+    func run() async throws {
+        let configuration = try location.configuration(mustExist: true)
+        if let days = expiresDays, !(1...36_500).contains(days) {
+            throw ValidationError("--expires-days must be 1 to 36500.")
+        }
+        let expires = expiresDays.map { Date().addingTimeInterval(Double($0) * 86_400) }
+        let key = try await explainingFailures {
+            try await UserAdministration.createAPIKey(in: configuration, userName: userName, name: name, expires: expires)
+        }
+        print(key)
+    }
+}
+
+struct RegisterCertificate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "certificate",
+        abstract: "Register a client certificate that signs in as an account (with --tls-client-ca).",
+        discussion: """
+            A client that presents this certificate over HTTPS signs in as USER, when docketd runs with \
+            --tls-client-ca naming the authority that issued it. The certificate is registered by its SHA-256 \
+            fingerprint (printed), never by a name it carries, and until it expires or an administrator turns \
+            sys_user_certificate.active off. Example: \
+            docketd users certificate itil.user --certificate client.pem --data-dir /var/lib/docket
+            """
+    )
+
+    @Argument(help: "The account's user name.")
+    var userName: String
+
+    @Option(help: "The client certificate, a PEM file.")
+    var certificate: String
+
+    @OptionGroup var location: StorageOptions
+
+    func run() async throws {
+        let configuration = try location.configuration(mustExist: true)
+        let fingerprint = try await explainingFailures {
+            try await UserAdministration.registerCertificate(in: configuration, userName: userName, certificatePath: certificate)
+        }
+        print("Registered the certificate \(fingerprint) to \(userName).")
     }
 }
 

@@ -146,6 +146,11 @@ public struct TestCertificates: Sendable {
     public var caFile: String { folder.appendingPathComponent("ca.pem").path }
     public var certificateFile: String { folder.appendingPathComponent("server.pem").path }
     public var keyFile: String { folder.appendingPathComponent("server.key").path }
+    /// A client certificate the CA signed (`/CN=ansible`), and one nobody signed (`/CN=stranger`).
+    public var clientCertificateFile: String { folder.appendingPathComponent("client.pem").path }
+    public var clientKeyFile: String { folder.appendingPathComponent("client.key").path }
+    public var strangerCertificateFile: String { folder.appendingPathComponent("stranger.pem").path }
+    public var strangerKeyFile: String { folder.appendingPathComponent("stranger.key").path }
 
     /// Makes them in a new temporary folder (openssl runs without holding a thread of the test's pool).
     public static func make() async throws -> TestCertificates {
@@ -154,11 +159,18 @@ public struct TestCertificates: Sendable {
         let certificates = TestCertificates(folder: folder)
         try "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n"
             .write(to: folder.appendingPathComponent("ext.cnf"), atomically: true, encoding: .utf8)
+        try "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=clientAuth\n"
+            .write(to: folder.appendingPathComponent("client.cnf"), atomically: true, encoding: .utf8)
         for arguments in [
             ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=Docket test CA", "-keyout", "ca.key", "-out", "ca.pem"],
             ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key", "-out", "server.csr"],
             ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
              "-extfile", "ext.cnf", "-out", "server.pem"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=ansible", "-keyout", "client.key", "-out", "client.csr"],
+            ["x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1",
+             "-extfile", "client.cnf", "-out", "client.pem"],
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=stranger", "-keyout", "stranger.key",
+             "-out", "stranger.pem"],
         ] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/env")

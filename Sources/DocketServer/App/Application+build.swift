@@ -14,7 +14,9 @@ public func buildApplication(
 ) async throws -> some ApplicationProtocol {
     // TLS files are checked before anything touches the data folder.
     let tls = try configuration.tlsCertificatePath.flatMap { certificate in
-        try configuration.tlsKeyPath.map { try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: $0) }
+        try configuration.tlsKeyPath.map {
+            try TLSSetup.serverConfiguration(certificatePath: certificate, keyPath: $0, clientCAPath: configuration.tlsClientCAPath)
+        }
     }
     let idle = TimeAmount.nanoseconds(
         Int64(clamping: configuration.idleTimeout.components.seconds) * 1_000_000_000
@@ -116,7 +118,9 @@ public func buildApplication(
         ? nil : Federation(issuers: TrustedIssuers(configuration.oidcTrust), store: store, provision: configuration.oidcProvision)
     let identity = Identity(
         authenticator: authenticator, oauth: oauth, compass: compassTokens, openID: openID, federation: federation,
-        contexts: ContextSessions(storage: storage), apps: AppCredentials(store: store, hasher: hasher, metricsToken: configuration.metricsToken)
+        contexts: ContextSessions(storage: storage), apps: AppCredentials(store: store, hasher: hasher, metricsToken: configuration.metricsToken),
+        apiKeys: APIKeys(storage: storage),
+        certificates: configuration.tlsClientCAPath == nil || !configuration.usesTLS ? nil : ClientCertificates(storage: storage)
     )
     let credentials = CredentialCheck(identity: identity)
     let liveStreams = LiveStreamLimit(perUser: configuration.liveStreamsPerUser)

@@ -35,6 +35,10 @@ public struct Configuration: Sendable {
     public var tlsCertificatePath: String?
     /// PEM private key for HTTPS (`--tls-key`, `DOCKET_TLS_KEY`).
     public var tlsKeyPath: String?
+    /// PEM certificates of the authorities whose client certificates docketd accepts (`--tls-client-ca`,
+    /// `DOCKET_TLS_CLIENT_CA`): with it, a client may present a certificate, which signs it in as the user it is
+    /// registered to (`docketd users certificate`); without it, none is asked for.
+    public var tlsClientCAPath: String?
 
     /// How long a connection may stay without a complete request head (after it opens, or after the previous
     /// answer) before it is closed (`--idle-timeout`, `DOCKET_IDLE_TIMEOUT`). Half-open connections and idle

@@ -51,4 +51,8 @@ enum PresentedCredential: Sendable, Equatable {
     case bearer(String)
     /// A Compass login token (``CompassTokens``).
     case compass(String)
+    /// A REST API key (`x-sn-apikey`, ``APIKeys``).
+    case apiKey(String)
+    /// A client certificate, by its SHA-256 fingerprint (``ClientCertificates``).
+    case certificate(String)
 }

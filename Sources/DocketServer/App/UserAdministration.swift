@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import NIOSSL
 import Logging
 
 /// Creating accounts from the command line (`docketd users create`) and from the environment on first start:
@@ -204,6 +205,56 @@ public enum UserAdministration {
             }
             guard let before else { return LinkChange(before: nil) }
             return LinkChange(before: try await name(ofUser: before, in: storage) ?? before)
+        }
+    }
+
+    /// Makes a REST API key for `userName` (sent as `x-sn-apikey`, it stands for that user); returns the key, which is
+    /// shown this once (only its SHA-256 is kept). `expires` nil: it lasts until deactivated.
+    public static func createAPIKey(in configuration: Configuration, userName: String, name: String, expires: Date?) async throws -> String {
+        guard !name.isEmpty, name.utf8.count <= 100 else { throw Failure("Give the key a name of 1 to 100 characters (--name).") }
+        return try await withAccounts(configuration) { _, store in
+            guard let account = try await UserDirectory(store: store).account(userName: userName) else {
+                throw Failure("There is no account '\(userName)'.")
+            }
+            let key = APIKeys.newKey()
+            var values = ["name": name, "user": account.userID, "active": "true", "token_hash": APIKeys.hash(key)]
+            if let expires { values["expires"] = GlideDateTime.format(expires) }
+            try await store.insert(into: "api_key", values: values, caller: .system, options: WriteOptions(suppressAutoSysFields: true))
+            return key
+        }
+    }
+
+    /// Registers a client certificate (a PEM file) to `userName`: with `--tls-client-ca`, a client presenting it (and
+    /// verified against those authorities) signs in as that user. Returns its SHA-256 fingerprint.
+    public static func registerCertificate(in configuration: Configuration, userName: String, certificatePath: String) async throws -> String {
+        let certificate: NIOSSLCertificate
+        do {
+            guard let first = try NIOSSLCertificate.fromPEMFile(certificatePath).first else {
+                throw Failure("'\(certificatePath)' holds no certificate.")
+            }
+            certificate = first
+        } catch let failure as Failure {
+            throw failure
+        } catch {
+            throw Failure("'\(certificatePath)' is not a readable PEM certificate (\(error)).")
+        }
+        let fingerprint = try ClientCertificates.fingerprint(certificate)
+        let expires = Date(timeIntervalSince1970: TimeInterval(certificate.notValidAfter))
+        return try await withAccounts(configuration) { _, store in
+            guard let account = try await UserDirectory(store: store).account(userName: userName) else {
+                throw Failure("There is no account '\(userName)'.")
+            }
+            let existing = try await store.list(
+                RecordQuery(table: "sys_user_certificate", query: EncodedQuery(all: [QueryCondition("fingerprint", .equals, fingerprint)]),
+                            fields: ["sys_id"], limit: 1, count: false),
+                caller: .system
+            ).records
+            guard existing.isEmpty else { throw Failure("That certificate is registered already.") }
+            try await store.insert(into: "sys_user_certificate", values: [
+                "user": account.userID, "subject": String(describing: certificate.description.prefix(1000)), "active": "true",
+                "fingerprint": fingerprint, "expires": GlideDateTime.format(expires),
+            ], caller: .system, options: WriteOptions(suppressAutoSysFields: true))
+            return fingerprint
         }
     }
 

@@ -59,6 +59,10 @@ struct Identity: Sendable {
     var contexts: ContextSessions? = nil
     /// Credentials of apps rather than people: push variants and applications (UPS), the metrics token.
     var apps: AppCredentials? = nil
+    /// REST API keys (`x-sn-apikey`).
+    var apiKeys: APIKeys? = nil
+    /// Client certificates that sign in (only when docketd asks for them: `--tls-client-ca`).
+    var certificates: ClientCertificates? = nil
 
     /// The cookie API sessions travel in: `JSESSIONID`, the name ServiceNow's clients keep.
     static let sessionCookieName = "JSESSIONID"
@@ -170,6 +174,29 @@ struct Identity: Sendable {
         }
     }
 
+    /// The caller of a REST API key (`x-sn-apikey`): its user, while the key is active and unexpired and the user may
+    /// sign in.
+    func apiKey(_ key: String) async throws(Refusal) -> Caller {
+        let userID: String?
+        guard let apiKeys else { throw .rejected }
+        do { userID = try await apiKeys.userID(key: key) } catch { throw .unavailable }
+        guard let userID else { throw .rejected }
+        let caller: Caller?
+        do { caller = try await authenticator.caller(userID: userID) } catch { throw Self.refusal(error) }
+        guard let caller else { throw .rejected }
+        return caller
+    }
+
+    /// The caller of a client certificate (its SHA-256 fingerprint), when one is registered, active and unexpired;
+    /// nil when it stands for nobody here (the request's other credentials then count).
+    func certificate(_ fingerprint: String) async throws(Refusal) -> Caller? {
+        guard let certificates else { return nil }
+        let userID: String?
+        do { userID = try await certificates.userID(fingerprint: fingerprint) } catch { throw .unavailable }
+        guard let userID else { return nil }
+        do { return try await authenticator.caller(userID: userID) } catch { throw Self.refusal(error) }
+    }
+
     /// The caller of a session token.
     func session(_ token: String) async throws(Refusal) -> Caller {
         let caller: Caller?
@@ -182,7 +209,7 @@ struct Identity: Sendable {
     /// while it runs); nil when it ended or now stands for someone else. Throws ``Refusal/unavailable`` when that
     /// could not be looked up: the stream then ends so that its client resumes later, never as if it had ended.
     func recheck(_ credential: PresentedCredential, as current: Caller) async throws(Refusal) -> Caller? {
-        do {
+        do throws(LoginFailure) {
             switch credential {
             case .session(let token):
                 return try await authenticator.caller(sessionToken: token)
@@ -192,6 +219,16 @@ struct Identity: Sendable {
             case .compass(let token):
                 guard let (_, caller) = try await compassCaller(token), caller.userID == current.userID else { return nil }
                 return caller
+            case .certificate(let fingerprint):
+                let userID: String?
+                do { userID = try await certificates?.userID(fingerprint: fingerprint) } catch { throw LoginFailure.unavailable }
+                guard let userID, userID == current.userID else { return nil }
+                return try await authenticator.caller(userID: userID)
+            case .apiKey(let key):
+                let userID: String?
+                do { userID = try await apiKeys?.userID(key: key) } catch { throw LoginFailure.unavailable }
+                guard let userID, userID == current.userID else { return nil }
+                return try await authenticator.caller(userID: userID)
             }
         } catch {
             throw Self.refusal(error)

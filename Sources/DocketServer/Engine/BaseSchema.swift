@@ -175,6 +175,20 @@ enum BaseSchema {
             // The user a client_credentials grant acts as (with `client_credentials` among its grant types).
             ref("user", "OAuth Application User", "sys_user"),
         ], indexes: [["client_id"]]),
+        // REST API keys (`x-sn-apikey`): each stands for its user; only the SHA-256 of the key is kept (made and
+        // shown once by `docketd users api-key`).
+        table("api_key", "REST API Key", display: "name", [
+            string("name", "Name", 100), ref("user", "User", "sys_user"), bool("active", "Active", "true"),
+            glideDateTime("expires", "Expires"), string("description", "Description", 1000),
+            FieldDefinition(table: "", name: "token_hash", label: "Key hash", type: .string, maxLength: 64, readOnly: true),
+        ], indexes: [["token_hash"]]),
+        // Client certificates that sign in (with `--tls-client-ca`): each, by the SHA-256 of its DER form, stands for
+        // its user (registered by `docketd users certificate`).
+        table("sys_user_certificate", "User Certificate", display: "subject", [
+            ref("user", "User", "sys_user"), string("subject", "Subject", 1000), bool("active", "Active", "true"),
+            glideDateTime("expires", "Expires"),
+            FieldDefinition(table: "", name: "fingerprint", label: "SHA-256 fingerprint", type: .string, maxLength: 64, readOnly: true),
+        ], indexes: [["fingerprint"]]),
         // Issued OAuth tokens, by the SHA-256 of the token (the token itself is never stored).
         table("oauth_credential", "OAuth Credential", display: nil, [
             string("token", "Token hash", 64), string("type", "Type", 40), ref("user", "User", "sys_user"),

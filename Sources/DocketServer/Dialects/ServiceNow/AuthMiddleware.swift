@@ -1,7 +1,9 @@
+import HTTPTypes
 import Hummingbird
 import HummingbirdAuth
 
-/// Establishes the caller of every ServiceNow API request (``ServiceNowAPI``): HTTP Basic credentials (which
+/// Establishes the caller of every ServiceNow API request (``ServiceNowAPI``): a REST API key (`x-sn-apikey`), HTTP
+/// Basic credentials (which
 /// also start or refresh a session, returned as the HttpOnly `JSESSIONID` cookie), an OAuth bearer token from `/oauth_token.do`, or
 /// the session cookie alone on later requests. Docket's own event stream (`/api/docket/`) also takes a Compass login
 /// token as the bearer, so that Compass clients follow changes without a second login. Anything else is a 401 in ServiceNow's words. A request that
@@ -10,6 +12,8 @@ import HummingbirdAuth
 struct AuthMiddleware: RouterMiddleware {
     typealias Context = DocketRequestContext
     static let cookieName = Identity.sessionCookieName
+    /// ServiceNow's header for a REST API key.
+    static let apiKeyHeader = HTTPField.Name("x-sn-apikey")!
 
     let identity: Identity
     /// Whether the server speaks TLS (the cookie is then marked `Secure`).
@@ -23,7 +27,18 @@ struct AuthMiddleware: RouterMiddleware {
         let presented = request.cookies[Self.cookieName]?.value
         var issue: String? = nil
         do {
-            if let basic = request.headers.basic {
+            if identity.certificates != nil, let fingerprint = try await Self.certificate(context),
+                let caller = try await identity.certificate(fingerprint)
+            {
+                // A registered client certificate signs in by itself, whatever else the request carries (clients
+                // that present one may still send an empty Basic header).
+                context.caller = caller
+                context.credential = .certificate(fingerprint)
+            } else if let key = request.headers[Self.apiKeyHeader] {
+                // A REST API key stands for its user alone (no session is started).
+                context.caller = try await identity.apiKey(key)
+                context.credential = .apiKey(key)
+            } else if let basic = request.headers.basic {
                 let (caller, token) = try await identity.login(
                     userName: basic.username, password: basic.password, address: context.clientAddress,
                     client: Self.client(request, context: context)
@@ -64,6 +79,17 @@ struct AuthMiddleware: RouterMiddleware {
             response.setCookie(Cookie(name: Self.cookieName, value: issue, path: "/", secure: secure, httpOnly: true, sameSite: .lax))
         }
         return response
+    }
+
+    /// The fingerprint of the client certificate the connection presented, when docketd asks for them
+    /// (`--tls-client-ca`); nil otherwise.
+    static func certificate(_ context: Context) async throws(Identity.Refusal) -> String? {
+        do {
+            guard let certificate = try await ClientCertificates.presented(on: context.channel) else { return nil }
+            return try ClientCertificates.fingerprint(certificate)
+        } catch {
+            throw .unavailable
+        }
     }
 
     /// Which client of a user a request comes from, for its session: its address and `User-Agent`.

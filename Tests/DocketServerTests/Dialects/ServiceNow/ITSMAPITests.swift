@@ -344,6 +344,37 @@ struct ITSMAPITests {
         }
     }
 
+    @Test("a REST API key (x-sn-apikey) made by `docketd users api-key` stands for its user while active and unexpired")
+    func apiKeys() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
+        let key = try await UserAdministration.createAPIKey(in: configuration, userName: "itil.user", name: "ansible", expires: nil)
+        let expired = try await UserAdministration.createAPIKey(
+            in: configuration, userName: "john.doe", name: "old", expires: Date().addingTimeInterval(-60)
+        )
+        #expect(key.count == 64 && key != expired)
+        await #expect(throws: UserAdministration.Failure.self) {
+            _ = try await UserAdministration.createAPIKey(in: configuration, userName: "nobody.here", name: "x", expires: nil)
+        }
+        let app = try await buildApplication(configuration)
+        try await app.test(.router) { client in
+            func with(_ key: String) -> HTTPFields { HTTPFields([HTTPField(name: HTTPField.Name("x-sn-apikey")!, value: key)]) }
+            let made = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"by key"}"#, headers: with(key))
+            #expect(made.status == .created)
+            #expect(try made.result.string("sys_created_by") == "itil.user")
+            #expect(made.headers[.setCookie] == nil)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(expired)).status == .unauthorized)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with("0123")).status == .unauthorized)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(String(repeating: "k", count: 5000))).status != .internalServerError)
+            // The key table is the administrator's; an administrator turns a key off.
+            #expect(try await client.get("/api/now/table/api_key", with(key)).results.isEmpty)
+            let row = try #require(try await client.get("/api/now/table/api_key?name=ansible", .admin).results.first)
+            #expect(row.string("token_hash") != key)
+            _ = try await client.send(.patch, "/api/now/table/api_key/\(row.string("sys_id"))", json: #"{"active":"false"}"#, headers: .admin)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(key)).status == .unauthorized)
+        }
+    }
+
     @Test("a submitted request is approved at once (a business rule as data); problem tasks and task fields round-trip")
     func requestsAndProblemTasks() async throws {
         try await TestApp.withRouter { client throws in
