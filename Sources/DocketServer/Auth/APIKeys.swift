@@ -25,16 +25,22 @@ struct APIKeys: Sendable {
 /// Credentials registered to a user in a table of their own (API keys, client certificates): a row with the
 /// credential's digest, its `user`, `active` and `expires`.
 enum RegisteredCredentials {
+    /// The fields that bind a credential to its user: written by docketd's command line (as the system) only.
+    static let boundFields: [String: Set<String>] = [
+        "api_key": ["token_hash", "user"], "sys_user_certificate": ["fingerprint", "user"],
+    ]
+
     /// The user of the row whose `column` is `value`, while it is active and unexpired; nil otherwise. Throws when it
     /// could not be looked up.
     static func owner(in table: String, column: String, is value: String, storage: any Storage, now: Date) async throws -> String? {
         let row = try await storage.read { db in
             try await db.rows(
                 "SELECT " + .identifier("user") + " AS owner, active, expires FROM " + .identifier(table) + " WHERE "
-                    + .identifier(column) + " = " + .bind(value) + " LIMIT 1"
-            ).first
+                    + .identifier(column) + " = " + .bind(value) + " LIMIT 2"
+            )
         }
-        guard let row, try row.value(at: "active", kind: .integer).intValue == 1,
+        // One digest names one registration: two (which docketd never writes) stand for nobody.
+        guard row.count == 1, let row = row.first, try row.value(at: "active", kind: .integer).intValue == 1,
             let owner = try row.value(at: "owner", kind: .text).text, !owner.isEmpty
         else { return nil }
         if let expires = try row.value(at: "expires", kind: .text).text, !expires.isEmpty {

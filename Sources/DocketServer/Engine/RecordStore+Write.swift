@@ -294,6 +294,11 @@ extension RecordStore {
             try await db.run("DELETE FROM sys_journal_field WHERE element_id = " + .bind(sysID))
             if concrete.name == "sys_user" {
                 try await db.run("DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(sysID))
+                // A deleted user's API keys and client certificates go with them (a user restored under the same
+                // sys_id does not get them back).
+                for credentials in RegisteredCredentials.boundFields.keys.sorted() {
+                    try await db.run("DELETE FROM " + .identifier(credentials) + " WHERE " + .identifier("user") + " = " + .bind(sysID))
+                }
                 try await db.run("DELETE FROM docket_session WHERE user_id = " + .bind(sysID))
                 try await OpenIDGrants.endSessions(ofUser: sysID, db)
             }
@@ -359,6 +364,13 @@ extension RecordStore {
             }
             guard let field = table.field(name) ?? Self.alias(name, in: table) else { continue }
             let name = field.name
+            // What binds a credential to its user is docketd's own to write (`docketd users api-key` and
+            // `certificate`), never a client's, an administrator's included.
+            if RegisteredCredentials.boundFields[table.name]?.contains(name) == true, caller.userID != Caller.system.userID {
+                throw EngineError.badRequest(
+                    "Operation Failed", detail: "\(name) of \(table.name) is set by docketd's command line only", field: name
+                )
+            }
             if SystemFields.names.contains(name) {
                 if options.suppressAutoSysFields, name != "sys_class_name" {
                     prepared.systemValues[name] = try FieldCoercion.normalize(raw, for: field)

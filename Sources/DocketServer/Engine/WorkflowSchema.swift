@@ -134,9 +134,10 @@ enum WorkflowSchema {
         ("Back to new", .changeState, ["102"], "101", []),
     ]
 
-    /// Actions added to a model after databases were made with it (their stable sys_ids tell which are there).
+    /// The problem model's moves, for databases made before it had them (their stable sys_ids tell which are there;
+    /// other models' actions an administrator removed stay removed).
     static func addMissingActions(db: SQLExecutor, now: String) async throws {
-        for seed in models where !seed.actions.isEmpty {
+        for seed in models where seed.table == "problem" {
             for (index, action) in seed.actions.enumerated() {
                 let id = SysID.stable("sys_wf_action:\(seed.table).\(action.0)")
                 guard try await db.rows("SELECT sys_id FROM sys_wf_action WHERE sys_id = " + .bind(id)).isEmpty else { continue }

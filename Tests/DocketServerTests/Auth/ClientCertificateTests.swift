@@ -60,6 +60,8 @@ struct ClientCertificateTests {
                 // The certificate alone, and beside the empty Basic header the collection sends: itil.user.
                 let alone = try await user(http)
                 #expect(alone.status == 200 && alone.body.contains("itil.user"))
+                let probe = try await http.execute(HTTPClientRequest(url: baseURL + "/health/live"), timeout: .seconds(20))
+                #expect(probe.version == (http2 ? .http2 : .http1_1))
                 let beside = try await user(http, basic: "None:")
                 #expect(beside.status == 200)
                 // A sign-in made with it is itil.user's.

@@ -366,10 +366,30 @@ struct ITSMAPITests {
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(expired)).status == .unauthorized)
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with("0123")).status == .unauthorized)
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(String(repeating: "k", count: 5000))).status != .internalServerError)
-            // The key table is the administrator's; an administrator turns a key off.
+            // A key stands for its user whatever Basic credentials come beside it.
+            var both = with(key)
+            both[.authorization] = HTTPFields.basic("admin", "admin")[.authorization]
+            #expect(try await client.get("/api/now/table/api_key", both).results.isEmpty)
+            // The key table is the administrator's; what binds a key to its user is docketd's command line's alone.
             #expect(try await client.get("/api/now/table/api_key", with(key)).results.isEmpty)
             let row = try #require(try await client.get("/api/now/table/api_key?name=ansible", .admin).results.first)
             #expect(row.string("token_hash") != key)
+            #expect(try await client.send(
+                .patch, "/api/now/table/api_key/\(row.string("sys_id"))", json: #"{"user":"\#(DemoData.adminUserID)"}"#, headers: .admin
+            ).status == .badRequest)
+            #expect(try await client.send(
+                .post, "/api/now/table/api_key", json: #"{"name":"forged","user":"\#(DemoData.adminUserID)","token_hash":"\#(APIKeys.hash("mine"))"}"#,
+                headers: .admin
+            ).status == .badRequest)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with("mine")).status == .unauthorized)
+            // A key of a user who may no longer sign in stands for nobody.
+            _ = try await client.send(
+                .patch, "/api/now/table/sys_user/\(DemoData.userID("itil.user"))", json: #"{"active":"false"}"#, headers: .admin
+            )
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(key)).status == .unauthorized)
+            _ = try await client.send(
+                .patch, "/api/now/table/sys_user/\(DemoData.userID("itil.user"))", json: #"{"active":"true"}"#, headers: .admin
+            )
             _ = try await client.send(.patch, "/api/now/table/api_key/\(row.string("sys_id"))", json: #"{"active":"false"}"#, headers: .admin)
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(key)).status == .unauthorized)
         }
