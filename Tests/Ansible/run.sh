@@ -63,7 +63,9 @@ sn_api_key: $API_KEY
 CONFIG
 python=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || mapfile -t targets < <(ls "$ITSM_COLLECTION_DIR/tests/integration/targets" | grep -v prepare_test_vars)
+[[ ${#targets[@]} -gt 0 ]] || mapfile -t targets < <(
+    find "$ITSM_COLLECTION_DIR/tests/integration/targets" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | grep -v '^prepare_test_vars$' | sort
+)
 passed=0; failed=()
 for target in "${targets[@]}"; do
     if (cd "$ITSM_COLLECTION_DIR" && ansible-test integration --local --python "$python" "$target" > "$WORK/$target.log" 2>&1); then
