@@ -251,11 +251,11 @@ extension KeepSyncedTests {
         let started = ContinuousClock.now
         let story = Story()
         defer { running.get?.cancel() }
-        let elapsed = try await withRestartingLiveServer(
+        try await withRestartingLiveServer(
             first: { base in
                 let opened = try OfflineStore(path: folder.appendingPathComponent("store.sqlite").path, client: try OfflineStoreTests.client(base))
                 store.set(opened)
-                running.set(Task { await opened.keepSynced(interval: .seconds(60)) { result in
+                running.set(Task { await opened.keepSynced(interval: .seconds(3600)) { result in
                     let at = ContinuousClock.now - started
                     story.add("\(at): \(result)")
                 } })
@@ -273,26 +273,16 @@ extension KeepSyncedTests {
             },
             second: { base in
                 let store = try #require(store.get)
-                let back = ContinuousClock.now
-                story.add("\(back - started): the server is back")
-                var firstSent: Duration? = nil
-                while try await store.pendingCount() > 0 {
-                    if firstSent == nil, try await store.pendingCount() < 50 { firstSent = ContinuousClock.now - back }
-                    try await Task.sleep(for: .milliseconds(10))
-                    if ContinuousClock.now - back > .seconds(10) { break }
-                }
-                let drained = ContinuousClock.now - back
-                #expect(drained < .seconds(10), "drained \(drained) after the server was back: \(story.lines)")
+                story.add("\(ContinuousClock.now - started): the server is back")
+                // Progress, not a clock: the periodic sync comes only after an hour, so the queue drains only if the
+                // store notices the server's return by itself (its retries); a stall (as before the fix in Nudge)
+                // never drains, and the test's time limit ends it.
+                while try await store.pendingCount() > 0 { try await Task.sleep(for: .milliseconds(10)) }
                 let admin = try OfflineStoreTests.client(base, "admin")
                 let count = try await admin.table.records(in: "incident", query: .where("short_description", .startsWith, "while down"), limit: 1).totalCount
-                #expect(count == 50)
-                return firstSent ?? drained
+                #expect(count == 50, "\(story.lines)")
             }
         )
-        // The retries wait at most 1 s, so the first after the return comes soon: a bound against a stall, not a
-        // timing (Benchmarks/offline-drain.py measures it). The first to arrive is the whole first batch of 50, which
-        // a debug server on a busy machine took 5.5 s to write; a stall (as before the fix in Nudge) never ends.
-        #expect(elapsed < .seconds(8), "the first writes arrived \(elapsed) after the server was back:\n\(story.lines)")
         #expect(written.get?.count == 50)
     }
 }
@@ -310,10 +300,9 @@ extension OfflineStoreTests {
         #expect(try await updates.next()??.values["short_description"] == "seen by both")
         // Its own pool of connections, as another process has: GRDB's observation of `app` does not see its commits.
         let extensionStore = try OfflineStore(path: path, client: try Self.client("http://127.0.0.1:9"))
-        let started = ContinuousClock.now
         try await extensionStore.update(id, in: "incident", values: ["short_description": "changed by the extension"])
+        // The awaited update is the progress: without it, the test's time limit ends the wait.
         #expect(try await updates.next()??.values["short_description"] == "changed by the extension")
-        #expect(ContinuousClock.now - started < .seconds(2))
         var lists = app.observeRecords(in: "incident").makeAsyncIterator()
         #expect(try await lists.next()?.count == 1)
         try await extensionStore.create(in: "incident", values: ["short_description": "a second one"])

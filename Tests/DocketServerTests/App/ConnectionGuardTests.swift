@@ -116,17 +116,16 @@ struct ConnectionGuardTests {
 
     @Test("a chunk announcing more than any body (ffffffffffffffff) is answered 400 at once, by every dialect", .timeLimit(.minutes(3)))
     func absurdChunk() async throws {
-        // The usual idle timeout: a request waiting for its chunk would be cut off only after 30 s.
-        try await Self.withServer(configure: { $0.idleTimeout = .seconds(30) }) { port in
+        // An idle timeout far beyond the test's: a request waiting for its chunk gets no answer at all (its connection
+        // is never cut off meanwhile), so an answer, whenever it comes, is the refusal.
+        try await Self.withServer(configure: { $0.idleTimeout = .seconds(3600) }) { port in
             let auth = "Authorization: Basic " + Data("john.doe:password".utf8).base64EncodedString()
             for path in ["/api/now/table/incident", "/app/login", "/ccmweb/rest/repos", "/graphql", "/oauth_token.do"] {
                 let request = "POST \(path) HTTP/1.1\r\nHost: x\r\n\(auth)\r\nContent-Type: application/json\r\n"
                     + "Transfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\nabc\r\n"
-                let start = ContinuousClock.now
-                // Before the fix, no answer came: the connection waited for the chunk until its idle timeout.
-                let (answer, _) = try await Self.exchange(port, Array(request.utf8), limit: .seconds(10))
+                // Before the fix, no answer came: the connection waited for the chunk. The limit only ends a stall.
+                let (answer, _) = try await Self.exchange(port, Array(request.utf8), limit: .seconds(60))
                 #expect(answer.hasPrefix("HTTP/1.1 4"), "\(path): \(answer.prefix(60))")
-                #expect(ContinuousClock.now - start < .seconds(8), "\(path)")
             }
         }
     }

@@ -333,7 +333,7 @@ struct ITSMAPITests {
             // Bad input and access.
             #expect(try await client.send(.post, "\(api)", json: #"{"type":"sideways"}"#, headers: .john).status == .badRequest)
             #expect(try await client.send(.post, "\(api)/standard/00000000000000000000000000000000", json: nil, headers: .john).status == .notFound)
-            #expect(try await client.get("\(api)?sysparm_query=^^^NQ", .john).status != .internalServerError)
+            #expect(try await client.get("\(api)?sysparm_query=short_descriptionLIKE", .john).status == .ok)
             #expect(try await client.get("\(api)/\(id)", .abel).status == .notFound)
             #expect(try await client.send(.post, "\(api)/normal", json: #"{"short_description":"x"}"#, headers: .abel).status == .forbidden)
             // Two creates at once: two changes with their own numbers.
@@ -365,7 +365,7 @@ struct ITSMAPITests {
             #expect(made.headers[.setCookie] == nil)
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(expired)).status == .unauthorized)
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with("0123")).status == .unauthorized)
-            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(String(repeating: "k", count: 5000))).status != .internalServerError)
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1", with(String(repeating: "k", count: 5000))).status == .unauthorized)
             // A key stands for its user whatever Basic credentials come beside it.
             var both = with(key)
             both[.authorization] = HTTPFields.basic("admin", "admin")[.authorization]
