@@ -16,22 +16,17 @@ cd "$root"
 for tool in curl sqlite3 psql; do
     command -v "$tool" >/dev/null || { echo "$tool is not installed" >&2; exit 1; }
 done
-swift build -c release --product docketd >&2
-bin="$(swift build -c release --show-bin-path)/docketd"
+source "$root/Benchmarks/measure.sh"
+bin="$(release_docketd)"
 work="$(mktemp -d)"
 server=""
-started_cluster=""
 cleanup() {
     [ -n "$server" ] && { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; }
     [ -n "$started_cluster" ] && scripts/postgres-cluster.sh stop
     rm -rf "$work"
 }
 trap cleanup EXIT
-postgres="${DOCKET_BENCH_POSTGRES_URL:-}"
-if [ -z "$postgres" ]; then
-    postgres="$(scripts/postgres-cluster.sh start 55434)"
-    started_cluster=1
-fi
+benchmark_postgres 55434
 postgres="${postgres%%\?*}"
 schema="large_$(date +%s)"
 

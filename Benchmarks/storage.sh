@@ -24,49 +24,14 @@ cd "$root"
 for tool in wrk curl; do
     command -v "$tool" >/dev/null || { echo "$tool is not installed (apt-get install -y $tool)" >&2; exit 1; }
 done
-bin="${DOCKET_BENCH_BINARY:-}"
-if [ -z "$bin" ]; then
-    swift build -c release --product docketd >&2
-    bin="$(swift build -c release --show-bin-path)/docketd"
-fi
+source "$root/Benchmarks/measure.sh"
+bin="$(release_docketd)"
 work="$(mktemp -d)"
-pids=()
-started_cluster=""
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-    [ -n "$started_cluster" ] && scripts/postgres-cluster.sh stop
-    rm -rf "$work"
-}
-trap cleanup EXIT
-postgres="${DOCKET_BENCH_POSTGRES_URL:-}"
-if [ -z "$postgres" ]; then
-    postgres="$(scripts/postgres-cluster.sh start 55433)"
-    started_cluster=1
-fi
+trap stop_benchmark EXIT
+declare -A pid_of
+benchmark_postgres 55433
 separator="?"; [[ "$postgres" == *\?* ]] && separator="&"
 schema="bench_$(date +%s)"
-
-declare -A pid_of
-ticks_of() { # pids…: user + system clock ticks, summed
-    local total=0 pid
-    for pid in "$@"; do
-        [ -r "/proc/$pid/stat" ] && total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat")))
-    done
-    echo "$total"
-}
-postgres_ticks() { # every PostgreSQL process's clock ticks, those that ended since included (the postmaster's
-    # cutime/cstime hold its reaped children's), so that a worker exiting mid-run does not subtract its time
-    local total=0 pid parent
-    for pid in $(pgrep -x postgres || true); do
-        parent="$(awk '{ print $4 }' "/proc/$pid/stat" 2>/dev/null || echo 0)"
-        if [ "$(cat "/proc/$parent/comm" 2>/dev/null)" = postgres ]; then
-            total=$((total + $(awk '{ print $14 + $15 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-        else
-            total=$((total + $(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat" 2>/dev/null || echo 0)))
-        fi
-    done
-    echo "$total"
-}
 
 start() { # name, database URL (empty for SQLite); sets $url
     local out="$work/$1.out"

@@ -57,13 +57,10 @@ extension RecordStore {
             userName: caller.userName, time: now, values: loggable(values), previous: loggable(previous)
         )
         // Other processes sharing the database learn of it at commit (see ``RecordStore/catchUp()``).
-        event.sequence = try await db.integer(db.dialect.appendingEvent(
-            "INSERT INTO docket_event_log (table_name, root_table, record_id, operation, fields, user_name, created_on,"
-                + " values_after, values_before) VALUES (" + .bind(event.table) + ", " + .bind(event.rootTable) + ", "
-                + .bind(sysID) + ", " + .bind(operation.rawValue) + ", " + .bind(fields.joined(separator: ",")) + ", "
-                + .bind(caller.userName) + ", " + .bind(now) + ", " + .bind(Self.json(event.values)) + ", "
-                + .bind(Self.json(event.previous)) + ")"
-        ))
+        event.sequence = try await db.integer(db.dialect.appendingEvent([
+            .bind(event.table), .bind(event.rootTable), .bind(sysID), .bind(operation.rawValue), .bind(fields.joined(separator: ",")),
+            .bind(caller.userName), .bind(now), .bind(Self.json(event.values)), .bind(Self.json(event.previous)),
+        ]))
         return event
     }
 
@@ -76,17 +73,49 @@ extension RecordStore {
         return members.reduce(into: [:]) { row, member in row[member.key] = member.value.stringValue ?? "" }
     }
 
-    /// Events after a sequence number, oldest first (the audit trail, and what followers replay).
+    /// Events after a sequence number, oldest first (the audit trail, and what followers replay): only as far as
+    /// nothing before them can still commit (see ``eventPage(after:limit:)``).
     func events(after sequence: Int, limit: Int = 1000) async throws -> [ChangeEvent] {
+        try await eventPage(after: sequence, limit: limit).events
+    }
+
+    /// What a read of the log after a sequence found.
+    struct EventPage: Sendable {
+        /// Events in order, with no number missing between them that might still commit.
+        var events: [ChangeEvent]
+        /// The read stopped before a number that a transaction still in flight may commit (PostgreSQL, where
+        /// writers commit in any order): read again shortly. Never on SQLite.
+        var waiting: Bool
+        /// Every number up to this one is in `events` (or before the read's start), or can no longer commit.
+        var settledThrough: Int
+    }
+
+    /// Events after `sequence`, oldest first, at most `limit`, up to the first number missing that may still commit:
+    /// a number missing below a row is passed only once the row is settled (every transaction that could hold a
+    /// smaller number has ended: ``StorageDialect/appendingEvent(_:)``); a rolled-back transaction's number is then
+    /// skipped, a pending one's waited for.
+    /// With `stoppingAtGaps: false`, every event read is returned, also past such a number (``catchUp()``
+    /// publishes them to caches at once), and `settledThrough` says how far the events are complete.
+    func eventPage(after sequence: Int, limit: Int = 1000, stoppingAtGaps: Bool = true) async throws -> EventPage {
         try await storage.read { db in
-            try await db.rows(
-                "SELECT seq, table_name, root_table, record_id, operation, fields, user_name, created_on, values_after,"
-                    + " values_before FROM docket_event_log WHERE seq > " + .bind(sequence) + " ORDER BY seq LIMIT "
-                    + .bind(limit)
-            ).map { row in
+            let rows = try await db.rows(db.dialect.eventsAfter(
+                sequence, limit: max(1, limit),
+                columns: "e.seq, e.table_name, e.root_table, e.record_id, e.operation, e.fields, e.user_name, e.created_on,"
+                    + " e.values_after, e.values_before"
+            ))
+            var page = EventPage(events: [], waiting: false, settledThrough: sequence)
+            var expected = sequence
+            for row in rows {
+                let seq = try row.value(at: "seq", kind: .integer).intValue ?? 0
+                if !page.waiting, seq != expected &+ 1, try row.value(at: "settled", kind: .integer).intValue != 1 {
+                    page.waiting = true
+                    if stoppingAtGaps { break }
+                }
+                expected = seq
+                if !page.waiting { page.settledThrough = seq }
                 let table = try row.value(at: "table_name", kind: .text).text ?? ""
-                return ChangeEvent(
-                    sequence: try row.value(at: "seq", kind: .integer).intValue ?? 0,
+                page.events.append(ChangeEvent(
+                    sequence: seq,
                     table: table,
                     rootTable: try row.value(at: "root_table", kind: .text).text ?? self.catalog.table(table)?.root ?? table,
                     sysID: try row.value(at: "record_id", kind: .text).text ?? "",
@@ -97,14 +126,21 @@ extension RecordStore {
                     time: try row.value(at: "created_on", kind: .text).text ?? "",
                     values: Self.row(try row.value(at: "values_after", kind: .text).text),
                     previous: Self.row(try row.value(at: "values_before", kind: .text).text)
-                )
+                ))
             }
+            return page
         }
     }
 
-    /// The newest sequence in the log (0 when it is empty): where a follower that wants only what happens from
-    /// now on starts.
+    /// The log's head for followers (0 when it is empty): the newest sequence below which nothing is still in
+    /// flight, where a follower that wants only what happens from now on starts (it then misses nothing that
+    /// commits later with a smaller number).
     func latestSequence() async throws -> Int {
+        try await storage.read { db in try await db.integer(SQLFragment(db.dialect.settledEventSequenceSQL)) }
+    }
+
+    /// The newest sequence in the log (0 when it is empty), also when a smaller one is still in flight.
+    func newestSequence() async throws -> Int {
         try await storage.latestEventSequence()
     }
 }
@@ -253,6 +289,8 @@ extension RecordStore {
             let newest = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log")
             let condition: SQLFragment = "created_on < " + .bind(cutoffText) + " OR seq <= " + .bind(newest - max(0, maximumEvents))
             var through = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log WHERE " + condition)
+            // Never past a number still in flight: it would commit below the pruned mark.
+            through = min(through, try await db.integer(SQLFragment(db.dialect.settledEventSequenceSQL)))
             if let position = try await NotifierLease.position(db), position < through {
                 if newest.subtractingReportingOverflow(position).partialValue <= notifierHoldLimit {
                     through = position
@@ -296,10 +334,10 @@ extension RecordStore {
 /// skipped by its sequence). A live event whose sequence is not the next one expected (events published out of
 /// order by concurrent commits, or dropped from a follower's bounded buffer while it was slow) first has the
 /// missing ones read from the log. On SQLite one connection writes, so sequences commit in order and everything
-/// below a committed sequence is already readable. PostgreSQL sequences could commit out of order between
-/// concurrent transactions; docketd's write transactions there all hold one advisory lock (see
-/// ``PostgresStorage``), drawn before the sequence and released at commit, so they commit in order too, across
-/// every instance sharing the database, and a gap in the numbers is a rolled-back transaction, never a pending one.
+/// below a committed sequence is already readable. On PostgreSQL writers commit in any order, so a read of the log
+/// stops before a missing number that a transaction still in flight may commit, and the follower reads again after
+/// a pause (1 ms, doubling to 50 ms) until that transaction commits or rolls back (``RecordStore/eventPage(after:limit:stoppingAtGaps:)``):
+/// a number missing for good (a rollback) is passed, a pending one never.
 ///
 /// Iteration is pulled: the log is read a batch at a time as the consumer asks, and the live buffer is bounded
 /// (the newest events are kept; older ones are read back from the log), so a slow consumer costs memory for
@@ -355,6 +393,8 @@ struct EventLogFollower: AsyncSequence, Sendable {
         var held: ChangeEvent?
         /// Whether the start was checked against the replay limit.
         var startChecked = false
+        /// Pauses in a row while waiting for a number in flight (``pause()``).
+        var pauses = 0
 
         /// Events read from the log that the iteration has not yielded yet (a replay judges them together).
         var upcoming: ArraySlice<ChangeEvent> { pending[pendingIndex...] }
@@ -393,15 +433,19 @@ struct EventLogFollower: AsyncSequence, Sendable {
                 if replaying {
                     if !startChecked {
                         startChecked = true
-                        let latest = try await store.latestSequence()
+                        let latest = try await store.newestSequence()
                         // Ahead of the log: the client saw a database this one no longer is (restored from a
                         // backup, or another server's); the numbers it skipped are given again to new changes.
                         if cursor > latest || latest.subtractingReportingOverflow(cursor).partialValue > store.replayLimit {
-                            throw EventLogError.resyncNeeded(oldestAvailable: latest)
+                            throw EventLogError.resyncNeeded(oldestAvailable: try await store.latestSequence())
                         }
                     }
-                    let batch = try await read(upTo: nil)
-                    replaying = batch.count == batchSize
+                    let page = try await read()
+                    // A read that stopped before a number still in flight goes on reading (after a pause) rather than
+                    // wait for live events: what committed after that number may have been published before this
+                    // follower began, and would come live never.
+                    replaying = page.events.count == batchSize || page.waiting
+                    if page.waiting && page.events.isEmpty { try await pause() } else { pauses = 0 }
                     continue
                 }
                 if let event = held {
@@ -411,11 +455,21 @@ struct EventLogFollower: AsyncSequence, Sendable {
                         held = nil
                         cursor = event.sequence
                         return .event(event)
-                    } else if try await read(upTo: event.sequence).isEmpty {
-                        // Nothing committed in between: the numbers were skipped, not the events.
-                        held = nil
-                        cursor = event.sequence
-                        return .event(event)
+                    } else {
+                        // Events before it are missing here: read from the log (they may still be in flight).
+                        let page = try await read()
+                        if page.events.isEmpty {
+                            if page.waiting {
+                                try await pause()
+                            } else {
+                                // Nothing committed in between: the numbers were skipped, not the events.
+                                held = nil
+                                cursor = event.sequence
+                                return .event(event)
+                            }
+                        } else {
+                            pauses = 0
+                        }
                     }
                     continue
                 }
@@ -427,17 +481,20 @@ struct EventLogFollower: AsyncSequence, Sendable {
             }
         }
 
-        /// Reads the next batch after the cursor into `pending` (only events before `limit` when given).
-        private mutating func read(upTo limit: Int?) async throws -> [ChangeEvent] {
+        /// Reads the next batch after the cursor into `pending`.
+        private mutating func read() async throws -> RecordStore.EventPage {
             let pruned = try await store.eventLogPrunedThrough()
             if cursor < pruned { throw EventLogError.resyncNeeded(oldestAvailable: pruned) }
-            var batch = try await store.events(
-                after: cursor, limit: limit.map { Swift.min(batchSize, Swift.max(1, $0 - cursor - 1)) } ?? batchSize
-            )
-            if let limit { batch.removeAll { $0.sequence >= limit } }
-            pending = batch
+            let page = try await store.eventPage(after: cursor, limit: batchSize)
+            pending = page.events
             pendingIndex = 0
-            return batch
+            return page
+        }
+
+        /// Waits before reading again for a number still in flight: 1 ms, doubling to 50 ms while it lasts.
+        private mutating func pause() async throws {
+            try await Task.sleep(for: .milliseconds(Swift.min(50, 1 << Swift.min(pauses, 6))))
+            pauses += 1
         }
     }
 }

@@ -70,13 +70,18 @@ enum IdempotencyRecords {
         try await db.run("CREATE INDEX IF NOT EXISTS ix_docket_idempotency_created ON docket_idempotency (created)")
     }
 
-    /// In a write's transaction (writes are serialised, so nothing comes between the check and the insert): records
-    /// the key, or throws ``Used`` when it was recorded before, which rolls the write back.
+    /// In a write's transaction: records the key, or throws ``Used`` when it was recorded before, which rolls the
+    /// write back. Two writes with one key at once (PostgreSQL runs record writes in parallel): the second's insert
+    /// waits for the first's commit and fails on the key, and the write runs again (``PostgresStorage``) and finds
+    /// the first's record.
     static func claim(_ claim: IdempotencyClaim, table: String, sysID: String, db: SQLExecutor) async throws {
         if let stored = try await find(userID: claim.userID, key: claim.key, db: db) { throw Used(record: stored) }
         // A record of the key older than the retention that the hourly pruning has not removed yet: the key is free.
+        // Only such a record: one another write committed since the lookup above is that write's.
+        let oldest = Int(Date().timeIntervalSince1970 * 1000) - Int(retention.components.seconds) * 1000
         try await db.run(
             "DELETE FROM docket_idempotency WHERE user_id = " + .bind(claim.userID) + " AND idempotency_key = " + .bind(claim.key)
+                + " AND created < " + .bind(oldest)
         )
         try await db.run(
             "INSERT INTO docket_idempotency (user_id, idempotency_key, fingerprint, table_name, record_id, created) VALUES ("

@@ -66,6 +66,10 @@ struct WriteOptions: Sendable {
     /// The request's `Idempotency-Key`: recorded in the write's transaction (``IdempotencyRecords``); a key used
     /// before makes the write throw ``IdempotencyRecords/Used`` and write nothing.
     var idempotency: IdempotencyClaim? = nil
+    /// The write decides from rows other than its own (an attachment quota sums a record's or a user's uploads):
+    /// it runs exclusively (``WriteScope/exclusive``), so that two such writes never both pass on what the other
+    /// has not committed yet.
+    var exclusive = false
 
     /// The options as `caller` may use them: only admins may set `sys_` fields (their author, times and
     /// update count are the audit trail).

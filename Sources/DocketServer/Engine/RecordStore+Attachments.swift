@@ -40,9 +40,11 @@ extension RecordStore {
         ]
         let content = upload.content
         let recordID = upload.recordID
-        return try await insert(into: "sys_attachment", values: values, caller: caller) { db, sysID in
-            // Checked in the writing transaction, which already counts the new row: concurrent uploads cannot
-            // both slip under a quota.
+        var options = WriteOptions()
+        options.exclusive = quota.perRecord != nil || (quota.perUser != nil && !caller.isAdmin)
+        return try await insert(into: "sys_attachment", values: values, caller: caller, options: options) { db, sysID in
+            // Checked in the writing transaction, which already counts the new row, and exclusive: concurrent
+            // uploads cannot both slip under a quota.
             if let limit = quota.perRecord {
                 let used = try await Self.attachmentBytes(db, "table_sys_id = " + .bind(recordID))
                 if used > limit {

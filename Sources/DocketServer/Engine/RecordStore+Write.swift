@@ -40,7 +40,9 @@ extension RecordStore {
         let prepared = try await prepare(input, for: table, isInsert: true, options: options.allowed(for: caller), caller: caller)
         let now = GlideDateTime.format(Date())
         let rules = try await businessRules.rules(for: .create, on: table, storage: storage)
-        let events = try await storage.write { db -> [ChangeEvent] in
+        try await ensureNumberSequence(for: table)
+        let scope = options.exclusive ? .exclusive : writeScope(of: table, rows: [])
+        let events = try await storage.write(scope: scope) { db -> [ChangeEvent] in
             let sysID = prepared.sysID ?? SysID.generate()
             // First: a request repeated with its key is answered as the first was, never "already exists".
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: table.name, sysID: sysID, db: db) }
@@ -149,7 +151,7 @@ extension RecordStore {
             )
         }
         let rules = try await businessRules.rules(for: .write, on: concrete, storage: storage)
-        let events = try await storage.write { db -> [ChangeEvent] in
+        let events = try await storage.write(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
             // First: a request repeated with its key is answered as the first was, never a conflict with itself.
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
             let page = try await self.select(
@@ -258,7 +260,7 @@ extension RecordStore {
         let now = GlideDateTime.format(Date())
         let rules = try await businessRules.rules(for: .delete, on: concrete, storage: storage)
         let action = action ?? options.action
-        let events = try await storage.write { db -> [ChangeEvent] in
+        let events = try await storage.write(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
             var cascaded: [(sysID: String, row: [String: String])] = []
             try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
@@ -341,6 +343,26 @@ extension RecordStore {
     }
 
     // MARK: Steps
+
+    /// What a write of `table` must have to itself where several processes write (``WriteScope``): the rows it
+    /// changes, locked before it reads them, so that writes of one record follow each other and writes of
+    /// different records run in parallel. Writes that decide from many rows at once stay exclusive: the schema
+    /// (tables, fields, choices, numbering, state models), users and the credentials bound to them.
+    func writeScope(of table: SchemaCatalog.Table, rows: [String]) -> WriteScope {
+        let exclusive = SchemaCatalog.sourceTables.contains(table.name) || SchemaAdministration.tables.contains(table.name)
+            || table.root == "sys_user" || RegisteredCredentials.boundFields[table.name] != nil
+        return exclusive ? .exclusive : .rows(table: table.physicalTable, sysIDs: rows)
+    }
+
+    /// On PostgreSQL, makes the sequence a numbered table's new records take their numbers from, once per process
+    /// (``NumberSequences``), before the insert's transaction begins.
+    func ensureNumberSequence(for table: SchemaCatalog.Table) async throws {
+        guard storage.dialect == .postgres, table.field("number") != nil, let owner = numberOwner(of: table),
+            !numberSequences.withLock({ $0.contains(owner.table) })
+        else { return }
+        try await storage.write { db in try await NumberSequences.create(for: owner.table, start: owner.start, db: db) }
+        numberSequences.withLock { _ = $0.insert(owner.table) }
+    }
 
     /// The concrete class of a record the caller may read through `table`; 404 otherwise.
     private func concreteTable(of sysID: String, in table: SchemaCatalog.Table, caller: Caller) async throws
@@ -473,8 +495,8 @@ extension RecordStore {
     }
 
     /// Writes a new record's row; returns the fields it wrote. A record of a numbered table given no number
-    /// takes the next one, into `values`: where the storage allows, in the insert itself (one round trip instead of
-    /// two, in a transaction that holds the write lock).
+    /// takes the next one, into `values`: on PostgreSQL from the table's sequence in the insert itself (one round
+    /// trip, no lock held: ``NumberSequences``), on SQLite from its counter row.
     private func insertRow(
         into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor
     ) async throws -> [FieldDefinition] {
@@ -486,7 +508,7 @@ extension RecordStore {
         let given = table.fields.filter { $0.type.isStored && $0.name != "number" && !values[$0.name, default: ""].isEmpty }
         guard let numbering, let insert = db.dialect.insertTakingNumber(
             into: table.physicalTable, columns: columns(given), values: row(given),
-            counter: numbering.table, prefix: numbering.prefix, digits: numbering.digits
+            sequence: NumberSequences.name(of: numbering.table), prefix: numbering.prefix, digits: numbering.digits
         ) else {
             if let numbering { values["number"] = try await allocateNumber(numbering, db: db) }
             let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
@@ -496,30 +518,22 @@ extension RecordStore {
             )
             return stored
         }
-        let inserted = try await db.rows(insert)
-        if let taken = try inserted.first?.value(at: "number", kind: .text).text, !taken.isEmpty {
-            values["number"] = taken
-        } else {
-            // No counter for the table yet: made now, and the row given its number.
-            let taken = try await allocateNumber(numbering, db: db)
-            try await db.run(
-                "UPDATE " + .identifier(table.physicalTable) + " SET number = " + .bind(taken) + " WHERE sys_id = "
-                    + .bind(values["sys_id"] ?? "")
-            )
-            values["number"] = taken
+        guard let taken = try await db.rows(insert).first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
+            throw NumberCounterMissing(table: numbering.table)
         }
+        values["number"] = taken
         return table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
     }
 
     /// Where a table's records take their numbers: the nearest table of its ancestry with a number prefix.
-    private struct Numbering {
+    struct Numbering {
         let table: String
         let prefix: String
         let digits: Int
         let start: Int
     }
 
-    private func numberOwner(of table: SchemaCatalog.Table) -> Numbering? {
+    func numberOwner(of table: SchemaCatalog.Table) -> Numbering? {
         guard let owner = table.ancestry.lazy.compactMap({ self.catalog.table($0) })
             .first(where: { $0.definition.numberPrefix != nil }), let prefix = owner.definition.numberPrefix
         else { return nil }

@@ -27,6 +27,8 @@ final class RecordStore: Sendable {
     let visibilityKeys = VisibilityKeys()
     /// The business rules run in the write path, cached (``BusinessRules``).
     let businessRules = BusinessRules()
+    /// Numbered tables whose PostgreSQL sequence is known to exist (``ensureNumberSequence(for:)``).
+    let numberSequences = Mutex<Set<String>>([])
     /// The most events one follower of the log may replay: one that starts further behind is told to resync
     /// (``EventLogError/resyncNeeded(oldestAvailable:)``) instead of costing a replay without bound.
     let replayLimit: Int

@@ -37,7 +37,8 @@ struct NotifierLease: Sendable {
                 )
                 return Int(try row.value(at: "position", kind: .integer).intValue ?? 0)
             }
-            let latest = try await db.integer("SELECT COALESCE(MAX(seq), 0) FROM docket_event_log")
+            // Where nothing below is still in flight: a change committing later is news.
+            let latest = try await db.integer(SQLFragment(db.dialect.settledEventSequenceSQL))
             try await db.run(
                 "INSERT INTO docket_worker (name, position, holder, lease_until) VALUES (" + .bind(name) + ", " + .bind(latest)
                     + ", " + .bind(holder) + ", " + .bind(now + duration) + ")"

@@ -162,6 +162,7 @@ public enum DatabaseCopy {
                 progress(table.name, copied)
             }
             if let reset = db.dialect.eventLogSequenceReset { try await db.run(reset) }
+            try await NumberSequences.carry(from: from, to: db)
             return report
         }
     }

@@ -18,8 +18,8 @@ struct MeasuredStorage: Storage {
         try await measure("read") { enter in try await base.read { db in try await enter(db, body) } }
     }
 
-    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
-        try await measure("write") { enter in try await base.write { db in try await enter(db, body) } }
+    func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try await measure("write") { enter in try await base.write(scope: scope) { db in try await enter(db, body) } }
     }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {

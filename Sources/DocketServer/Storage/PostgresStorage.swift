@@ -11,21 +11,26 @@ import Synchronization
 /// PostgreSQL storage: a pool of connections (postgres-nio's `PostgresClient`), statements serialised by
 /// SQLKit's PostgreSQL dialect.
 ///
-/// Writes are serialised across every docketd sharing the database: each write transaction first takes one
-/// transaction-scoped advisory lock (`pg_advisory_xact_lock`), as SQLite's `BEGIN IMMEDIATE` takes its write
-/// lock. That keeps the engine's read-then-write steps (numbering, version checks, quotas) exact without
-/// retry loops, and makes the event log's sequence numbers commit in the order they were drawn, so a follower
-/// never passes a number that a slower transaction commits later. Reads run concurrently on the other
-/// connections, each statement seeing every transaction committed before it started.
+/// Writes of records hold no lock that other writes wait for but the rows they change (``WriteScope/rows(table:sysIDs:)``):
+/// an update or a delete locks its record's row first, so writes of one record follow each other, and every other
+/// write, in this process or another docketd sharing the database, goes on in parallel. Numbers come from sequences
+/// (``NumberSequences``), and the event log is read without gaps however writers commit (its `xmin` watermark:
+/// ``StorageDialect/appendingEvent(_:)``). The few writes that decide from many rows at once (schema, users and
+/// credentials, sessions, the notifier's bookkeeping) are exclusive: they take one transaction-scoped advisory lock
+/// (`pg_advisory_xact_lock`) and wait for each other across every instance. A write that loses a race PostgreSQL
+/// settles by ending a transaction (a deadlock, a unique key inserted at once) runs again from the start. Reads run
+/// concurrently on the other connections, each statement seeing every transaction committed before it started.
 final class PostgresStorage: Storage {
     let dialect = StorageDialect.postgres
     let faults = StatementFaults()
     let location: PostgresLocation
     private let logger: Logger
-    /// Writers of this process queue here, so that they wait without holding a pooled connection. A few pass at
-    /// once: the one holding the advisory lock, and the next ones already waiting for it on the server, so that the
-    /// lock passes from one write to the next inside PostgreSQL, without a round trip (or a pool lease) between them.
+    /// Exclusive writers of this process queue here, so that they wait without holding a pooled connection. A few
+    /// pass at once: the one holding the advisory lock, and the next ones already waiting for it on the server, so
+    /// that the lock passes from one write to the next inside PostgreSQL, without a round trip between them.
     private let writeLock: AsyncLock
+    /// Writers of rows (``WriteScope/rows(table:sysIDs:)``) of this process that hold a connection at once.
+    private let rowWriters: AsyncLock
     let headConnection: HeadConnection
     private let pool: Mutex<Pool>
     /// Statements prepared once per connection (nil with `prepare=off`).
@@ -61,7 +66,13 @@ final class PostgresStorage: Storage {
         max(1, min(4, connections / 3))
     }
 
-    /// The advisory lock key every write transaction holds: one per schema, so that docketd instances of
+    /// How many writers of rows of one process hold a connection at once: two thirds of the pool (at least one),
+    /// leaving the rest to reads. They wait for nobody else's lock but the rows they name.
+    static func rowWritersAtOnce(connections: Int) -> Int {
+        max(1, connections * 2 / 3)
+    }
+
+    /// The advisory lock key every exclusive write transaction holds: one per schema, so that docketd instances of
     /// different deployments sharing a database (each in its own schema) do not wait for each other.
     var writeLockKey: Int64 { Self.writeLockKey(schema: location.schema ?? "public") }
 
@@ -75,6 +86,7 @@ final class PostgresStorage: Storage {
         self.connections = connections
         self.logger = logger
         writeLock = AsyncLock(permits: Self.writersAtOnce(connections: connections))
+        rowWriters = AsyncLock(permits: Self.rowWritersAtOnce(connections: connections))
         headConnection = HeadConnection(location: location)
         prepared = location.prepare ? .shared : nil
         let (client, runTask) = await Self.startClient(location, connections: connections, logger: logger)
@@ -287,32 +299,64 @@ final class PostgresStorage: Storage {
         }
     }
 
-    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+    func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         if let down = unavailable { throw down }
-        return try await writeLock.withLock(timeout: Self.leaseTimeout) { try await runToCompletion {
-            try await self.withConnection { connection in
-                let executor = SQLExecutor(
-                    runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults, prepared: self.prepared), dialect: self.dialect
-                )
+        // Exclusive writes queue behind each other here (they would wait for the advisory lock anyway); writes of
+        // rows queue only for a connection, leaving the rest of the pool to reads.
+        let queue = scope == .exclusive ? writeLock : rowWriters
+        return try await queue.withLock(timeout: Self.leaseTimeout) { try await runToCompletion {
+            var attempt = 1
+            while true {
                 do {
-                    // The wait for the lock is bounded as the wait for a turn in this process is: a write stuck ahead
-                    // (here or in another instance) makes the next ones fail with 503, never hang. The bound holds
-                    // for the rest of the transaction's lock waits too.
-                    return try await executor.transaction(
-                        first: [
-                            "SELECT set_config('lock_timeout', " + .bind(Self.lockTimeout) + ", true), pg_advisory_xact_lock("
-                                + .bind(Int(self.writeLockKey)) + ")"
-                        ], body
-                    )
-                } catch let failed as RollbackFailed {
-                    // Never back to the pool still inside the transaction, holding the write lock of every
-                    // instance: closed, the pool replaces it, and the server ends the transaction.
-                    self.logger.error("A write could not be rolled back; its connection is closed", metadata: ["error": "\(failed.cause)"])
-                    try? await connection.close()
-                    throw failed.cause
+                    return try await self.transaction(scope: scope, body)
+                } catch let error as PostgresStatementError where attempt < Self.attempts && Self.isTransient(error) {
+                    // Two transactions that each wait for a row the other holds (PostgreSQL ends one of them), or
+                    // two that insert the same key at once: the one that lost runs again from the start, and sees
+                    // what the other committed.
+                    attempt += 1
                 }
             }
         } }
+    }
+
+    /// How many times a write runs when it keeps losing a race with another (``isTransient(_:)``).
+    static let attempts = 4
+
+    /// Whether a failed transaction lost a race that running it again settles: a deadlock (40P01), a serialization
+    /// failure (40001), or a unique key another transaction committed first (23505: the next run finds it, and
+    /// answers as the engine does when it is there, "already exists" or the stored answer of an idempotency key).
+    static func isTransient(_ error: PostgresStatementError) -> Bool {
+        ["40P01", "40001", "23505"].contains(error.sqlState ?? "")
+    }
+
+    private func transaction<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try await withConnection { connection in
+            let executor = SQLExecutor(
+                runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults, prepared: self.prepared), dialect: self.dialect
+            )
+            // Lock waits are bounded by `lock_timeout` (set for every pooled connection, ``lockTimeout``): a write
+            // stuck ahead (here or in another instance) makes the next ones fail with 503, never hang.
+            let first: [SQLFragment]
+            switch scope {
+            case .exclusive:
+                first = ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"]
+            case .rows(let table, let sysIDs):
+                // In one order, so that two writes of the same records never wait for each other crosswise.
+                first = sysIDs.isEmpty ? [] : [
+                    "SELECT 1 FROM " + .identifier(table) + " WHERE sys_id IN (" + .bindList(Array(Set(sysIDs)).sorted())
+                        + ") ORDER BY sys_id FOR UPDATE"
+                ]
+            }
+            do {
+                return try await executor.transaction(first: first, body)
+            } catch let failed as RollbackFailed {
+                // Never back to the pool still inside the transaction, holding its locks: closed, the pool
+                // replaces it, and the server ends the transaction.
+                self.logger.error("A write could not be rolled back; its connection is closed", metadata: ["error": "\(failed.cause)"])
+                try? await connection.close()
+                throw failed.cause
+            }
+        }
     }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
@@ -327,7 +371,7 @@ final class PostgresStorage: Storage {
     func latestEventSequence() async throws -> Int {
         if let down = unavailable { throw down }
         // Failures chosen by tests reach this read as they reach every other statement.
-        try faults.check(SQLFragment(Self.latestEventSequenceSQL))
+        try faults.check(SQLFragment(StorageDialect.newestEventSequenceSQL))
         if let connection = await headConnection.connection(logger: logger) {
             do {
                 return try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
@@ -351,7 +395,7 @@ final class PostgresStorage: Storage {
 
     private struct LatestEventSequence: PostgresPreparedStatement {
         static let name = "docket_latest_event_sequence"
-        static let sql = PostgresStorage.latestEventSequenceSQL
+        static let sql = StorageDialect.newestEventSequenceSQL
         typealias Row = Int
         func makeBindings() -> PostgresBindings { PostgresBindings() }
         func decodeRow(_ row: PostgresRow) throws -> Int { try row.decode(Int.self) }

@@ -125,7 +125,7 @@ final class SQLiteStorage: Storage {
         }
     }
 
-    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+    func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         do {
             return try await writeLock.withLock { try await runToCompletion {
                 if self.closed.withLock({ $0 }) { throw StorageUnavailable.closed }

@@ -40,6 +40,7 @@ enum SchemaStore {
         .once("2026-11-29-itsm-data") { db, now in try await ITSMSchema.seed(db, now: now) },
         .once("2026-11-29-case-insensitive-indexes") { db, _ in try await ensureCaseInsensitiveIndexes(db) },
         .once("2026-11-29-problem-transitions") { db, now in try await WorkflowSchema.addMissingActions(db: db, now: now) },
+        .once("2026-11-30-concurrent-writes") { db, _ in try await allowConcurrentWrites(db) },
     ]
 
     /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).
@@ -174,6 +175,15 @@ enum SchemaStore {
                 + " fields TEXT NOT NULL, user_name TEXT NOT NULL, created_on TEXT NOT NULL, root_table TEXT,"
                 + " values_after TEXT, values_before TEXT)"
         )
+    }
+
+    /// Writes without a cluster-wide lock on PostgreSQL: the event log's append function (read without gaps
+    /// however writers commit: ``StorageDialect/appendingEvent(_:)``) and a sequence per numbered table
+    /// (``NumberSequences``). Nothing changes on SQLite.
+    private static func allowConcurrentWrites(_ db: SQLExecutor) async throws {
+        guard db.dialect == .postgres else { return }
+        try await db.run(SQLFragment(StorageDialect.appendEventFunction))
+        try await NumberSequences.createAll(db)
     }
 
     /// The event log's row values (what a change wrote and what it replaced) and the class's root table came

@@ -8,8 +8,9 @@ protocol Storage: Sendable {
     var dialect: StorageDialect { get }
     /// Runs `body` with a connection suitable for reading.
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
-    /// Runs `body` in a write transaction: committed when it returns, rolled back when it throws.
-    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
+    /// Runs `body` in a write transaction: committed when it returns, rolled back when it throws. `scope` says what
+    /// the transaction must have to itself where several processes write the same database (see ``WriteScope``).
+    func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
     /// Runs one self-contained statement that writes outside the ordered write path: no event, nothing read
     /// first (an atomic upsert of a counter). PostgreSQL runs it at once, without the write lock; SQLite queues it
     /// with the other writes.
@@ -22,20 +23,37 @@ protocol Storage: Sendable {
     func logSignals() -> AsyncStream<Void>?
     /// Failures planned by tests for statements of this storage (nothing is planned otherwise).
     var faults: StatementFaults { get }
-    /// The newest sequence in the event log (0 when it is empty). Shared databases read it before answering
-    /// each batch of requests (``RecordStore/catchUp()``), so a storage may make it cheaper than a plain read.
+    /// The newest sequence in the event log (0 when it is empty), whether or not a smaller one is still in flight.
+    /// Shared databases read it before answering each batch of requests (``RecordStore/catchUp()``), so a storage
+    /// may make it cheaper than a plain read.
     func latestEventSequence() async throws -> Int
+}
+
+/// What a write transaction has to itself on a database that several processes write (PostgreSQL). SQLite runs one
+/// write at a time whatever the scope.
+enum WriteScope: Sendable, Equatable {
+    /// No other exclusive write of any process runs meanwhile (one advisory lock, held to the commit): for the rare
+    /// writes that read, decide and write across many rows (schema changes, users and credentials, sessions, the
+    /// notifier's bookkeeping, retention).
+    case exclusive
+    /// Only the named rows: each is locked (`SELECT … FOR UPDATE`) before anything else runs, so two writes of one
+    /// record follow each other and see each other's result, while writes of other records go on in parallel. An
+    /// insert names none.
+    case rows(table: String, sysIDs: [String])
 }
 
 extension Storage {
     /// Whether other processes may write the same database.
     var isShared: Bool { dialect == .postgres }
 
-    func latestEventSequence() async throws -> Int {
-        try await read { db in try await db.integer(SQLFragment(Self.latestEventSequenceSQL)) }
+    /// Runs `body` in an exclusive write transaction (``WriteScope/exclusive``).
+    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+        try await write(scope: .exclusive, body)
     }
 
-    static var latestEventSequenceSQL: String { "SELECT COALESCE(MAX(seq), 0) FROM docket_event_log" }
+    func latestEventSequence() async throws -> Int {
+        try await read { db in try await db.integer(SQLFragment(StorageDialect.newestEventSequenceSQL)) }
+    }
 }
 
 /// Executes serialised statements on one connection of some driver.

@@ -21,35 +21,108 @@ enum StorageDialect: Sendable {
         }
     }
 
-    /// An `INSERT … RETURNING seq` into the event log, as one statement that also, where several processes may
-    /// follow the same database, wakes each of them when the transaction commits (PostgreSQL's `pg_notify` in the
-    /// same statement: one round trip, not two). The first column of its one row is the sequence.
-    func appendingEvent(_ insert: SQLFragment) -> SQLFragment {
+    /// The event log's columns an append writes, in the order ``appendingEvent(_:)`` takes their values.
+    static let eventColumns = [
+        "table_name", "root_table", "record_id", "operation", "fields", "user_name", "created_on", "values_after", "values_before",
+    ]
+
+    /// One statement that appends an event (the values of ``eventColumns``) and returns its sequence, first column
+    /// of its one row.
+    ///
+    /// SQLite: an `INSERT … RETURNING seq` (one connection writes, so sequences commit in the order they are drawn).
+    ///
+    /// PostgreSQL: `docket_append_event` (``SchemaStore``'s `2026-11-30-concurrent-writes`), so that writers need
+    /// no lock for the log to be read without gaps. Writes commit in any order there, so a reader may see sequence
+    /// 12 while 11 is still in flight. The function draws the number after the transaction has its id, and writes
+    /// the row in a subtransaction whose id is given after the number was drawn: the row's `xmin`. Every
+    /// transaction that could hold a smaller number therefore has an id below that `xmin`, and once a reader's
+    /// snapshot has every transaction below it ended (`pg_snapshot_xmin`), a number missing below the row will
+    /// never appear (its transaction rolled back). See ``eventsAfter(_:limit:columns:)``. It also wakes every
+    /// process listening on the schema's channel when the transaction commits (`pg_notify`).
+    func appendingEvent(_ values: [SQLFragment]) -> SQLFragment {
         switch self {
-        case .sqlite: return insert + " RETURNING seq"
+        case .sqlite:
+            return "INSERT INTO docket_event_log (" + SQLFragment(Self.eventColumns.joined(separator: ", ")) + ") VALUES ("
+                + values.joined(", ") + ") RETURNING seq"
         case .postgres:
-            return "WITH appended AS (" + insert + " RETURNING seq) SELECT seq, pg_notify("
-                + .bind(PostgresStorage.channelPrefix) + " || current_schema(), '') FROM appended"
+            return "SELECT docket_append_event(" + values.joined(", ") + ") AS seq"
         }
     }
 
-    /// One statement that takes the next number from `counter`'s row of `docket_number_counter` and inserts a
-    /// row with it as `number` (prefix, then the value padded with zeros to `digits`), returning the number:
-    /// PostgreSQL's data-modifying `WITH`. It returns no number when the counter has no row (the row is inserted
-    /// without one). nil where the storage cannot (SQLite: there the two statements cost no round trip).
+    /// The PostgreSQL function behind ``appendingEvent(_:)``.
+    static let appendEventFunction = """
+        CREATE OR REPLACE FUNCTION docket_append_event(p_table text, p_root text, p_record text, p_operation text, \
+        p_fields text, p_user text, p_created text, p_after text, p_before text) RETURNS bigint LANGUAGE plpgsql AS $$
+        DECLARE
+            drawn bigint;
+        BEGIN
+            -- The transaction has its id before the number is drawn.
+            PERFORM pg_current_xact_id();
+            -- A block with an exception clause is a subtransaction: its id, the row's xmin, is given at the insert,
+            -- after the default (nextval) drew the number.
+            BEGIN
+                INSERT INTO docket_event_log (table_name, root_table, record_id, operation, fields, user_name, \
+        created_on, values_after, values_before)
+                VALUES (p_table, p_root, p_record, p_operation, p_fields, p_user, p_created, p_after, p_before)
+                RETURNING seq INTO drawn;
+            EXCEPTION WHEN query_canceled THEN
+                RAISE;
+            END;
+            PERFORM pg_notify('docket_' || current_schema(), '');
+            RETURN drawn;
+        END
+        $$
+        """
+
+    /// Whether the event row `e` may be passed by a reader: everything numbered below it committed or rolled
+    /// back for good. Always on SQLite; on PostgreSQL when every transaction whose id is below the row's `xmin`
+    /// (made 64 bits against the snapshot's `xmax`) has ended in the reader's snapshot (see
+    /// ``appendingEvent(_:)``).
+    private var settledExpression: SQLFragment {
+        switch self {
+        case .sqlite: return "1"
+        case .postgres: return SQLFragment(Self.postgresSettled)
+        }
+    }
+
+    private static let postgresSettled =
+        "(pg_snapshot_xmax(pg_current_snapshot())::text::bigint - ((pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+        + " - e.xmin::text::bigint) % 4294967296 + 4294967296) % 4294967296 < pg_snapshot_xmin(pg_current_snapshot())::text::bigint)"
+
+    /// The events after `sequence`, oldest first, at most `limit`, with `columns` and a column `settled`
+    /// (1 or true when the row may be passed over a gap before it: ``settledExpression``).
+    func eventsAfter(_ sequence: Int, limit: Int, columns: String) -> SQLFragment {
+        "SELECT " + SQLFragment(columns) + ", " + settledExpression + " AS settled FROM docket_event_log e WHERE e.seq > "
+            + .bind(sequence) + " ORDER BY e.seq LIMIT " + .bind(limit)
+    }
+
+    /// The newest sequence in the event log (0 when it is empty), committed or not below it.
+    static let newestEventSequenceSQL = "SELECT COALESCE(MAX(seq), 0) FROM docket_event_log"
+
+    /// The event log's head as a follower may start from it: the newest sequence below which nothing is still in
+    /// flight (0 when the log is empty). On SQLite the newest sequence.
+    var settledEventSequenceSQL: String {
+        switch self {
+        case .sqlite: return Self.newestEventSequenceSQL
+        case .postgres:
+            return "SELECT COALESCE((SELECT e.seq FROM docket_event_log e WHERE " + Self.postgresSettled
+                + " ORDER BY e.seq DESC LIMIT 1), 0)"
+        }
+    }
+
+    /// One statement that takes the next number from a numbered table's `sequence` and inserts a row with it as
+    /// `number` (prefix, then the value padded with zeros to `digits`), returning the number: PostgreSQL, where
+    /// ``NumberSequences`` hand numbers out without a lock. nil on SQLite (its counter row costs no round trip).
     func insertTakingNumber(
-        into table: String, columns: [SQLFragment], values: [SQLFragment], counter: String, prefix: String, digits: Int
+        into table: String, columns: [SQLFragment], values: [SQLFragment], sequence: String, prefix: String, digits: Int
     ) -> SQLFragment? {
         switch self {
         case .sqlite: return nil
         case .postgres:
-            // The counter's row stays locked until the transaction ends, as with a separate update.
             let number: SQLFragment = "(SELECT " + .bind(prefix) + " || lpad(taken::text, GREATEST(" + .bind(digits)
-                + ", length(taken::text)), '0') FROM taken)"
-            return "WITH taken AS (UPDATE docket_number_counter SET next_value = next_value + 1 WHERE table_name = "
-                + .bind(counter) + " RETURNING next_value - 1 AS taken) INSERT INTO " + .identifier(table) + " ("
-                + (columns + [.identifier("number")]).joined(", ") + ") VALUES (" + (values + [number]).joined(", ")
-                + ") RETURNING number"
+                + ", length(taken::text)), '0') FROM (SELECT nextval(" + .bind(sequence) + "::regclass) AS taken) AS drawn)"
+            return "INSERT INTO " + .identifier(table) + " (" + (columns + [.identifier("number")]).joined(", ") + ") VALUES ("
+                + (values + [number]).joined(", ") + ") RETURNING number"
         }
     }
 

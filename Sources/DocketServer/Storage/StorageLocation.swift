@@ -126,7 +126,9 @@ public struct PostgresLocation: Sendable, Equatable {
     private var socketPath: String? { socketDirectory.map { $0 + "/.s.PGSQL.\(port)" } }
 
     private var startupParameters: [(String, String)] {
-        var parameters = [("application_name", "docketd")]
+        // `lock_timeout` bounds every wait for a lock (an exclusive write's advisory lock, a record's row): a write
+        // stuck ahead makes the next ones fail with 503, never hang.
+        var parameters = [("application_name", "docketd"), ("lock_timeout", PostgresStorage.lockTimeout)]
         if let schema { parameters.append(("search_path", schema)) }
         return parameters
     }

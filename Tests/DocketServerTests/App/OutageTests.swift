@@ -42,9 +42,9 @@ final class FaultyStorage: Storage {
         return try await base.read(body)
     }
 
-    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
+    func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         try check()
-        return try await base.write(body)
+        return try await base.write(scope: scope, body)
     }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {

@@ -214,7 +214,7 @@ struct CompassAPITests {
 struct NoStorage: Storage {
     var dialect: StorageDialect { .sqlite }
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T { throw CancellationError() }
-    func write<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T { throw CancellationError() }
+    func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T { throw CancellationError() }
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T { throw CancellationError() }
     func close() async throws {}
     func logSignals() -> AsyncStream<Void>? { nil }

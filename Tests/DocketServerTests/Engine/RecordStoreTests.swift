@@ -62,13 +62,18 @@ struct RecordStoreTests {
                 numbers.append(try #require(Int(number.dropFirst(3))))
             }
             #expect(numbers.sorted() == Array(40009..<40049))
-            try await store.storage.write { db in try await db.run("DELETE FROM docket_number_counter WHERE table_name = 'problem'") }
+            // SQLite makes a missing counter again; PostgreSQL's sequence is set back as `NumberSequences` would.
+            try await store.storage.write { db in
+                if db.dialect == .postgres {
+                    try await NumberSequences.restart("problem", at: 40001, db: db)
+                } else {
+                    try await db.run("DELETE FROM docket_number_counter WHERE table_name = 'problem'")
+                }
+            }
             let restarted = try await store.insert(into: "problem", values: ["short_description": "again"], caller: Callers.john)
             #expect(try await store.get(restarted, in: "problem", caller: Callers.john).record["number"] == "PRB0040001")
             // A number wider than the table's digits is written whole, never cut; the event carries it too.
-            try await store.storage.write { db in
-                try await db.run("UPDATE docket_number_counter SET next_value = 123456789 WHERE table_name = 'problem'")
-            }
+            try await store.storage.write { db in try await NumberSequences.restart("problem", at: 123456789, db: db) }
             let events = store.broadcaster.follow()
             let wide = try await store.insert(into: "problem", values: ["short_description": "wide"], caller: Callers.john)
             #expect(try await store.get(wide, in: "problem", caller: Callers.john).record["number"] == "PRB123456789")

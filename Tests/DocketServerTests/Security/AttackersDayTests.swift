@@ -240,13 +240,14 @@ struct FailureTurnedAnswerTests {
                 controller: NowGraphQLController(store: store, configuration: configuration),
                 logins: SocketLogins(identity: identity, acceptsSessionCookie: true)
             )
+            // The head's read: MAX(seq) on SQLite, the newest settled event on PostgreSQL.
             func isRefusedAsUnavailable(_ operation: SocketOperation) -> Bool {
                 guard case .refused(let errors) = operation else { return false }
                 return errors.first?["message"]?.stringValue?.contains("unavailable") == true
             }
-            store.storage.faults.failNext { $0.contains("MAX(seq)") }
+            store.storage.faults.failNext { $0.contains("MAX(seq)") || $0.contains("e.seq DESC") }
             #expect(isRefusedAsUnavailable(await dataSync.operation(.init(query: "subscription add { taskAdded { id } }"), caller: Callers.john)))
-            store.storage.faults.failNext { $0.contains("MAX(seq)") }
+            store.storage.faults.failNext { $0.contains("MAX(seq)") || $0.contains("e.seq DESC") }
             #expect(isRefusedAsUnavailable(await now.operation(.init(query: GraphQLSocketTests.incidents), caller: Callers.john)))
             // With the database answering, both start (at its head).
             if case .stream = await dataSync.operation(.init(query: "subscription add { taskAdded { id } }"), caller: Callers.john) {} else {

@@ -183,10 +183,13 @@ extension ETOAPI {
             }
             values["site"] = site.sysID
             // The check above answers the common case with the duplicate's number; this one, in the insert's own
-            // transaction (writes are serialised), makes two adds of one person at once add them once.
+            // transaction (exclusive: no other such write runs meanwhile), makes two adds of one person at once add
+            // them once.
             let table = try store.table("eto_participant").physicalTable
             let (first, last, born) = (values["first_name"]!, values["last_name"]!, values["date_of_birth"])
-            sysID = try await store.insert(into: "eto_participant", values: values, caller: caller) { db, added in
+            var options = WriteOptions()
+            options.exclusive = true
+            sysID = try await store.insert(into: "eto_participant", values: values, caller: caller, options: options) { db, added in
                 var twins: SQLFragment = "SELECT number FROM " + .identifier(table) + " WHERE site = " + .bind(site.sysID)
                     + " AND first_name = " + .bind(first) + " AND last_name = " + .bind(last) + " AND sys_id <> " + .bind(added)
                 if let born { twins = twins + " AND date_of_birth = " + .bind(born) }
