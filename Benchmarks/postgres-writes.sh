@@ -45,26 +45,28 @@ wrk.headers["Authorization"] = "Basic $(printf 'admin:admin' | base64)"
 wrk.body = '{"short_description":"Benchmark write","impact":"2","urgency":"2"}'
 LUA
 
-# Samples pg_locks every 2 ms for `seconds` (a function of the probe's own session, so that each sample reads the
-# lock table anew): the share of samples in which an advisory lock was held, and the average number of lock
-# requests waiting.
+# Samples pg_locks every 2 ms for `seconds` of the clock (a function of the probe's own session, so that each
+# sample reads the lock table anew): the share of samples in which docketd's advisory lock (any of the schema
+# `docket:` keys: every advisory lock on this throw-away server is docketd's) was held, and the average number of
+# lock requests waiting.
 probe_sql() {
-    local samples=$(( $1 * 400 ))
     cat <<SQL
-CREATE FUNCTION pg_temp.docket_probe(samples int) RETURNS text LANGUAGE plpgsql AS \$\$
-DECLARE held float := 0; waiting float := 0; h int; w int;
+CREATE FUNCTION pg_temp.docket_probe(seconds float) RETURNS text LANGUAGE plpgsql AS \$\$
+DECLARE held float := 0; waiting float := 0; samples int := 0; h int; w int;
+    deadline timestamptz := clock_timestamp() + seconds * interval '1 second';
 BEGIN
-    FOR i IN 1..samples LOOP
+    WHILE clock_timestamp() < deadline LOOP
         SELECT count(*) FILTER (WHERE locktype = 'advisory' AND granted), count(*) FILTER (WHERE NOT granted)
             INTO h, w FROM pg_locks;
         held := held + h;
         waiting := waiting + w;
+        samples := samples + 1;
         PERFORM pg_sleep(0.002);
     END LOOP;
     RETURN round((held / samples)::numeric, 3) || ' ' || round((waiting / samples)::numeric, 2);
 END
 \$\$;
-SELECT pg_temp.docket_probe($samples);
+SELECT pg_temp.docket_probe($1);
 SQL
 }
 psql_url="${postgres%%\?*}"

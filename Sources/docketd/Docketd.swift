@@ -216,7 +216,7 @@ struct Serve: AsyncParsableCommand {
                 handler.logLevel = level
                 return handler
             }
-            var handler = StreamLogHandler.standardError(label: label)
+            var handler = TextLogHandler(label: label)
             handler.logLevel = level
             return handler
         }

@@ -15,17 +15,8 @@ public struct JSONLogHandler: LogHandler {
     private let label: String
     private let output: Output
 
-    /// Where lines go: standard error, or (tests) a function.
-    final class Output: Sendable {
-        private let lock = Mutex(())
-        let write: @Sendable ([UInt8]) -> Void
-
-        init(_ write: @escaping @Sendable ([UInt8]) -> Void) { self.write = write }
-
-        static let standardError = Output { bytes in FileHandle.standardError.write(Data(bytes)) }
-
-        func line(_ bytes: [UInt8]) { lock.withLock { _ in write(bytes) } }
-    }
+    /// Where lines go: standard error (in batches: ``LogOutput``), or (tests) a function.
+    typealias Output = LogOutput
 
     public init(label: String) { self.init(label: label, output: .standardError) }
 
@@ -49,9 +40,7 @@ public struct JSONLogHandler: LogHandler {
     static func name(of key: String) -> String { key == RequestIDs.metadataKey ? "request_id" : key }
 
     public func log(event: LogEvent) {
-        var all = metadata
-        if let provided = metadataProvider?.get() { all.merge(provided) { _, new in new } }
-        if let given = event.metadata { all.merge(given) { _, new in new } }
+        let all = LogOutput.metadata(metadata, provider: metadataProvider, event: event)
         var writer = JSONWriter(capacity: 256)
         writer.beginObject()
         writer.key("time")

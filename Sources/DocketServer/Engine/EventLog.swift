@@ -139,6 +139,15 @@ extension RecordStore {
         try await storage.read { db in try await db.integer(SQLFragment(db.dialect.settledEventSequenceSQL)) }
     }
 
+    /// A mark that moves with every change this process has published (``EventBroadcaster/generation``), read after
+    /// catching up with other processes' commits and the log's head (so that a database that does not answer fails
+    /// the read, and a change committed anywhere before the call is counted in it).
+    func changeMark() async throws -> Int {
+        _ = try await newestSequence()
+        try await catchUp()
+        return broadcaster.generation
+    }
+
     /// The newest sequence in the log (0 when it is empty), also when a smaller one is still in flight.
     func newestSequence() async throws -> Int {
         try await storage.latestEventSequence()
@@ -239,6 +248,16 @@ final class EventBroadcaster: Sendable {
     }
 
     private let observers = Mutex<[any ChangeObserver]>([])
+    private let published = Atomic<Int>(0)
+    private let ticks = Atomic<Int>(0)
+
+    /// How many times the clock ticked: a follower waiting in the log for a number in flight hands a tick on when
+    /// the clock ticked meanwhile (heartbeats and credential checks go on while it waits).
+    var tickCount: Int { ticks.load(ordering: .relaxed) }
+
+    /// How many events were published here so far (one more before each publication's observers hear of it): an
+    /// unchanged count means nothing this process knows of changed since (``ListPages``).
+    var generation: Int { published.load(ordering: .acquiring) }
 
     /// Tells `observer` of every event from now on (see ``ChangeObserver``).
     func add(observer: any ChangeObserver) {
@@ -246,12 +265,14 @@ final class EventBroadcaster: Sendable {
     }
 
     func publish(_ event: ChangeEvent) {
+        published.add(1, ordering: .releasing)
         for observer in observers.withLock({ $0 }) { observer.observe(event) }
         for follower in followers.withLock({ Array($0.streams.values) }) { follower.continuation.yield(.event(event)) }
     }
 
     /// Wakes every follower (see ``Signal/tick``).
     func tick() {
+        ticks.add(1, ordering: .relaxed)
         for follower in followers.withLock({ Array($0.streams.values) }) { follower.continuation.yield(.tick) }
     }
 
@@ -395,6 +416,8 @@ struct EventLogFollower: AsyncSequence, Sendable {
         var startChecked = false
         /// Pauses in a row while waiting for a number in flight (``pause()``).
         var pauses = 0
+        /// The broadcaster's tick count when this follower last handed a tick on.
+        var lastTick = 0
 
         /// Events read from the log that the iteration has not yielded yet (a replay judges them together).
         var upcoming: ArraySlice<ChangeEvent> { pending[pendingIndex...] }
@@ -404,6 +427,7 @@ struct EventLogFollower: AsyncSequence, Sendable {
             self.cursor = cursor
             self.batchSize = batchSize
             self.following = Following(store.broadcaster, buffer: liveBuffer, position: .init(kind: kind, at: cursor))
+            self.lastTick = store.broadcaster.tickCount
         }
 
         /// What following yields: an event, or a tick of the broadcaster's clock while waiting for one.
@@ -445,7 +469,11 @@ struct EventLogFollower: AsyncSequence, Sendable {
                     // wait for live events: what committed after that number may have been published before this
                     // follower began, and would come live never.
                     replaying = page.events.count == batchSize || page.waiting
-                    if page.waiting && page.events.isEmpty { try await pause() } else { pauses = 0 }
+                    if page.waiting && page.events.isEmpty {
+                        if try await pause() { return .tick }
+                    } else {
+                        pauses = 0
+                    }
                     continue
                 }
                 if let event = held {
@@ -460,7 +488,7 @@ struct EventLogFollower: AsyncSequence, Sendable {
                         let page = try await read()
                         if page.events.isEmpty {
                             if page.waiting {
-                                try await pause()
+                                if try await pause() { return .tick }
                             } else {
                                 // Nothing committed in between: the numbers were skipped, not the events.
                                 held = nil
@@ -475,7 +503,9 @@ struct EventLogFollower: AsyncSequence, Sendable {
                 }
                 switch await following.events.next() {
                 case nil: return nil
-                case .tick: return .tick
+                case .tick:
+                    lastTick = store.broadcaster.tickCount
+                    return .tick
                 case .event(let event): if event.sequence > cursor { held = event }
                 }
             }
@@ -491,10 +521,15 @@ struct EventLogFollower: AsyncSequence, Sendable {
             return page
         }
 
-        /// Waits before reading again for a number still in flight: 1 ms, doubling to 50 ms while it lasts.
-        private mutating func pause() async throws {
+        /// Waits before reading again for a number still in flight: 1 ms, doubling to 50 ms while it lasts. Returns
+        /// whether the broadcaster's clock ticked since this follower last handed a tick on (then it hands one on).
+        private mutating func pause() async throws -> Bool {
             try await Task.sleep(for: .milliseconds(Swift.min(50, 1 << Swift.min(pauses, 6))))
             pauses += 1
+            let ticks = store.broadcaster.tickCount
+            guard ticks != lastTick else { return false }
+            lastTick = ticks
+            return true
         }
     }
 }

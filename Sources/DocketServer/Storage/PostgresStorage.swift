@@ -309,10 +309,17 @@ final class PostgresStorage: Storage {
             while true {
                 do {
                     return try await self.transaction(scope: scope, body)
-                } catch let error as PostgresStatementError where attempt < Self.attempts && Self.isTransient(error) {
+                } catch let error as PostgresStatementError where Self.isTransient(error) {
                     // Two transactions that each wait for a row the other holds (PostgreSQL ends one of them), or
                     // two that insert the same key at once: the one that lost runs again from the start, and sees
                     // what the other committed.
+                    guard attempt < Self.attempts else {
+                        // Still losing: the records are fought over; the client may try again later (503).
+                        if error.sqlState != "23505" {
+                            throw StorageUnavailable(reason: "the write kept conflicting with others (\(error.message))")
+                        }
+                        throw error
+                    }
                     attempt += 1
                 }
             }
@@ -334,9 +341,10 @@ final class PostgresStorage: Storage {
             let executor = SQLExecutor(
                 runner: PostgresRunner(connection: connection, logger: self.logger, faults: self.faults, prepared: self.prepared), dialect: self.dialect
             )
-            // Lock waits are bounded by `lock_timeout` (set for every pooled connection, ``lockTimeout``): a write
-            // stuck ahead (here or in another instance) makes the next ones fail with 503, never hang.
-            let first: [SQLFragment]
+            // Lock waits are bounded by `lock_timeout` (``lockTimeout``): a write stuck ahead (here or in another
+            // instance) makes the next ones fail with 503, never hang. Set for every pooled connection when it
+            // connects; through a pooler (`prepare=off`), whose server connections are shared, in each transaction.
+            var first: [SQLFragment]
             switch scope {
             case .exclusive:
                 first = ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"]
@@ -347,6 +355,7 @@ final class PostgresStorage: Storage {
                         + ") ORDER BY sys_id FOR UPDATE"
                 ]
             }
+            if !self.location.prepare { first.insert("SELECT set_config('lock_timeout', " + .bind(Self.lockTimeout) + ", true)", at: 0) }
             do {
                 return try await executor.transaction(first: first, body)
             } catch let failed as RollbackFailed {

@@ -62,8 +62,8 @@ enum StorageDialect: Sendable {
             -- after the default (nextval) drew the number.
             BEGIN
                 INSERT INTO docket_event_log (table_name, root_table, record_id, operation, fields, user_name, \
-        created_on, values_after, values_before)
-                VALUES (p_table, p_root, p_record, p_operation, p_fields, p_user, p_created, p_after, p_before)
+        created_on, values_after, values_before, writer)
+                VALUES (p_table, p_root, p_record, p_operation, p_fields, p_user, p_created, p_after, p_before, 2)
                 RETURNING seq INTO drawn;
             EXCEPTION WHEN query_canceled THEN
                 RAISE;
@@ -75,9 +75,11 @@ enum StorageDialect: Sendable {
         """
 
     /// Whether the event row `e` may be passed by a reader: everything numbered below it committed or rolled
-    /// back for good. Always on SQLite; on PostgreSQL when every transaction whose id is below the row's `xmin`
-    /// (made 64 bits against the snapshot's `xmax`) has ended in the reader's snapshot (see
-    /// ``appendingEvent(_:)``).
+    /// back for good. Always on SQLite. On PostgreSQL, when no transaction of this database that was in flight in
+    /// the reader's snapshot has an id below the row's `xmin` (made 64 bits against the snapshot's `xmax`; see
+    /// ``appendingEvent(_:)``): the snapshot's in-progress ids, less those of sessions and prepared transactions
+    /// of other databases (they never write this log), so that a long transaction elsewhere on the server holds
+    /// nothing up. Needs the `horizon` of ``eventHorizon`` in the statement.
     private var settledExpression: SQLFragment {
         switch self {
         case .sqlite: return "1"
@@ -87,13 +89,31 @@ enum StorageDialect: Sendable {
 
     private static let postgresSettled =
         "(pg_snapshot_xmax(pg_current_snapshot())::text::bigint - ((pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
-        + " - e.xmin::text::bigint) % 4294967296 + 4294967296) % 4294967296 < pg_snapshot_xmin(pg_current_snapshot())::text::bigint)"
+        + " - e.xmin::text::bigint) % 4294967296 + 4294967296) % 4294967296 < horizon.h)"
+
+    /// The `horizon` (column `h`) ``settledExpression`` compares with: the oldest transaction of this database in
+    /// flight in the statement's snapshot, or the snapshot's `xmax` when there is none. Ids of other databases'
+    /// sessions are known only after the snapshot was taken: a transaction that ended in between stays in (it
+    /// holds nothing up for longer than it ran), and one that is not listed as another database's is counted.
+    private static let postgresHorizon =
+        "(SELECT COALESCE((SELECT min(x::text::bigint) FROM pg_snapshot_xip(pg_current_snapshot()) AS x"
+        + " WHERE x::text::bigint % 4294967296 NOT IN (SELECT backend_xid::text::bigint FROM pg_stat_activity"
+        + " WHERE backend_xid IS NOT NULL AND datname IS DISTINCT FROM current_database()"
+        + " UNION ALL SELECT transaction::text::bigint FROM pg_prepared_xacts WHERE database <> current_database())),"
+        + " pg_snapshot_xmax(pg_current_snapshot())::text::bigint) AS h) AS horizon"
+
+    private var eventsFrom: String {
+        switch self {
+        case .sqlite: return "docket_event_log e"
+        case .postgres: return "docket_event_log e, " + Self.postgresHorizon
+        }
+    }
 
     /// The events after `sequence`, oldest first, at most `limit`, with `columns` and a column `settled`
     /// (1 or true when the row may be passed over a gap before it: ``settledExpression``).
     func eventsAfter(_ sequence: Int, limit: Int, columns: String) -> SQLFragment {
-        "SELECT " + SQLFragment(columns) + ", " + settledExpression + " AS settled FROM docket_event_log e WHERE e.seq > "
-            + .bind(sequence) + " ORDER BY e.seq LIMIT " + .bind(limit)
+        "SELECT " + SQLFragment(columns) + ", " + settledExpression + " AS settled FROM " + SQLFragment(eventsFrom)
+            + " WHERE e.seq > " + .bind(sequence) + " ORDER BY e.seq LIMIT " + .bind(limit)
     }
 
     /// The newest sequence in the event log (0 when it is empty), committed or not below it.
@@ -105,7 +125,7 @@ enum StorageDialect: Sendable {
         switch self {
         case .sqlite: return Self.newestEventSequenceSQL
         case .postgres:
-            return "SELECT COALESCE((SELECT e.seq FROM docket_event_log e WHERE " + Self.postgresSettled
+            return "SELECT COALESCE((SELECT e.seq FROM " + eventsFrom + " WHERE " + Self.postgresSettled
                 + " ORDER BY e.seq DESC LIMIT 1), 0)"
         }
     }

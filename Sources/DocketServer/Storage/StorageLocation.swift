@@ -127,8 +127,11 @@ public struct PostgresLocation: Sendable, Equatable {
 
     private var startupParameters: [(String, String)] {
         // `lock_timeout` bounds every wait for a lock (an exclusive write's advisory lock, a record's row): a write
-        // stuck ahead makes the next ones fail with 503, never hang.
-        var parameters = [("application_name", "docketd"), ("lock_timeout", PostgresStorage.lockTimeout)]
+        // stuck ahead makes the next ones fail with 503, never hang. Not through a pooler (`prepare=off`): PgBouncer
+        // refuses startup parameters it does not know, and its server connections are shared; each transaction
+        // sets it there (``PostgresStorage``).
+        var parameters = [("application_name", "docketd")]
+        if prepare { parameters.append(("lock_timeout", PostgresStorage.lockTimeout)) }
         if let schema { parameters.append(("search_path", schema)) }
         return parameters
     }

@@ -357,4 +357,49 @@ struct SharedDatabaseTests {
             #expect(try await b.get(held, in: "incident", caller: Callers.admin).record["short_description"] == "held")
         }
     }
+
+    @Test("a transaction in flight on another database holds nothing up; one on this database holds the log's order, never the caches")
+    func watermarkIsThisDatabase() async throws {
+        try await Self.withTwoInstances { a, b in
+            // A session of another database of the same server, with a transaction id, left open.
+            let elsewhere = try #require(TestDatabase.postgres)
+            let connection = try await PostgresConnection.connect(
+                configuration: try elsewhere.connectionConfiguration(searchPath: false), id: 90, logger: Logger(label: "elsewhere")
+            )
+            let runner = PostgresRunner(connection: connection, logger: Logger(label: "elsewhere"))
+            try await runner.run("BEGIN")
+            _ = try await runner.rows("SELECT pg_current_xact_id()::text AS id")
+            let start = try await a.newestSequence()
+            let id = try await a.insert(into: "incident", values: ["short_description": "while another database waits"], caller: Callers.admin)
+            let newest = try await a.newestSequence()
+            #expect(try await a.latestSequence() == newest)
+            #expect(try await b.events(after: start).contains { $0.sysID == id })
+            try await runner.run("ROLLBACK")
+            try await connection.close()
+
+            // A write of this database in flight, older than the next one: followers wait for it; caches and the
+            // list pages' mark do not.
+            let holding = Flag()
+            let release = Flag()
+            let before = try await b.changeMark()
+            let holder = Task {
+                try await a.storage.write(scope: .rows(table: "task", sysIDs: [])) { db in
+                    try await db.run("INSERT INTO docket_meta (key, value) VALUES ('held', 'x')")
+                    holding.set()
+                    for _ in 0..<2_000 where !release.isSet { try await Task.sleep(for: .milliseconds(10)) }
+                    try await db.run("DELETE FROM docket_meta WHERE key = 'held'")
+                }
+            }
+            while !holding.isSet { try await Task.sleep(for: .milliseconds(5)) }
+            let settled = try await a.latestSequence()
+            let other = DemoData.id("incident", 4)
+            try await a.update(other, in: "incident", values: ["short_description": "changed while another writes"], caller: Callers.admin)
+            #expect(try await a.latestSequence() == settled)
+            #expect(try await b.changeMark() != before)
+            #expect(try await b.get(other, in: "incident", caller: Callers.admin).record["short_description"] == "changed while another writes")
+            release.set()
+            try await holder.value
+            #expect(try await a.latestSequence() > settled)
+        }
+    }
 }

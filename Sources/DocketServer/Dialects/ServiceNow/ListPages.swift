@@ -8,11 +8,13 @@ import Synchronization
 ///
 /// A page of 100 incidents with display values costs milliseconds of CPU to read and render, and the same few lists
 /// (my open incidents, my group's queue) are asked for again and again by the people who work them. A page is kept
-/// with the event log's head as it was just before the page was read, and served again only while the head is still
-/// there: every committed change appends to the log, in this process or another instance, so an unchanged head
-/// means the database holds what it held when the page was read. The head is read for each request (one indexed
-/// read), so a database that does not answer is a 503 as for any other request, and a change committed anywhere, a
-/// moment ago, is never missed.
+/// with the engine's change mark as it was just before the page was read (``RecordStore/changeMark()``: how many
+/// committed changes this process has published, after catching up with other instances' commits), and served
+/// again only while the mark is still there: every committed change is published, in this process or read from the
+/// log of another instance, so an unchanged mark means the database holds what it held when the page was read. The
+/// log's head is read for each request (one indexed read), so a database that does not answer is a 503 as for any
+/// other request, and a change committed anywhere, a moment ago, is never missed. (A sequence number would not do on
+/// PostgreSQL, where writes commit in any order: a smaller number may commit after a larger one was seen.)
 ///
 /// That is coarse on purpose: any change ends every kept page, since what a page shows can come from many tables
 /// (its references' targets, the tables its query joins, journal entries). A page is kept per caller (the user,
@@ -24,7 +26,7 @@ final class ListPages: Sendable {
     struct Page: Sendable {
         let body: ByteBuffer
         let headers: HTTPFields
-        /// The event log's head just before the page was read.
+        /// The change mark just before the page was read.
         let head: Int
 
         var response: Response { Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: body)) }

@@ -38,7 +38,7 @@ struct TableController {
             request.uri.path, expanded ?? "", baseURL, ListPages.callerKey(caller), String(store.versionedCatalog.generation),
         ].joined(separator: "\u{0}")
         // Read first: a change that commits after it ends the page at the next request (see ``ListPages``).
-        let head = try await store.latestSequence()
+        let head = try await store.changeMark()
         let store = self.store
         let page = try await pages.page(key, head: head) {
             let page = try await listPage(table, parameters: parameters, request: request, baseURL: baseURL, caller: caller)

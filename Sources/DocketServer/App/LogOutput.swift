@@ -1,0 +1,179 @@
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where docketd's log lines go: a file descriptor (standard error), written by whichever caller finds nobody
+/// writing. Lines logged while a write is under way are appended to a buffer and go out with the next write, so
+/// that under load many lines cost one system call instead of one each, and a line never waits for a lock held
+/// over a system call. A line is written before its caller returns, or by the caller writing at that moment.
+final class LogOutput: Sendable {
+    private struct State {
+        var pending: [UInt8] = []
+        var writing = false
+    }
+
+    private let state = Mutex(State())
+    /// Where batches go (a descriptor), or nil when each line goes to `perLine`.
+    private let descriptor: Int32?
+    private let perLine: (@Sendable ([UInt8]) -> Void)?
+    private let ordering = Mutex(())
+
+    /// Lines go to `descriptor`, in batches.
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+        perLine = nil
+    }
+
+    /// Lines go to `write` (tests, the suite's log file), one call per line, one call at a time.
+    init(_ write: @escaping @Sendable ([UInt8]) -> Void) {
+        descriptor = nil
+        perLine = write
+    }
+
+    static let standardError = LogOutput(descriptor: 2)
+
+    /// A line's metadata: the handler's, then the provider's, then the line's own (the later wins), and the error's
+    /// text and type when the line carries one.
+    static func metadata(_ base: Logger.Metadata, provider: Logger.MetadataProvider?, event: LogEvent) -> Logger.Metadata {
+        var all = base
+        if let provided = provider?.get(), !provided.isEmpty { all.merge(provided) { _, new in new } }
+        if let given = event.metadata, !given.isEmpty { all.merge(given) { _, new in new } }
+        if let error = event.error {
+            all["error.message"] = "\(error)"
+            all["error.type"] = "\(String(reflecting: type(of: error)))"
+        }
+        return all
+    }
+
+    /// Writes one line (its bytes end with a newline).
+    func line(_ bytes: [UInt8]) {
+        guard let descriptor else {
+            ordering.withLock { _ in perLine?(bytes) }
+            return
+        }
+        let writer = state.withLock { state -> Bool in
+            state.pending.append(contentsOf: bytes)
+            if state.writing { return false }
+            state.writing = true
+            return true
+        }
+        guard writer else { return }
+        var batch: [UInt8] = []
+        while true {
+            let more = state.withLock { state -> Bool in
+                if state.pending.isEmpty {
+                    state.writing = false
+                    return false
+                }
+                swap(&batch, &state.pending)
+                return true
+            }
+            guard more else { return }
+            batch.withUnsafeBytes { Self.writeAll($0, to: descriptor) }
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Writes every byte, going on after partial writes and interruptions (a failed write loses the lines: logging
+    /// never fails a request).
+    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32) {
+        var offset = 0
+        while offset < bytes.count {
+            #if canImport(Glibc)
+            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            #else
+            let written = Darwin.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+            #endif
+            if written > 0 {
+                offset += written
+            } else if written < 0, errno == EINTR {
+                continue
+            } else {
+                return
+            }
+        }
+    }
+}
+
+/// `--log-format text` (the default): swift-log's `StreamLogHandler` line,
+/// `2026-11-28T06:07:11+0000 info docketd: dialect=servicenow method=GET … request_id=… [DocketServer] request`,
+/// made without a time-zone lookup per line (the time's text is kept for its second) and written through
+/// ``LogOutput``. The request id is `request_id`, as in JSON lines.
+public struct TextLogHandler: LogHandler {
+    public var logLevel: Logger.Level = .info
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    private let label: String
+    private let output: LogOutput
+
+    public init(label: String) { self.init(label: label, output: .standardError) }
+
+    /// Lines go to `write`, one call per line.
+    public init(label: String, write: @escaping @Sendable ([UInt8]) -> Void) {
+        self.init(label: label, output: LogOutput(write))
+    }
+
+    init(label: String, output: LogOutput) {
+        self.label = label
+        self.output = output
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        let all = LogOutput.metadata(metadata, provider: metadataProvider, event: event)
+        var line: [UInt8] = []
+        line.reserveCapacity(256)
+        line.append(contentsOf: Self.clock.text(now: time(nil)).utf8)
+        line.append(UInt8(ascii: " "))
+        line.append(contentsOf: event.level.rawValue.utf8)
+        if !label.isEmpty {
+            line.append(UInt8(ascii: " "))
+            line.append(contentsOf: label.utf8)
+        }
+        line.append(UInt8(ascii: ":"))
+        for (key, value) in all.sorted(by: { JSONLogHandler.name(of: $0.key) < JSONLogHandler.name(of: $1.key) }) {
+            line.append(UInt8(ascii: " "))
+            line.append(contentsOf: JSONLogHandler.name(of: key).utf8)
+            line.append(UInt8(ascii: "="))
+            line.append(contentsOf: value.description.utf8)
+        }
+        line.append(contentsOf: " [".utf8)
+        line.append(contentsOf: event.source.utf8)
+        line.append(contentsOf: "] ".utf8)
+        line.append(contentsOf: event.message.description.utf8)
+        line.append(UInt8(ascii: "\n"))
+        output.line(line)
+    }
+
+    /// The local time's text (`%Y-%m-%dT%H:%M:%S%z`), made once a second.
+    private static let clock = Clock()
+
+    final class Clock: Sendable {
+        private let kept = Mutex<(second: time_t, text: String)>((-1, ""))
+
+        func text(now: time_t) -> String {
+            if let text = kept.withLock({ $0.second == now ? $0.text : nil }) { return text }
+            var seconds = now
+            var parts = tm()
+            var buffer = [Int8](repeating: 0, count: 64)
+            let text: String
+            if localtime_r(&seconds, &parts) != nil, strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S%z", &parts) > 0 {
+                text = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            } else {
+                text = "<unknown>"
+            }
+            kept.withLock { $0 = (now, text) }
+            return text
+        }
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import Logging
+import Synchronization
+import Testing
+
+@testable import DocketServer
+
+/// The text log line (`--log-format text`) and the batched writes of ``LogOutput``.
+@Suite("Text log lines")
+struct TextLogTests {
+    @Test("a line is swift-log's text line with the request id named request_id, keys in order")
+    func lineFormat() throws {
+        let lines = Mutex<[String]>([])
+        var handler = TextLogHandler(label: "docketd") { bytes in lines.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) } }
+        handler[metadataKey: RequestIDs.metadataKey] = "abc123"
+        let logger = Logger(label: "docketd", factory: { _ in handler })
+        logger.info("request", metadata: ["status": .stringConvertible(200), "method": "GET"])
+        logger.error("Request failed", error: CocoaError(.fileNoSuchFile))
+        logger.debug("below the level")
+        let written = lines.withLock { $0 }
+        #expect(written.count == 2)
+        let first = try #require(written.first)
+        #expect(first.wholeMatch(of: /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} info docketd: method=GET request_id=abc123 status=200 \[DocketServerTests\] request\n/) != nil, "\(first)")
+        #expect(written.last?.contains("error.type=") == true)
+    }
+
+    @Test("lines written at once from many tasks reach the descriptor whole, each once", .timeLimit(.minutes(1)))
+    func batchedWrites() async throws {
+        var descriptors: [Int32] = [0, 0]
+        #expect(pipe(&descriptors) == 0)
+        let output = LogOutput(descriptor: descriptors[1])
+        let readEnd = descriptors[0]
+        let reader = Task.detached { () -> [String] in
+            let handle = FileHandle(fileDescriptor: readEnd, closeOnDealloc: true)
+            let data = handle.readDataToEndOfFile()
+            return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for index in 0..<500 { output.line(Array("line \(task)-\(index) \(String(repeating: "x", count: 40))\n".utf8)) }
+                }
+            }
+        }
+        close(descriptors[1])
+        let lines = await reader.value
+        #expect(lines.count == 4_000)
+        #expect(Set(lines).count == 4_000)
+        #expect(lines.allSatisfy { $0.hasPrefix("line ") && $0.hasSuffix(String(repeating: "x", count: 40)) })
+    }
+}
