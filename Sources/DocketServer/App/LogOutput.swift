@@ -11,12 +11,20 @@ import Darwin
 /// Where docketd's log lines go: a file descriptor (standard error), written by whichever caller finds nobody
 /// writing. Lines logged while a write is under way are appended to a buffer and go out with the next write, so
 /// that under load many lines cost one system call instead of one each, and a line never waits for a lock held
-/// over a system call. A line is written before its caller returns, or by the caller writing at that moment.
+/// over a system call. A line is written before its caller returns, or by the caller writing at that moment; while
+/// standard error blocks, at most ``maximumPending`` bytes wait, and lines beyond are dropped and counted.
 final class LogOutput: Sendable {
     private struct State {
         var pending: [UInt8] = []
         var writing = false
+        /// Lines dropped since the last write (the buffer was full: standard error does not keep up).
+        var dropped = 0
     }
+
+    /// The most bytes waiting while a write is under way: when standard error blocks (a stalled log reader), lines
+    /// beyond it are dropped and counted, and a line saying how many follows when writing goes on, rather than the
+    /// server's memory growing or its requests waiting on the log.
+    static let maximumPending = 4 << 20
 
     private let state = Mutex(State())
     /// Where batches go (a descriptor), or nil when each line goes to `perLine`.
@@ -58,6 +66,10 @@ final class LogOutput: Sendable {
             return
         }
         let writer = state.withLock { state -> Bool in
+            if state.writing, state.pending.count + bytes.count > Self.maximumPending {
+                state.dropped += 1
+                return false
+            }
             state.pending.append(contentsOf: bytes)
             if state.writing { return false }
             state.writing = true
@@ -72,6 +84,10 @@ final class LogOutput: Sendable {
                     return false
                 }
                 swap(&batch, &state.pending)
+                if state.dropped > 0 {
+                    batch.append(contentsOf: "docketd: \(state.dropped) log lines dropped: standard error did not keep up\n".utf8)
+                    state.dropped = 0
+                }
                 return true
             }
             guard more else { return }

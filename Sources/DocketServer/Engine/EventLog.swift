@@ -139,11 +139,16 @@ extension RecordStore {
         try await storage.read { db in try await db.integer(SQLFragment(db.dialect.settledEventSequenceSQL)) }
     }
 
-    /// A mark that moves with every change this process has published (``EventBroadcaster/generation``), read after
-    /// catching up with other processes' commits and the log's head (so that a database that does not answer fails
-    /// the read, and a change committed anywhere before the call is counted in it).
+    /// A mark that moves with every committed change: on PostgreSQL the changes this process has published
+    /// (``EventBroadcaster/generation``), read after the log's head and after catching up with other processes'
+    /// commits, so that a database that does not answer fails the read, and a change committed anywhere before the
+    /// call is counted in it.
+    ///
+    /// On SQLite, where one process serves the file but others may write it too (`docketd users …` while the server
+    /// runs), and sequences commit in order, the mark is the log's newest sequence.
     func changeMark() async throws -> Int {
-        _ = try await newestSequence()
+        let newest = try await newestSequence()
+        guard storage.isShared else { return newest }
         try await catchUp()
         return broadcaster.generation
     }
@@ -504,7 +509,10 @@ struct EventLogFollower: AsyncSequence, Sendable {
                 switch await following.events.next() {
                 case nil: return nil
                 case .tick:
-                    lastTick = store.broadcaster.tickCount
+                    // Ticks that came while this follower waited in the log were handed on then (``pause()``).
+                    let ticks = store.broadcaster.tickCount
+                    if ticks == lastTick { continue }
+                    lastTick = ticks
                     return .tick
                 case .event(let event): if event.sequence > cursor { held = event }
                 }

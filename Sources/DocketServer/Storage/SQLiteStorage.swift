@@ -66,7 +66,7 @@ final class SQLiteStorage: Storage {
     private let writeLock = AsyncLock()
     /// Set by ``close()``: from then on every read and write is refused with ``StorageUnavailable/closed``.
     private let closed = Mutex(false)
-    private let path: String
+    let path: String
     private let logger: Logger
 
     private init(path: String, writer: SQLiteConnection, readers: [SQLiteConnection], logger: Logger) {
