@@ -134,7 +134,7 @@ extension RecordStore {
     }
 
     /// Changes a record (only the given fields); returns the sys_id. Journal fields add entries. `within` runs in
-    /// the same transaction after the row is written (to read back what is committed); not when nothing changed.
+    /// the same transaction after the row is written (to read back what is committed), also when nothing changed.
     @discardableResult
     func update(
         _ sysID: String, in tableName: String, values input: [String: String], caller: Caller,
@@ -181,7 +181,12 @@ extension RecordStore {
                 .write, on: concrete, sysID: sysID, fields: changed.union(prepared.journals.map(\.field)),
                 caller: caller, db: db
             )
-            if changed.isEmpty && prepared.journals.isEmpty { return [] }
+            if changed.isEmpty && prepared.journals.isEmpty {
+                // Nothing to write: the read-back still reports what is committed (a run before this one, which
+                // lost a race and was rolled back, may have read back a row that never was).
+                try await within?(db, sysID)
+                return []
+            }
             if SchemaAdministration.tables.contains(concrete.name) {
                 try SchemaAdministration.checkUpdate(of: concrete.name, changed: changed)
             }
