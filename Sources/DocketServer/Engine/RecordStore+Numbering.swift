@@ -1,0 +1,85 @@
+import DocketModel
+import Foundation
+
+/// Numbers of new records (INC0010001): where a table's come from, and the insert that takes one.
+extension RecordStore {
+    /// On PostgreSQL, makes the sequence a numbered table's new records take their numbers from, once per process
+    /// (``NumberSequences``), before the insert's transaction begins.
+    func ensureNumberSequence(for table: SchemaCatalog.Table) async throws {
+        guard storage.dialect == .postgres, table.field("number") != nil, let owner = numberOwner(of: table),
+            !numberSequences.withLock({ $0.contains(owner.table) })
+        else { return }
+        try await storage.write { db in try await NumberSequences.create(for: owner.table, start: owner.start, db: db) }
+        numberSequences.withLock { _ = $0.insert(owner.table) }
+    }
+
+    /// Writes a new record's row; returns the fields it wrote. A record of a numbered table given no number
+    /// takes the next one, into `values`: on PostgreSQL from the table's sequence in the insert itself (one round
+    /// trip, no lock held: ``NumberSequences``), on SQLite from its counter row.
+    func insertRow(
+        into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor
+    ) async throws -> [FieldDefinition] {
+        let numbering = table.field("number") != nil && values["number", default: ""].isEmpty ? numberOwner(of: table) : nil
+        func columns(_ fields: [FieldDefinition]) -> [SQLFragment] { fields.map { .identifier($0.name) } }
+        func row(_ fields: [FieldDefinition]) -> [SQLFragment] {
+            fields.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }
+        }
+        let given = table.fields.filter { $0.type.isStored && $0.name != "number" && !values[$0.name, default: ""].isEmpty }
+        guard let numbering, let insert = db.dialect.insertTakingNumber(
+            into: table.physicalTable, columns: columns(given), values: row(given),
+            sequence: NumberSequences.name(of: numbering.table), prefix: numbering.prefix, digits: numbering.digits
+        ) else {
+            if let numbering { values["number"] = try await allocateNumber(numbering, db: db) }
+            let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
+            try await db.run(
+                "INSERT INTO " + .identifier(table.physicalTable) + " (" + columns(stored).joined(", ") + ") VALUES ("
+                    + row(stored).joined(", ") + ")"
+            )
+            return stored
+        }
+        guard let taken = try await db.rows(insert).first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
+            throw NumberCounterMissing(table: numbering.table)
+        }
+        values["number"] = taken
+        return table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
+    }
+
+    /// Where a table's records take their numbers: the nearest table of its ancestry with a number prefix.
+    struct Numbering {
+        let table: String
+        let prefix: String
+        let digits: Int
+        let start: Int
+    }
+
+    func numberOwner(of table: SchemaCatalog.Table) -> Numbering? {
+        guard let owner = table.ancestry.lazy.compactMap({ self.catalog.table($0) })
+            .first(where: { $0.definition.numberPrefix != nil }), let prefix = owner.definition.numberPrefix
+        else { return nil }
+        return Numbering(
+            table: owner.name, prefix: prefix, digits: owner.definition.numberDigits, start: owner.definition.numberStart
+        )
+    }
+
+    func allocateNumber(_ owner: Numbering, db: SQLExecutor) async throws -> String {
+        let prefix = owner.prefix
+        let key = SQLFragment.bind(owner.table)
+        // One statement takes the number and moves the counter on, so two writers can never take the same one
+        // (on any storage, whatever its isolation); a counter missing for a table is created first.
+        let take: SQLFragment =
+            "UPDATE docket_number_counter SET next_value = next_value + 1 WHERE table_name = " + key
+            + " RETURNING next_value - 1 AS taken"
+        var taken = try await db.rows(take).first.map { try $0.value(at: "taken", kind: .integer).intValue }
+        if taken == nil {
+            try await db.run(
+                "INSERT INTO docket_number_counter (table_name, next_value) VALUES (" + key + ", "
+                    + .bind(owner.start) + ") ON CONFLICT (table_name) DO NOTHING"
+            )
+            taken = try await db.rows(take).first.map { try $0.value(at: "taken", kind: .integer).intValue }
+        }
+        // Unreachable: the insert leaves a counter for the update to take from.
+        guard let value = taken ?? nil else { throw NumberCounterMissing(table: owner.table) }
+        let digits = String(value)
+        return prefix + String(repeating: "0", count: max(0, owner.digits - digits.count)) + digits
+    }
+}
