@@ -93,7 +93,7 @@ let package = Package(
         .executableTarget(
             name: "docketd",
             dependencies: [
-                "DocketServer",
+                "DocketServer", "DocketModel",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -118,7 +118,7 @@ let package = Package(
         .target(
             name: "DocketCLI",
             dependencies: [
-                "DocketKit", "DocketOffline", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "DocketKit", "DocketModel", "DocketOffline", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // The loopback listener `docket login --sso --browser` receives the browser's answer on.
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

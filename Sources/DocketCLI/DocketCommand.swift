@@ -1,5 +1,6 @@
 import ArgumentParser
 import DocketKit
+import DocketModel
 import Foundation
 
 /// The `docket` command.
@@ -16,6 +17,7 @@ public struct DocketCommand: AsyncParsableCommand {
             create and edit on participants. Read commands take --json for scripts.
             Exit codes: 0 success, 1 failure, 2 wrong usage.
             """,
+        version: DocketVersion.current,
         subcommands: [
             LoginCommand.self, LogoutCommand.self, WhoAmICommand.self, TasksCommand.self, ShowCommand.self,
             CommentCommand.self, RecordsCommand.self, WatchCommand.self, DefectsCommand.self, CreateCommand.self,

@@ -109,7 +109,15 @@ struct LoginCommand: AsyncParsableCommand {
         }
         let user = self.user ?? ""
         let password = passwordStdin ? environment.readLine() : environment.readPassword("Password for \(user): ")
-        guard let password, !password.isEmpty else { throw CLIFailure("no password given") }
+        guard let password, !password.isEmpty else {
+            throw CLIFailure(
+                passwordStdin
+                    ? "no password given: --password-stdin reads it from the first line of standard input"
+                    : "no password given. Without a terminal to type it in, pipe it in with --password-stdin "
+                        + "(printf '%s\\n' \"$PASSWORD\" | docket login \(instance) --user \(user) --password-stdin), or sign in "
+                        + "in a browser with --sso"
+            )
+        }
         do {
             try await logIn(target, password: password, transport: transport, trusted: trusted, environment: environment)
         } catch let error as DocketError {

@@ -65,6 +65,9 @@ struct WatchCommand: AsyncParsableCommand {
         let query = [mine ? Self.mineQuery : nil, self.query].compactMap { $0 }.joined(separator: "^")
         var since = self.since
         var printed = 0
+        // Stored values become their labels ("state: In Progress → Resolved"), from each table's choice lists, read once.
+        var labels: [String: [String: [WorkChoice]]] = [:]
+        let backend = ServiceNowBackend(client: client)
         if !output.json, environment.stderrIsTerminal {
             environment.err("Watching \(table.map { "\($0) records" } ?? "every record you may read")\(query.isEmpty ? "" : " matching \(query)"); Ctrl-C stops.\n")
         }
@@ -74,7 +77,15 @@ struct WatchCommand: AsyncParsableCommand {
             ).makeAsyncIterator()
             do {
                 while let change = try await iterator.next() {
-                    environment.print(output.json ? Self.json(change) : Self.line(change))
+                    if !output.json, change.kind == .changed, labels[change.table] == nil {
+                        do {
+                            labels[change.table] = try await backend.choiceLists(table: change.table)
+                        } catch {
+                            // Not readable (a user without access to sys_choice): the stored values are shown.
+                            labels[change.table] = [:]
+                        }
+                    }
+                    environment.print(output.json ? Self.json(change) : Self.line(change, choices: labels[change.table] ?? [:]))
                     printed += 1
                     if let count, printed >= count { return }
                 }
@@ -111,7 +122,7 @@ struct WatchCommand: AsyncParsableCommand {
     }
 
     /// One line per change: time, what happened, the record, and who did it.
-    static func line(_ change: RecordChange) -> String {
+    static func line(_ change: RecordChange, choices: [String: [WorkChoice]] = [:]) -> String {
         let name = change["number"].isEmpty ? change.sysID : change["number"]
         var text = "\(change.time)  \(change.kind.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))  \(change.table)  \(name)"
         let summary = change["short_description"]
@@ -120,7 +131,10 @@ struct WatchCommand: AsyncParsableCommand {
             let shown = change.fields.filter { !$0.hasPrefix("sys_") }
             let details = shown.prefix(4).map { field -> String in
                 guard let old = change.previous[field] else { return field }
-                return "\(field): \(Self.short(old)) → \(Self.short(change[field]))"
+                func shown(_ value: String) -> String {
+                    Self.short(choices[field]?.first { $0.value == value }?.label ?? value)
+                }
+                return "\(field): \(shown(old)) → \(shown(change[field]))"
             }
             if !details.isEmpty { text += "  [" + details.joined(separator: ", ") + (shown.count > 4 ? ", …" : "") + "]" }
         }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import DocketServer
+import DocketModel
 import Foundation
 import Hummingbird
 import Logging
@@ -18,6 +19,7 @@ struct Docketd: AsyncParsableCommand {
             database into an empty one (SQLite to PostgreSQL). `docketd backup` and `docketd restore` save and put \
             back an SQLite database.
             """,
+        version: DocketVersion.current,
         subcommands: [Serve.self, Users.self, Clients.self, Keys.self, MobileConfig.self, Migrate.self, Backup.self, Restore.self],
         defaultSubcommand: Serve.self
     )

@@ -50,6 +50,8 @@ func explainingFailures<T>(_ body: () async throws -> T) async throws -> T {
         FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
     } catch let failure as DatabaseBackup.Failure {
         FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
+    } catch let failure as SQLiteStorageError {
+        FileHandle.standardError.write(Data("Error: \(failure.description)\n".utf8))
     }
     throw ExitCode.failure
 }

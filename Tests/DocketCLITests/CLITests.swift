@@ -415,7 +415,7 @@ struct CLITests {
         }
     }
 
-    @Test("usage errors are exit 2; --help is exit 0")
+    @Test("usage errors are exit 2; --help and --version are exit 0")
     func usage() async {
         let cli = CLIHarness()
         #expect(await cli.run("records").code == 2)
@@ -425,6 +425,13 @@ struct CLITests {
         let help = await cli.run("--help")
         #expect(help.code == 0)
         #expect(help.out.contains("login"))
+        let version = await cli.run("--version")
+        #expect(version.code == 0)
+        #expect(version.out.trimmingCharacters(in: .whitespacesAndNewlines) == DocketVersion.current)
+        // No terminal and no password on standard input: the message says how to give one.
+        let noPassword = await cli.run("login", "http://127.0.0.1:9", "--user", "john.doe")
+        #expect(noPassword.code == 1)
+        #expect(noPassword.err.contains("--password-stdin"), "\(noPassword.err)")
         let notLoggedIn = await cli.run("tasks")
         #expect(notLoggedIn.code == 1)
         #expect(notLoggedIn.err.contains("docket login"))
@@ -474,6 +481,12 @@ struct CLITests {
             #expect(human.out.contains("cli-watch one"))
             #expect(human.out.contains("(by admin)"))
             #expect(human.out.contains(created["number"] ?? "INC"))
+            // A changed field with a choice list shows labels, as people read them, not stored values.
+            let labelled = await cli.run(
+                "watch", "--table", "incident", "--query", "short_descriptionSTARTSWITHcli-watch", "--count", "2", "--since", "0"
+            )
+            #expect(labelled.code == 0, "\(labelled.err)")
+            #expect(labelled.out.contains("urgency: ") && labelled.out.contains(" → 1 - High"), "\(labelled.out)")
         }
     }
 

@@ -8,8 +8,9 @@ Checks:
     sequence it holds, and F passes `PRAGMA integrity_check`;
   - F holds exactly the incidents whose insert event is at or before that sequence (read from the live database
     afterwards), every one of them acknowledged to a client;
-  - a second backup to F without --force is refused (exit 1, F unchanged); `restore` over a database that holds
-    data is refused without --force;
+  - a second backup to F without --force is refused (exit 1, F unchanged); `restore --force` into the folder the
+    running docketd serves is refused (exit 1, saying to stop it first), and a write acknowledged afterwards is in
+    the database once the server stopped; `restore` over a database that holds data is refused without --force;
   - `docketd restore --from F --data-dir NEW` then `docketd --data-dir NEW` serves exactly those incidents, and a new
     write continues the event log after the backup's sequence.
 Exits 0 when all hold.
@@ -45,6 +46,7 @@ def main():
     os.makedirs(data)
     process, port = start(args.binary, data)
     acknowledged, lock = set(), threading.Lock()
+    acknowledged_after = None
 
     def writer(start_index):
         for index in range(start_index, 200, 8):
@@ -74,10 +76,24 @@ def main():
         again = subprocess.run([args.binary, "backup", "--data-dir", data, "--to", backup], capture_output=True, text=True)
         if again.returncode != 1 or "--force" not in again.stderr:
             problems.append(f"a second backup without --force: exit {again.returncode}: {again.stderr.strip()}")
+        # A restore under the running server is refused, --force or not: the server keeps its database and what it
+        # acknowledges after the attempt survives its restart.
+        live = subprocess.run([args.binary, "restore", "--from", backup, "--data-dir", data, "--force"], capture_output=True, text=True)
+        if live.returncode != 1 or "Stop it first" not in live.stderr:
+            problems.append(f"restore --force under a running docketd: exit {live.returncode}: {live.stdout.strip()} {live.stderr.strip()}")
+        status, body = call(port, "POST", "/api/now/table/incident", {"short_description": "after the refused restore"})
+        if status != 201:
+            problems.append(f"a write after the refused restore: {status}")
+        else:
+            acknowledged_after = json.loads(body)["result"]["sys_id"]
     finally:
         process.terminate()
         process.wait(timeout=30)
 
+    kept = sqlite3.connect(os.path.join(data, "docket.sqlite"))
+    if not kept.execute("SELECT 1 FROM task WHERE sys_id = ?", (acknowledged_after,)).fetchone():
+        problems.append("the write acknowledged after the refused restore is not in the database after the server stopped")
+    kept.close()
     check = sqlite3.connect(backup)
     if check.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
         problems.append("the backup fails PRAGMA integrity_check")

@@ -94,15 +94,7 @@ struct HealthController {
 
     /// Runs `body`, or throws ``StorageUnavailable`` when it has not finished within `limit`.
     private static func within(_ limit: Duration, _ body: @escaping @Sendable () async throws -> Void) async throws {
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                throw StorageUnavailable(reason: "no answer within \(limit)")
-            }
-            defer { group.cancelAll() }
-            try await group.next()
-        }
+        guard try await bounded(limit, body) != nil else { throw StorageUnavailable(reason: "no answer within \(limit)") }
     }
 
     @Sendable func health(_ request: Request, context: Context) async throws -> Response {

@@ -59,6 +59,20 @@ final class LogOutput: Sendable {
         return all
     }
 
+    /// The names and values of a line that is a handler's `base` metadata and the line's own `fields` (which win
+    /// over the handler's of the same name), sorted by name, as ``TextLogHandler`` writes them: what
+    /// ``metadata(_:provider:event:)`` would give for them, without making and merging dictionaries.
+    static func entries(_ base: Logger.Metadata, _ fields: [(key: String, value: String)]) -> [(name: String, value: String)] {
+        var entries: [(name: String, value: String)] = []
+        entries.reserveCapacity(base.count + fields.count)
+        for (key, value) in base where !fields.contains(where: { $0.key == key }) {
+            entries.append((JSONLogHandler.name(of: key), value.description))
+        }
+        for field in fields { entries.append((JSONLogHandler.name(of: field.key), field.value)) }
+        entries.sort { $0.name < $1.name }
+        return entries
+    }
+
     /// Writes one line (its bytes end with a newline).
     func line(_ bytes: [UInt8]) {
         guard let descriptor else {
@@ -117,11 +131,20 @@ final class LogOutput: Sendable {
     }
 }
 
+/// A handler that writes a request's line (``ObservedResponder``) from its fields as they are: the line
+/// `logger.info("request", metadata:)` would give, without swift-log's metadata dictionaries (a line per request is
+/// the one most written).
+protocol RequestLineLogging: LogHandler {
+    /// Writes the `request` line at `info` with `fields` and the handler's metadata, and returns true; false when it
+    /// cannot (the caller then logs the line the usual way).
+    func logRequest(_ fields: [(key: String, value: String)], source: String) -> Bool
+}
+
 /// `--log-format text` (the default): swift-log's `StreamLogHandler` line,
 /// `2026-11-28T06:07:11+0000 info docketd: dialect=servicenow method=GET … request_id=… [DocketServer] request`,
 /// made without a time-zone lookup per line (the time's text is kept for its second) and written through
 /// ``LogOutput``. The request id is `request_id`, as in JSON lines.
-public struct TextLogHandler: LogHandler {
+public struct TextLogHandler: LogHandler, RequestLineLogging {
     public var logLevel: Logger.Level = .info
     public var metadata: Logger.Metadata = [:]
     public var metadataProvider: Logger.MetadataProvider?
@@ -147,26 +170,38 @@ public struct TextLogHandler: LogHandler {
 
     public func log(event: LogEvent) {
         let all = LogOutput.metadata(metadata, provider: metadataProvider, event: event)
+        let entries = all.map { (name: JSONLogHandler.name(of: $0.key), value: $0.value.description) }.sorted { $0.name < $1.name }
+        write(level: event.level, entries: entries, source: event.source, message: event.message.description)
+    }
+
+    func logRequest(_ fields: [(key: String, value: String)], source: String) -> Bool {
+        // A provider's metadata is the provider's to give: such a line goes the usual way.
+        guard metadataProvider == nil else { return false }
+        write(level: .info, entries: LogOutput.entries(metadata, fields), source: source, message: "request")
+        return true
+    }
+
+    private func write(level: Logger.Level, entries: [(name: String, value: String)], source: String, message: String) {
         var line: [UInt8] = []
         line.reserveCapacity(256)
         line.append(contentsOf: Self.clock.text(now: time(nil)).utf8)
         line.append(UInt8(ascii: " "))
-        line.append(contentsOf: event.level.rawValue.utf8)
+        line.append(contentsOf: level.rawValue.utf8)
         if !label.isEmpty {
             line.append(UInt8(ascii: " "))
             line.append(contentsOf: label.utf8)
         }
         line.append(UInt8(ascii: ":"))
-        for (key, value) in all.sorted(by: { JSONLogHandler.name(of: $0.key) < JSONLogHandler.name(of: $1.key) }) {
+        for (name, value) in entries {
             line.append(UInt8(ascii: " "))
-            line.append(contentsOf: JSONLogHandler.name(of: key).utf8)
+            line.append(contentsOf: name.utf8)
             line.append(UInt8(ascii: "="))
-            line.append(contentsOf: value.description.utf8)
+            line.append(contentsOf: value.utf8)
         }
         line.append(contentsOf: " [".utf8)
-        line.append(contentsOf: event.source.utf8)
+        line.append(contentsOf: source.utf8)
         line.append(contentsOf: "] ".utf8)
-        line.append(contentsOf: event.message.description.utf8)
+        line.append(contentsOf: message.utf8)
         line.append(UInt8(ascii: "\n"))
         output.line(line)
     }

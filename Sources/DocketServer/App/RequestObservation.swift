@@ -117,14 +117,16 @@ struct ObservedResponder: HTTPResponder {
             dialect: dialect, route: route, method: Self.methodLabel(request.method), status: response.status.code, duration: elapsed
         )
         if context.logger.logLevel <= .info {
-            var metadata: Logger.Metadata = [
-                "method": .string(request.method.rawValue), "path": .string(Self.loggedPath(request.uri.path, route: route)),
-                "route": .string(route),
-                "dialect": .string(dialect), "status": .stringConvertible(response.status.code),
-                "duration_ms": .string(Self.milliseconds(elapsed)),
+            var fields: [(key: String, value: String)] = [
+                ("method", request.method.rawValue), ("path", Self.loggedPath(request.uri.path, route: route)), ("route", route),
+                ("dialect", dialect), ("status", String(response.status.code)), ("duration_ms", Self.milliseconds(elapsed)),
             ]
-            if let user = context.notes.userName { metadata["user"] = .string(user) }
-            context.logger.info("request", metadata: metadata)
+            if let user = context.notes.userName { fields.append(("user", user)) }
+            if let handler = context.logger.handler as? any RequestLineLogging, handler.logRequest(fields, source: "DocketServer") {
+                // Written as it is.
+            } else {
+                context.logger.info("request", metadata: Logger.Metadata(uniqueKeysWithValues: fields.map { ($0.key, .string($0.value)) }))
+            }
         }
         if let span {
             let method = Self.methodLabel(request.method) == "other" ? "HTTP" : request.method.rawValue

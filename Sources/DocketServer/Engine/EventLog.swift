@@ -431,8 +431,9 @@ struct EventLogFollower: AsyncSequence, Sendable {
             self.store = store
             self.cursor = cursor
             self.batchSize = batchSize
-            self.following = Following(store.broadcaster, buffer: liveBuffer, position: .init(kind: kind, at: cursor))
+            // Read before following: a tick between the two is then handed on, never taken as already handed.
             self.lastTick = store.broadcaster.tickCount
+            self.following = Following(store.broadcaster, buffer: liveBuffer, position: .init(kind: kind, at: cursor))
         }
 
         /// What following yields: an event, or a tick of the broadcaster's clock while waiting for one.

@@ -99,13 +99,25 @@ public enum DatabaseBackup {
         guard targetURL.path != URL(fileURLWithPath: source).standardizedFileURL.path else {
             throw Failure("--from names the database itself.")
         }
+        // Held until the backup is in place: a docketd that starts meanwhile waits for it (it refuses to start).
+        let folder = targetURL.deletingLastPathComponent().path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let replacing: DatabaseFileLock
+        switch DatabaseFileLock.take(.replacing, database: targetURL.path) {
+        case .success(let lock): replacing = lock
+        case .failure(.held):
+            throw Failure(
+                "\(targetURL.path) is open in a running docketd (the server, or a docketd command). Stop it first: a "
+                    + "server whose database is replaced under it goes on acknowledging writes that its next start loses."
+            )
+        case .failure(.failed(let reason)): throw Failure("Whether docketd has \(targetURL.path) open cannot be told: \(reason).")
+        }
+        defer { withExtendedLifetime(replacing) {} }
         if FileManager.default.fileExists(atPath: targetURL.path), !force, try await holdsData(targetURL.path, logger: logger) {
             throw Failure(
                 "\(targetURL.path) already holds a database. Stop docketd, then give --force to replace it with the backup."
             )
         }
-        let folder = targetURL.deletingLastPathComponent().path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let partial = folder + "/." + targetURL.lastPathComponent + ".restoring-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: partial) }
         do {

@@ -38,9 +38,18 @@ final class HeadConnection: Sendable {
         }
         if connect {
             do {
-                let connection = try await PostgresConnection.connect(
-                    configuration: try location.connectionConfiguration(searchPath: true), id: 3, logger: logger
-                )
+                let configuration = try location.connectionConfiguration(searchPath: true)
+                // Every request's catch-up may wait for this connection: one that does not come within the lease's
+                // time is given up (closed when it comes after all), and the pool serves the read meanwhile.
+                let late = LateConnection()
+                guard let connection = try await bounded(PostgresStorage.leaseTimeout, {
+                    let connection = try await PostgresConnection.connect(configuration: configuration, id: 3, logger: logger)
+                    if late.arrived(connection) { try? await connection.close() }
+                    return connection
+                }) else {
+                    if let stray = late.giveUp() { try? await stray.close() }
+                    throw StorageUnavailable(reason: "no connection for the event log's head within \(PostgresStorage.leaseTimeout)")
+                }
                 let kept = state.withLock { state -> Bool in
                     state.connecting = false
                     guard !state.closed else { return false }
@@ -75,5 +84,35 @@ final class HeadConnection: Sendable {
             return state.connection
         }
         try? await connection?.close()
+    }
+}
+
+/// A connection that may come after its caller gave up waiting (``HeadConnection``): it is then closed, by whichever
+/// of the two sides finds the other's mark.
+private final class LateConnection: Sendable {
+    private enum State {
+        case waiting
+        case arrived(PostgresConnection)
+        case givenUp
+    }
+
+    private let state = Mutex(State.waiting)
+
+    /// Whether the caller gave up before `connection` came (then the connecting side closes it).
+    func arrived(_ connection: PostgresConnection) -> Bool {
+        state.withLock { state in
+            if case .givenUp = state { return true }
+            state = .arrived(connection)
+            return false
+        }
+    }
+
+    /// The caller gives up: a connection that came meanwhile, which the caller closes.
+    func giveUp() -> PostgresConnection? {
+        state.withLock { state in
+            defer { state = .givenUp }
+            if case .arrived(let connection) = state { return connection }
+            return nil
+        }
     }
 }

@@ -381,9 +381,21 @@ final class PostgresStorage: Storage {
         if let down = unavailable { throw down }
         // Failures chosen by tests reach this read as they reach every other statement.
         try faults.check(SQLFragment(StorageDialect.newestEventSequenceSQL))
+        let logger = self.logger
         if let connection = await headConnection.connection(logger: logger) {
             do {
-                return try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
+                if let sequence = try await bounded(Self.leaseTimeout, {
+                    try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
+                }) {
+                    return sequence
+                }
+                // Every request waits for this read: one that does not come is given up, and its connection closed
+                // (which ends the wait) and replaced, rather than holding every request up.
+                logger.warning(
+                    "The event log's head did not come on its connection; the connection is replaced",
+                    metadata: ["within": "\(Self.leaseTimeout)"]
+                )
+                await headConnection.failed(connection)
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
@@ -392,7 +404,14 @@ final class PostgresStorage: Storage {
             }
         }
         return try await withConnection { connection in
-            try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: self.logger))
+            guard let sequence = try await bounded(Self.leaseTimeout, {
+                try await Self.sequence(from: connection.execute(LatestEventSequence(), logger: logger))
+            }) else {
+                // Closing it ends the wait; the pool replaces it.
+                try? await connection.close()
+                throw StorageUnavailable(reason: "the event log's head did not come within \(Self.leaseTimeout)")
+            }
+            return sequence
         }
     }
 

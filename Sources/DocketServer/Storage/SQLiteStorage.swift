@@ -55,6 +55,18 @@ struct SQLiteRunner: SQLRunner {
     }
 }
 
+/// Why an SQLite database cannot be opened.
+public enum SQLiteStorageError: Error, CustomStringConvertible {
+    /// `docketd restore` is replacing it.
+    case beingRestored(String)
+
+    public var description: String {
+        switch self {
+        case .beingRestored(let path): return "docketd restore is replacing \(path); start docketd again when it has finished."
+        }
+    }
+}
+
 /// SQLite storage: one file in WAL mode, one writer connection behind an async lock, and a few reader
 /// connections, each lent to one read at a time (WAL lets readers run while a write is in progress).
 final class SQLiteStorage: Storage {
@@ -68,9 +80,12 @@ final class SQLiteStorage: Storage {
     private let closed = Mutex(false)
     let path: String
     private let logger: Logger
+    /// Held while the database is open here, so that `docketd restore` refuses to replace it (``DatabaseFileLock``).
+    private let inUse: DatabaseFileLock?
 
-    private init(path: String, writer: SQLiteConnection, readers: [SQLiteConnection], logger: Logger) {
+    private init(path: String, writer: SQLiteConnection, readers: [SQLiteConnection], inUse: DatabaseFileLock?, logger: Logger) {
         self.path = path
+        self.inUse = inUse
         self.writer = Mutex(writer)
         self.readers = ConnectionPool(readers)
         self.logger = logger
@@ -95,6 +110,15 @@ final class SQLiteStorage: Storage {
 
     /// Opens (creating if needed) the database file at `path`.
     static func open(path: String, readers readerCount: Int = 4, logger: Logger) async throws -> SQLiteStorage {
+        let inUse: DatabaseFileLock?
+        switch DatabaseFileLock.take(.using, database: path) {
+        case .success(let lock): inUse = lock
+        case .failure(.held): throw SQLiteStorageError.beingRestored(path)
+        case .failure(.failed(let reason)):
+            // A folder where no lock file can be made: served all the same, but a restore cannot see it is in use.
+            logger.warning("The database's lock file could not be made: docketd restore cannot tell that it is in use", metadata: ["reason": "\(reason)"])
+            inUse = nil
+        }
         let writer = try await openWriter(path: path, logger: logger)
         do {
             var readers: [SQLiteConnection] = []
@@ -104,7 +128,7 @@ final class SQLiteStorage: Storage {
                 _ = try await SQLiteRunner(connection: reader).rows(SQLFragment("PRAGMA busy_timeout=\(Self.busyTimeoutMilliseconds)"))
                 readers.append(reader)
             }
-            return SQLiteStorage(path: path, writer: writer, readers: readers, logger: logger)
+            return SQLiteStorage(path: path, writer: writer, readers: readers, inUse: inUse, logger: logger)
         } catch {
             try? await writer.close()
             throw error
@@ -173,6 +197,8 @@ final class SQLiteStorage: Storage {
                 self.closed.withLock { $0 = true }
                 for reader in self.readers.all { try await reader.close() }
                 try await self.writer.withLock { $0 }.close()
+                // Closed here: `docketd restore` may replace it now.
+                self.inUse?.release()
             }
         }
     }

@@ -180,4 +180,41 @@ struct BackupTests {
         let left = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.contains(".partial-") || $0.contains(".restoring-") }
         #expect(left.isEmpty)
     }
+
+    @Test("restore refuses a database a docketd has open, even with --force, and a docketd does not open one being restored")
+    func restoreUnderARunningServer() async throws {
+        let directory = TemporaryDirectory()
+        let path = directory.path + "/data/docket.sqlite"
+        try await TestDatabase.demoSQLite(at: path)
+        let backupPath = directory.path + "/backup.sqlite"
+        _ = try await DatabaseBackup.backup(.sqlite(path: path), to: backupPath, force: false, logger: Self.logger)
+        let storage = try await SQLiteStorage.open(path: path, readers: 1, logger: Self.logger)
+        let hasher = PasswordHasher(cost: 4)
+        let (store, _) = try await RecordStore.open(storage: storage, logger: Self.logger, hashPassword: hasher.hash)
+        let written = try await store.insert(into: "incident", values: ["short_description": "acknowledged while serving"], caller: Callers.admin)
+        do {
+            _ = try await DatabaseBackup.restore(from: backupPath, to: .sqlite(path: path), force: true, logger: Self.logger)
+            Issue.record("a restore under an open database should be refused")
+        } catch let failure as DatabaseBackup.Failure {
+            #expect(failure.description.contains("is open in a running docketd") && failure.description.contains("Stop it first"), "\(failure)")
+        }
+        // Still the served database, with what it acknowledged.
+        #expect(try await store.get(written, in: "incident", caller: Callers.admin).record["short_description"] == "acknowledged while serving")
+        try await storage.close()
+        await hasher.shutdown()
+
+        // Stopped, it restores; meanwhile a docketd that starts is refused, with the reason.
+        do {
+            let lock = try DatabaseFileLock.take(.replacing, database: URL(fileURLWithPath: path).standardizedFileURL.path).get()
+            do {
+                _ = try await SQLiteStorage.open(path: path, readers: 1, logger: Self.logger)
+                Issue.record("a database being restored should not open")
+            } catch let error as SQLiteStorageError {
+                #expect(error.description.contains("docketd restore is replacing"))
+            }
+            withExtendedLifetime(lock) {}
+        }
+        let restored = try await DatabaseBackup.restore(from: backupPath, to: .sqlite(path: path), force: true, logger: Self.logger)
+        #expect(restored.path == URL(fileURLWithPath: path).standardizedFileURL.path)
+    }
 }

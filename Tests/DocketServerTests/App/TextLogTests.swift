@@ -24,6 +24,36 @@ struct TextLogTests {
         #expect(written.last?.contains("error.type=") == true)
     }
 
+    @Test("a request's line written from its fields is the line logging it with that metadata gives")
+    func requestLine() throws {
+        let lines = Mutex<[String]>([])
+        var handler = TextLogHandler(label: "docketd") { bytes in lines.withLock { $0.append(String(decoding: bytes, as: UTF8.self)) } }
+        handler[metadataKey: RequestIDs.metadataKey] = "abc123"
+        handler[metadataKey: "trace_id"] = "t1"
+        handler[metadataKey: "user"] = "replaced by the line's own"
+        let fields: [(key: String, value: String)] = [
+            ("method", "GET"), ("path", "/api/now/table/incident"), ("route", "/api/now/table/{table}"), ("dialect", "servicenow"),
+            ("status", "200"), ("duration_ms", "0.412"), ("user", "john.doe"),
+        ]
+        #expect(handler.logRequest(fields, source: "DocketServer"))
+        let logger = Logger(label: "docketd", factory: { _ in handler })
+        logger.info("request", metadata: Logger.Metadata(uniqueKeysWithValues: fields.map { ($0.key, .string($0.value)) }), source: "DocketServer")
+        let written = lines.withLock { $0 }
+        #expect(written.count == 2)
+        // The same text but for the time, which may have moved on by a second.
+        let withoutTime = written.map { $0.drop { $0 != " " } }
+        #expect(withoutTime[0] == withoutTime[1])
+        #expect(withoutTime[0].hasSuffix(
+            " info docketd: dialect=servicenow duration_ms=0.412 method=GET path=/api/now/table/incident request_id=abc123"
+                + " route=/api/now/table/{table} status=200 trace_id=t1 user=john.doe [DocketServer] request\n"
+        ), "\(withoutTime[0])")
+
+        // A metadata provider's fields are the provider's to give: that line goes the usual way.
+        handler.metadataProvider = Logger.MetadataProvider { ["tenant": "a"] }
+        #expect(!handler.logRequest(fields, source: "DocketServer"))
+        #expect(lines.withLock { $0.count } == 2)
+    }
+
     @Test("lines written at once from many tasks reach the descriptor whole, each once", .timeLimit(.minutes(1)))
     func batchedWrites() async throws {
         var descriptors: [Int32] = [0, 0]

@@ -106,6 +106,13 @@ struct LiveGroupsTests {
         return await ride.value
     }
 
+    /// Waits until `members` ride and the group's follower of the log is in place: a tick before it began following
+    /// is one it never hears of (its members' credentials were looked at when they joined), so a test that ticks
+    /// waits for it.
+    static func riding(_ members: Int, fixture: Fixture, followersBefore: Int) async throws {
+        try await eventually { fixture.groups.members == members && fixture.store.broadcaster.count > followersBefore }
+    }
+
     static func eventually(_ condition: @Sendable () -> Bool) async throws {
         for _ in 0..<500 where !condition() { try await Task.sleep(for: .milliseconds(10)) }
         #expect(condition())
@@ -315,6 +322,7 @@ struct LiveGroupsTests {
             let start = try await fixture.store.latestSequence()
             let subscription = try fixture.subscription(caller, after: start)
             let beats = Mutex([0, 0, 0])
+            let followers = fixture.store.broadcaster.count
             var rides: [Task<LiveGroups.Exit, Never>] = []
             for (index, session) in [token, other, token].enumerated() {
                 var rider = FakeSocket().rider(caller, credential: .session(session), after: start, fixture: fixture)
@@ -329,7 +337,7 @@ struct LiveGroupsTests {
                 }
                 rides.append(try fixture.ride(subscription, rider))
             }
-            try await Self.eventually { fixture.groups.members == 3 }
+            try await Self.riding(3, fixture: fixture, followersBefore: followers)
             fixture.store.broadcaster.tick()
             try await Self.eventually { beats.withLock { $0 } == [1, 1, 0] }
             // The second's session ends without any change to the log: the next tick finds it.
@@ -362,8 +370,9 @@ struct LiveGroupsTests {
                 beats.withLock { $0 += 1 }
                 return .written
             }
+            let followers = fixture.store.broadcaster.count
             let ride = try fixture.ride(try fixture.subscription(caller, after: start), rider)
-            try await Self.eventually { fixture.groups.members == 1 }
+            try await Self.riding(1, fixture: fixture, followersBefore: followers)
             let generations = fixture.credentials.watch().checkedAt
             fixture.store.broadcaster.tick()
             try await Self.eventually { beats.withLock { $0 } == 1 }
