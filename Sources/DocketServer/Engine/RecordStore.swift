@@ -97,7 +97,7 @@ final class RecordStore: Sendable {
 
     /// Reads the catalog again after a committed write changed the schema. The write is done whatever happens
     /// here, and its observers are told of it: a failed read never turns it into an error. It is tried again in
-    /// the background until it succeeds (the catalog lags meanwhile, which is logged).
+    /// the background until it succeeds or the storage is closed (the catalog lags meanwhile, which is logged).
     func reloadCatalogAfterCommit() async {
         do {
             try await reloadCatalog()
@@ -110,6 +110,9 @@ final class RecordStore: Sendable {
                     do {
                         try await reloadCatalog()
                         logger.notice("The changed schema was read again")
+                        return
+                    } catch let error as StorageUnavailable where error.reason == StorageUnavailable.closed.reason {
+                        // The storage was closed (docketd is stopping): there is nothing left to bring up to date.
                         return
                     } catch {
                         delay = min(delay * 2, .seconds(10))
