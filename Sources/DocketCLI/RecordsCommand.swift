@@ -53,6 +53,14 @@ struct RecordsCommand: AsyncParsableCommand {
         let environment = CLIEnvironment.current
         let client = try connection.serviceNowClient("records")
         let fieldList = fields?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        // The Table API drops a condition on an unknown field and lists everything: a typo is said here instead.
+        if let query, !query.isEmpty {
+            do {
+                try await ServiceNowBackend(client: client).checkQuery(try EncodedQuery(query), in: table)
+            } catch let error as DocketError where error.kind == .invalidRequest {
+                throw CLIFailure("--query: \(error.message)")
+            }
+        }
         let pages = client.table.paginator(
             in: table, query: try query.map(EncodedQuery.init), fields: fieldList, pageSize: min(pageSize, limit),
             displayValue: displayValue.flatMap(DisplayValue.init(rawValue:)) ?? (output.json ? .false : .all),

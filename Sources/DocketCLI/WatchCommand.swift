@@ -65,8 +65,11 @@ struct WatchCommand: AsyncParsableCommand {
         let query = [mine ? Self.mineQuery : nil, self.query].compactMap { $0 }.joined(separator: "^")
         var since = self.since
         var printed = 0
-        // Stored values become their labels ("state: In Progress → Resolved"), from each table's choice lists, read once.
+        // Stored values become their labels ("state: In Progress → Resolved"), from each table's choice lists, read once
+        // per table. A read that failed for a passing reason (the network, a server error) is tried again on the next
+        // change; one refused (no access to sys_choice) is not. Either is said once on stderr.
         var labels: [String: [String: [WorkChoice]]] = [:]
+        var warnedAboutLabels = false
         let backend = ServiceNowBackend(client: client)
         if !output.json, environment.stderrIsTerminal {
             environment.err("Watching \(table.map { "\($0) records" } ?? "every record you may read")\(query.isEmpty ? "" : " matching \(query)"); Ctrl-C stops.\n")
@@ -81,8 +84,15 @@ struct WatchCommand: AsyncParsableCommand {
                         do {
                             labels[change.table] = try await backend.choiceLists(table: change.table)
                         } catch {
-                            // Not readable (a user without access to sys_choice): the stored values are shown.
-                            labels[change.table] = [:]
+                            let refused = (error as? DocketError).map { $0.kind == .http && [401, 403, 404].contains($0.status) } ?? false
+                            if refused { labels[change.table] = [:] }
+                            if !warnedAboutLabels {
+                                warnedAboutLabels = true
+                                environment.err(
+                                    "docket: the choice labels of \(change.table) could not be read (\(error)); showing stored values"
+                                        + (refused ? "\n" : " until they can be\n")
+                                )
+                            }
                         }
                     }
                     environment.print(output.json ? Self.json(change) : Self.line(change, choices: labels[change.table] ?? [:]))

@@ -46,12 +46,14 @@ public struct ServiceNowBackend: WorkBackend {
                     + " (for example: short_description='Printer jams on every page' urgency='2 - Medium')"
             )
         }
+        try await checkFields(fields.map(\.0), in: type)
         let created = try await client.table.createRecord(with: Self.values(fields), in: type, inputDisplayValue: true)
         return Self.item(try await client.table.record(created.sysID, in: type, displayValue: .all), table: type)
     }
 
     public func edit(_ id: String, fields: [(String, String)]) async throws -> WorkItem {
         let (table, sysID) = try await locate(id)
+        try await checkFields(fields.map(\.0), in: table)
         _ = try await client.table.updateRecord(sysID, in: table, with: Self.values(fields), inputDisplayValue: true)
         return Self.item(try await client.table.record(sysID, in: table, displayValue: .all), table: table)
     }
@@ -73,7 +75,7 @@ public struct ServiceNowBackend: WorkBackend {
     }
 
     /// The table a table extends, or nil.
-    private func parent(of table: String) async throws -> String? {
+    func parent(of table: String) async throws -> String? {
         let parentID = try await client.table.records(
             in: "sys_db_object", query: .where("name", .equals, table), fields: ["super_class"], limit: 1
         ).records.first?["super_class"] ?? ""
@@ -103,6 +105,7 @@ public struct ServiceNowBackend: WorkBackend {
                 message: "\(id) has no state '\(action)'; its states are: " + states.map(\.label).joined(separator: ", ")
             )
         }
+        if !fields.isEmpty { try await checkFields(fields.map(\.0), in: table) }
         var values = Self.values(fields)
         values["state"] = state.value
         _ = try await client.table.updateRecord(sysID, in: table, with: values, inputDisplayValue: true)

@@ -14,7 +14,13 @@ struct QueryCompiler {
         case ignore
         /// Match nothing: used for access conditions, where dropping a term would widen access.
         case matchNothing
+        /// Refuse the query, naming the term (and the field meant, where one is close): for people typing queries
+        /// (the web UI's search, the CLI), and for the Table API on an instance set to refuse invalid queries.
+        case refuse
     }
+
+    /// What a user's query does with a term it cannot use: an unknown field, table or dynamic value.
+    var unknownTerms = UnknownFields.ignore
 
     /// Which fields a term may name.
     enum Scope {
@@ -100,8 +106,9 @@ struct QueryCompiler {
 
     /// The SQL condition for a query, or nil when it restricts nothing.
     mutating func condition(
-        for query: EncodedQuery, unknownFields: UnknownFields = .ignore, scope: Scope = .table
+        for query: EncodedQuery, unknownFields: UnknownFields? = nil, scope: Scope = .table
     ) throws(EngineError) -> SQLFragment? {
+        let unknownFields = unknownFields ?? unknownTerms
         var groups: [SQLFragment] = []
         for var group in query.groups {
             historyTerms(of: &group)
@@ -170,8 +177,12 @@ struct QueryCompiler {
     /// `JOIN` and `RLQUERY` terms as `EXISTS` or counting subqueries over the other table, which only see the
     /// records the caller may read there. Unknown tables or fields drop the term like any unknown field.
     private mutating func condition(for subquery: Subquery, unknownFields: UnknownFields) throws(EngineError) -> SQLFragment? {
-        let nothing: SQLFragment? = unknownFields == .matchNothing ? "1 = 0" : nil
-        guard let other = catalog.table(subquery.table) else { return nothing }
+        func nothing(_ reason: @autoclosure () -> String) throws(EngineError) -> SQLFragment? {
+            try Self.unusable(unknownFields, reason())
+        }
+        guard let other = catalog.table(subquery.table) else {
+            return try nothing("No table '\(subquery.table.prefix(80))'" + Self.suggestion(subquery.table, among: catalog.tables.map(\.name)))
+        }
         subqueries += 1
         guard subqueries <= Limits.subqueries else {
             throw .badRequest("Query too complex", detail: "A query may hold at most \(Limits.subqueries) JOIN or RLQUERY terms")
@@ -184,15 +195,25 @@ struct QueryCompiler {
         switch subquery.kind {
         case .join(let tableName, let fieldName, let otherFieldName):
             // The term names the queried table (or one it extends); anything else is not about this query.
-            guard table.ancestry.contains(tableName),
-                let field = table.field(fieldName), field.type.isStored,
-                let otherField = other.field(otherFieldName), otherField.type.isStored
-            else { return nothing }
+            guard table.ancestry.contains(tableName) else {
+                return try nothing("A JOIN must start at \(table.name) or a table it extends, not '\(tableName.prefix(80))'")
+            }
+            guard let field = table.field(fieldName), field.type.isStored else {
+                return try nothing(Self.unknownField(fieldName, in: table))
+            }
+            guard let otherField = other.field(otherFieldName), otherField.type.isStored else {
+                return try nothing(Self.unknownField(otherFieldName, in: other))
+            }
             link = inner.column(otherField.name) + " = " + column(field.name)
         case .relatedList(let fieldName, _, _, _):
             // History entries name their record by sys_id in `document`, whatever its table.
             let historyLink = other.name == "sys_wf_history" && fieldName == "document"
-            guard let field = other.field(fieldName), field.type == .reference || historyLink else { return nothing }
+            guard let field = other.field(fieldName), field.type == .reference || historyLink else {
+                return try nothing(
+                    other.field(fieldName) == nil
+                        ? Self.unknownField(fieldName, in: other) : "'\(fieldName)' of \(other.name) is not a reference"
+                )
+            }
             link = inner.column(field.name) + " = " + column("sys_id")
         }
         var parts = [link]
@@ -219,11 +240,17 @@ struct QueryCompiler {
     private mutating func condition(
         for term: QueryCondition, unknownFields: UnknownFields, scope: Scope
     ) throws(EngineError) -> SQLFragment? {
-        let nothing: SQLFragment? = unknownFields == .matchNothing ? "1 = 0" : nil
-        guard let (column, field) = try resolve(term.field, scope: scope) else { return nothing }
+        func nothing(_ reason: @autoclosure () -> String) throws(EngineError) -> SQLFragment? {
+            try Self.unusable(unknownFields, reason())
+        }
+        guard let (column, field) = try resolve(term.field, scope: scope) else {
+            return try nothing(unknownPath(term.field))
+        }
         var value = term.value
         if value.hasPrefix("javascript:") {
-            guard let dynamic = DynamicValue(value) else { return nothing }
+            guard let dynamic = DynamicValue(value) else {
+                return try nothing("'\(value.prefix(80))' is not a dynamic value this instance knows")
+            }
             value = resolve(dynamic)
         }
         let isText = field.columnKind == .text
@@ -295,12 +322,53 @@ struct QueryCompiler {
             }
             return "(" + column + " >= " + .bind(low) + " AND " + column + " <= " + .bind(high) + ")"
         case .sameAs, .notSameAs:
-            guard let (other, _) = try resolve(value, scope: scope) else { return nothing }
+            guard let (other, _) = try resolve(value, scope: scope) else { return try nothing(unknownPath(value)) }
             return term.op == .sameAs ? column + " = " + other : "(" + column + " IS NULL OR " + column + " <> " + other + ")"
         case .instanceOf:
             guard let target = catalog.table(value) else { return "1 = 0" }
             return column + " IN (" + .bindList(target.descendants) + ")"
         }
+    }
+
+    // MARK: Unusable terms
+
+    /// What a term that cannot be used becomes: dropped (nil), matching nothing, or a 400 giving `reason`.
+    private static func unusable(_ mode: UnknownFields, _ reason: @autoclosure () -> String) throws(EngineError) -> SQLFragment? {
+        switch mode {
+        case .ignore: return nil
+        case .matchNothing: return "1 = 0"
+        case .refuse: throw .badRequest(RecordStore.invalidQueryMessage, detail: reason())
+        }
+    }
+
+    /// Why a (possibly dot-walked) field name resolves to no column, with the field meant where one is close.
+    func unknownPath(_ name: String) -> String {
+        let path = name.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        var current = table
+        for (index, segment) in path.enumerated() {
+            guard let field = current.field(segment) else {
+                let walked = path[..<index].joined(separator: ".")
+                return Self.unknownField(segment, in: current) + (walked.isEmpty ? "" : " (reached through \(walked))")
+            }
+            if field.type == .password { return "'\(field.name)' cannot be queried" }
+            if index == path.count - 1 { return "'\(name.prefix(200))' is not a field that can be queried" }
+            guard field.type == .reference, let target = field.reference.flatMap({ catalog.table($0) }) else {
+                return "'\(field.name)' of \(current.name) is not a reference, so '\(name.prefix(200))' cannot be followed"
+            }
+            current = target
+        }
+        return "'\(name.prefix(200))' is not a field of \(table.name)"
+    }
+
+    /// "No field 'staet' in incident; did you mean state?"
+    static func unknownField(_ name: String, in table: SchemaCatalog.Table) -> String {
+        "No field '\(name.prefix(80))' in \(table.name)" + suggestion(name, among: table.fields.map(\.name))
+    }
+
+    /// "; did you mean …?" for the names closest to `typed`, or "".
+    static func suggestion(_ typed: String, among names: [String]) -> String {
+        let phrase = Suggestions.phrase(for: typed, among: names)
+        return phrase.isEmpty ? "" : "; " + phrase
     }
 
     // MARK: Sorting
@@ -321,7 +389,10 @@ struct QueryCompiler {
                 resolved = try resolve(String(term.field.dropLast(4)), scope: .table)
                 descending = resolved != nil
             }
-            guard let (column, _) = resolved else { continue }
+            guard let (column, _) = resolved else {
+                if unknownTerms == .refuse { throw .badRequest(RecordStore.invalidQueryMessage, detail: "ORDERBY: " + unknownPath(term.field)) }
+                continue
+            }
             parts.append(column + SQLFragment(dialect.direction(descending: descending)))
         }
         if parts.isEmpty { parts.append(column("sys_created_on") + SQLFragment(dialect.direction(descending: false))) }

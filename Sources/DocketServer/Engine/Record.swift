@@ -46,6 +46,18 @@ struct RecordQuery: Sendable {
     var limit = 10_000
     var offset = 0
     var count = true
+    /// What a term the engine cannot use (an unknown field or table, an unknown dynamic value) does to the query.
+    var invalidTerms = InvalidQueryTerms.ignore
+}
+
+/// What a query's unusable terms do (see ``QueryCompiler/UnknownFields``).
+enum InvalidQueryTerms: Sendable {
+    /// They are dropped, the rest of the query applies (ServiceNow's default).
+    case ignore
+    /// The query returns no rows (ServiceNow's `glide.invalid_query.returns_no_rows`).
+    case noRows
+    /// The query is refused with a 400 naming the term, and the field meant where one is close (people typing).
+    case refuse
 }
 
 /// How to interpret written values.

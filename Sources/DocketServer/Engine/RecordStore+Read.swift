@@ -6,11 +6,48 @@ extension RecordStore {
     /// Reads a page of records the caller may see.
     func list(_ request: RecordQuery, caller: Caller) async throws -> RecordPage {
         let table = try table(request.table)
-        return try await storage.read { db in
+        var query = request.query
+        switch request.invalidTerms {
+        case .ignore:
+            break
+        case .refuse:
+            try check(query, in: table, caller: caller)
+        case .noRows:
+            if let refusal = invalidTerm(of: query, in: table, caller: caller) {
+                // Other refusals (a query too complex, a password field) stay what they are.
+                guard refusal.message == Self.invalidQueryMessage else { throw refusal }
+                // No record has an empty sys_id: the same columns, ordering and count, and no rows.
+                query = EncodedQuery(all: [QueryCondition("sys_id", .isEmpty)])
+            }
+        }
+        return try await storage.read { [query] db in
             try await self.select(
-                table, query: request.query, fields: request.fields, limit: request.limit, offset: request.offset,
+                table, query: query, fields: request.fields, limit: request.limit, offset: request.offset,
                 count: request.count, caller: caller, db: db
             )
+        }
+    }
+
+    /// The message of the 400 that refuses a query with a term the engine cannot use.
+    static let invalidQueryMessage = "Invalid encoded query"
+
+    /// Throws a 400 naming the first term of `query` the engine cannot use on `table` (an unknown field, table or
+    /// dynamic value, a sort on an unknown field), with the field meant where one is close: the same resolution a
+    /// read makes, which would drop such a term.
+    func check(_ query: EncodedQuery, in table: SchemaCatalog.Table, caller: Caller) throws(EngineError) {
+        if let refusal = invalidTerm(of: query, in: table, caller: caller) { throw refusal }
+    }
+
+    /// What ``check(_:in:caller:)`` would throw, or nil.
+    private func invalidTerm(of query: EncodedQuery, in table: SchemaCatalog.Table, caller: Caller) -> EngineError? {
+        var compiler = compiler(for: table, caller: caller, dialect: storage.dialect)
+        compiler.unknownTerms = .refuse
+        do {
+            _ = try compiler.condition(for: query)
+            _ = try compiler.orderBy(query.orderBy)
+            return nil
+        } catch {
+            return error
         }
     }
 

@@ -27,6 +27,8 @@ final class RecordStore: Sendable {
     let visibilityKeys = VisibilityKeys()
     /// The business rules run in the write path, cached (``BusinessRules``).
     let businessRules = BusinessRules()
+    /// The system properties the engine obeys, cached (``InstanceProperties``).
+    let properties = InstanceProperties()
     /// Numbered tables whose PostgreSQL sequence is known to exist (``ensureNumberSequence(for:)``).
     let numberSequences = Mutex<Set<String>>([])
     /// The most events one follower of the log may replay: one that starts further behind is told to resync
@@ -51,6 +53,7 @@ final class RecordStore: Sendable {
         self.hashPassword = hashPassword
         broadcaster.add(observer: cache)
         broadcaster.add(observer: businessRules)
+        broadcaster.add(observer: properties)
     }
 
     /// Opens the engine on a storage: creates the schema on a new database, then loads the catalog.

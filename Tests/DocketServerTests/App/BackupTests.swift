@@ -119,22 +119,25 @@ struct BackupTests {
         #expect((next.first.flatMap { Int($0) } ?? 0) > summary.eventSequence)
     }
 
+    /// What a backup or restore refused with: its ``DatabaseBackup/Failure``'s text, "no refusal", or the other error.
+    static func refusal(_ body: () async throws -> Void) async -> String {
+        do {
+            try await body()
+            return "no refusal"
+        } catch let failure as DatabaseBackup.Failure {
+            return failure.description
+        } catch {
+            return "another error: \(error)"
+        }
+    }
+
     @Test("refusals: an existing file, a folder, PostgreSQL, a damaged or foreign file, a newer schema, a database that holds data")
     func refusals() async throws {
         let directory = TemporaryDirectory()
         let path = directory.path + "/data/docket.sqlite"
         try await TestDatabase.demoSQLite(at: path)
         let backupPath = directory.path + "/backup.sqlite"
-        func refusal(_ body: () async throws -> Void) async -> String {
-            do {
-                try await body()
-                return "no refusal"
-            } catch let failure as DatabaseBackup.Failure {
-                return failure.description
-            } catch {
-                return "another error: \(error)"
-            }
-        }
+        let refusal = Self.refusal
         _ = try await DatabaseBackup.backup(.sqlite(path: path), to: backupPath, force: false, logger: Self.logger)
         #expect(await refusal { _ = try await DatabaseBackup.backup(.sqlite(path: path), to: backupPath, force: false, logger: Self.logger) }
             .contains("exists; give --force"))
@@ -192,12 +195,10 @@ struct BackupTests {
         let hasher = PasswordHasher(cost: 4)
         let (store, _) = try await RecordStore.open(storage: storage, logger: Self.logger, hashPassword: hasher.hash)
         let written = try await store.insert(into: "incident", values: ["short_description": "acknowledged while serving"], caller: Callers.admin)
-        do {
+        let refused = await Self.refusal {
             _ = try await DatabaseBackup.restore(from: backupPath, to: .sqlite(path: path), force: true, logger: Self.logger)
-            Issue.record("a restore under an open database should be refused")
-        } catch let failure as DatabaseBackup.Failure {
-            #expect(failure.description.contains("is open in a running docketd") && failure.description.contains("Stop it first"), "\(failure)")
         }
+        #expect(refused.contains("is open in a running docketd") && refused.contains("Stop it first"), "\(refused)")
         // Still the served database, with what it acknowledged.
         #expect(try await store.get(written, in: "incident", caller: Callers.admin).record["short_description"] == "acknowledged while serving")
         try await storage.close()

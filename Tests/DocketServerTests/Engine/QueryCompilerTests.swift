@@ -75,6 +75,39 @@ struct QueryCompilerTests {
         #expect(try await compile("nonsense=1").sql == #"SELECT 1 FROM "task" AS "t""#)
     }
 
+    @Test("refusing unusable terms names each, with the field meant; usable queries compile as before")
+    func refusedTerms() throws {
+        func refusal(_ query: String, table: String = "incident") -> String? {
+            var compiler = QueryCompiler(
+                catalog: catalog, policy: .standard, dialect: .sqlite, caller: Callers.admin,
+                now: GlideDateTime.parse("2024-03-10 15:30:00")!, table: catalog.table(table)!
+            )
+            compiler.unknownTerms = .refuse
+            do {
+                let parsed = try EncodedQuery(query)
+                _ = try compiler.condition(for: parsed)
+                _ = try compiler.orderBy(parsed.orderBy)
+                return nil
+            } catch let error as EngineError {
+                #expect(error.message == "Invalid encoded query")
+                return error.detail
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(refusal("staet=2") == "No field 'staet' in incident; did you mean state?")
+        #expect(refusal("active=true^ORshort_descriptoinLIKEprinter") == "No field 'short_descriptoin' in incident; did you mean short_description?")
+        #expect(refusal("nosuchfield=3") == "No field 'nosuchfield' in incident")
+        #expect(refusal("caller_id.nmae=Beth")?.hasPrefix("No field 'nmae' in sys_user; did you mean name") == true)
+        #expect(refusal("caller_id.nmae=Beth")?.hasSuffix("(reached through caller_id)") == true)
+        #expect(refusal("short_description.name=x") == "'short_description' of incident is not a reference, so 'short_description.name' cannot be followed")
+        #expect(refusal("assigned_to=javascript:gs.sleep(1000)")?.contains("not a dynamic value") == true)
+        #expect(refusal("active=true^ORDERBYprioirty") == "ORDERBY: No field 'prioirty' in incident; did you mean priority?")
+        #expect(refusal("JOINincident.caller_id=sys_usr.sys_id!active=true")?.hasPrefix("No table 'sys_usr'; did you mean sys_user") == true)
+        #expect(refusal("active=true^priority<=2^caller_id.name=Beth^ORDERBYDESCnumber") == nil)
+        #expect(refusal("assigned_to=javascript:gs.getUserID()") == nil)
+    }
+
     @Test("dynamic values resolve to bound values for the caller")
     func dynamicValues() async throws {
         let (sql, binds) = try await compile("assigned_to=javascript:gs.getUserID()^opened_at>javascript:gs.daysAgoStart(1)", caller: Callers.john)

@@ -52,10 +52,12 @@ struct TableController {
     private func listPage(
         _ table: SchemaCatalog.Table, parameters: TableParameters, request: Request, baseURL: String, caller: Caller
     ) async throws -> (body: ByteBuffer, headers: HTTPFields, response: Response) {
+        // An instance may answer no rows to a query with a term it cannot use (glide.invalid_query.returns_no_rows).
+        let noRows = try await store.properties.flag(InstanceProperties.invalidQueryReturnsNoRows, storage: store.storage)
         let page = try await store.list(
             RecordQuery(
                 table: table.name, query: parameters.query, fields: parameters.fields, limit: parameters.limit,
-                offset: parameters.offset, count: true
+                offset: parameters.offset, count: true, invalidTerms: noRows ? .noRows : .ignore
             ),
             caller: caller
         )

@@ -95,13 +95,34 @@ struct WebWork {
             values["queryError"] = "That search is not a valid encoded query: \(error.message)"
             query = try Self.query(view: view, search: "")
         }
+        // A search naming a field no type of item has (a typo) is refused with the field meant; one that some types
+        // cannot use (a defect's field) lists only the types it applies to, rather than ignoring the term for the others.
+        var searched = tables()
+        if values["queryError"] == nil, Self.looksEncoded(search) {
+            var refusals: [String] = []
+            var usable: [SchemaCatalog.Table] = []
+            for table in searched {
+                do {
+                    try store.check(query, in: table, caller: caller)
+                    usable.append(table)
+                } catch {
+                    refusals.append(error.detail ?? error.message)
+                }
+            }
+            searched = usable
+            if searched.isEmpty {
+                values["queryError"] = "That search cannot run: \(refusals.first ?? "it names no field of your items")"
+                query = try Self.query(view: view, search: "")
+                searched = tables()
+            }
+        }
         var groups: [Group] = []
         var total = 0
         var skip = (requestedPage - 1) * Self.pageSize
         var room = Self.pageSize
         var liveTable = "task"
         do {
-            for table in tables() {
+            for table in searched {
                 liveTable = table.name
                 // Counts per type, then this page's share of the list, ordered by type.
                 let counts = try await counts(in: table, query: query, caller: caller)

@@ -102,6 +102,39 @@ struct InstanceParityTests {
         }
     }
 
+    @Test("with glide.invalid_query.returns_no_rows true, a query with an unknown term returns no rows; other refusals stay")
+    func invalidQueryReturnsNoRows() async throws {
+        try await TestApp.withRouter { client throws in
+            let unknown = "/api/now/table/incident?sysparm_query=nosuchfield=3&sysparm_fields=number"
+            let before = try await client.get(unknown, .admin)
+            #expect(before.status == .ok)
+            #expect(try before.results.count > 1)
+            let set = try await client.send(
+                .post, "/api/now/table/sys_properties",
+                json: #"{"name":"glide.invalid_query.returns_no_rows","value":"true","type":"boolean"}"#, headers: .admin
+            )
+            #expect(set.status == .created)
+            let after = try await client.get(unknown, .admin)
+            #expect(after.status == .ok)
+            #expect(try after.results.isEmpty)
+            #expect(after.headers[HTTPField.Name("X-Total-Count")!] == "0")
+            // An unknown term anywhere, even in an alternative, or a sort on an unknown field: no rows.
+            #expect(try await client.get("/api/now/table/incident?sysparm_query=active=true^ORstaet=2", .admin).results.isEmpty)
+            #expect(try await client.get("/api/now/table/incident?sysparm_query=active=true^ORDERBYnosuch", .admin).results.isEmpty)
+            // A valid query is unchanged; a password term is still a 403, a malformed query still a 400.
+            #expect(try await client.get("/api/now/table/incident?sysparm_query=active=true", .admin).results.count > 1)
+            #expect(try await client.get("/api/now/table/sys_user?sysparm_query=user_password=x", .admin).status == .forbidden)
+            #expect(try await client.get("/api/now/table/incident?sysparm_query=state=1%5ENQ", .admin).status.code < 500)
+            // Back to false (any case but "true"): ignored again, at once.
+            let property = try set.result.string("sys_id")
+            let unset = try await client.send(
+                .patch, "/api/now/table/sys_properties/\(property)", json: #"{"value":"False"}"#, headers: .admin
+            )
+            #expect(unset.status == .ok)
+            #expect(try await client.get(unknown, .admin).results.count > 1)
+        }
+    }
+
     @Test("the demo has what a fresh developer instance has where scripts depend on it")
     func demoFacts() async throws {
         try await TestApp.withRouter { client throws in

@@ -139,6 +139,11 @@ struct WebUITests {
             let bad = try await browser.get("/app/work?q=" + WebBrowser.escape("priority=1^ORDERBY"))
             #expect(bad.status == .ok)
             #expect(bad.text.contains("That search is not a valid encoded query"))
+            // A typo is refused with the field meant, not dropped (which would list everything as if it matched).
+            let typo = try await browser.get("/app/work?q=" + WebBrowser.escape("staet=2"))
+            #expect(typo.status == .ok)
+            #expect(typo.text.contains("That search cannot run: No field &#39;staet&#39; in") || typo.text.contains("That search cannot run: No field 'staet' in"), "\(typo.text.prefix(3000))")
+            #expect(typo.text.contains("did you mean state?"))
             let far = try await browser.get("/app/work?page=999999999999999999999")
             #expect(far.status == .ok)
             #expect(far.text.contains("20 active items"), "a page past the end shows the summary and no rows")
