@@ -54,7 +54,10 @@ struct ShowCommand: AsyncParsableCommand {
         guard let details = try await found.store.details(found.sysID, in: found.table) else { throw CLIFailure("no task \(task)") }
         let record = details.record
         let environment = CLIEnvironment.current
-        environment.err("docket: cannot reach the instance; \(found.name) from the offline copy, \(OfflineCopy.age(record.fetchedAt))\n")
+        // The fields and the journal are kept at different times (a sync brings fields; the journal comes with an
+        // online 'show' and with the changes sync follows): each says its own age when they differ.
+        let age = Self.offlineAge(fields: record.fetchedAt, journal: comments > 0 ? details.journalFetchedAt : nil)
+        environment.err("docket: cannot reach the instance; \(found.name) from the offline copy, \(age)\n")
         let entries = Array(details.journal.prefix(comments))
         if output.json {
             return environment.print(WorkOutput.text(.object([
@@ -89,6 +92,15 @@ struct ShowCommand: AsyncParsableCommand {
             }
         }
         if record.hasPendingChanges { environment.print("\nChanges made offline wait to be sent ('docket sync').") }
+    }
+
+    /// "as of 6 s ago", and the journal's own age when it was kept a minute or more before the fields.
+    static func offlineAge(fields: Date?, journal: Date?, now: Date = Date()) -> String {
+        var age = OfflineCopy.age(fields, now: now)
+        if let journal, let fields, fields.timeIntervalSince(journal) >= 60 {
+            age += "; its comments and work notes \(OfflineCopy.age(journal, now: now)), and newer ones may be missing"
+        }
+        return age
     }
 
     private func show(_ client: DocketClient) async throws {

@@ -194,8 +194,9 @@ public final class OfflineStore: Sendable {
         let sysID = values["sys_id"].flatMap { $0.isEmpty ? nil : $0 } ?? Self.newID()
         var given = values
         given["sys_id"] = sysID
-        let fields = given
+        let typed = given
         try await database.write { db in
+            let fields = try Self.storedValues(typed, of: table, db: db)
             if try Row.fetchOne(db, sql: "SELECT 1 FROM record WHERE table_name = ? AND sys_id = ?", arguments: [table, sysID]) != nil {
                 throw OfflineError.exists(table: table, sysID: sysID)
             }
@@ -215,6 +216,8 @@ public final class OfflineStore: Sendable {
         guard !values.isEmpty else { return }
         try await database.write { db in
             guard let record = try Self.record(sysID, in: table, db: db) else { throw OfflineError.missing(table: table, sysID: sysID) }
+            let recordClass = record.values["sys_class_name"].flatMap { $0.isEmpty ? nil : $0 } ?? table
+            let values = try Self.storedValues(values, of: recordClass, db: db)
             // The base of each field is what the user saw when changing it.
             let base = values.keys.reduce(into: [String: String]()) { $0[$1] = record.values[$1] ?? "" }
             try Self.enqueue(.update, table: table, sysID: sysID, values: values, base: base, baseVersion: record.version, db: db)
@@ -225,6 +228,24 @@ public final class OfflineStore: Sendable {
             )
         }
         nudge.signal()
+    }
+
+    /// Values as the instance stores them: a choice field's label (`In Progress`, any case) becomes its value (`2`),
+    /// from the choice lists kept for `table` (the record's class), so that a change queued as a person types it is
+    /// not refused when it is sent. A value that is neither a value nor a label of a kept list is refused now, with
+    /// the list, rather than queued to fail later; fields without a kept list go as given.
+    static func storedValues(_ values: [String: String], of table: String, db: Database) throws -> [String: String] {
+        var stored = values
+        for (field, given) in values where !given.isEmpty && field != "sys_id" {
+            let list = try choices(in: table, field: field, db: db)
+            guard !list.isEmpty, !list.contains(where: { $0.value == given }) else { continue }
+            let typed = given.trimmingCharacters(in: .whitespaces)
+            guard let choice = list.first(where: { $0.label.caseInsensitiveCompare(typed) == .orderedSame || $0.value == typed }) else {
+                throw OfflineError.notAChoice(table: table, field: field, value: given, choices: list)
+            }
+            stored[field] = choice.value
+        }
+        return stored
     }
 
     /// Adds a comment (or work note, with `field: "work_notes"`) here.
@@ -445,9 +466,16 @@ public enum OfflineError: Error, Sendable, Equatable, CustomStringConvertible {
     case missing(table: String, sysID: String)
     case exists(table: String, sysID: String)
     case noSuchOperation(Int64)
+    /// A value for a field with a choice list that is neither one of its values nor one of its labels.
+    case notAChoice(table: String, field: String, value: String, choices: [WorkChoice])
 
     public var description: String {
         switch self {
+        case .notAChoice(let table, let field, let value, let choices):
+            let meant = Suggestions.closest(to: value, among: choices.map(\.label), limit: 1).first
+            return "'\(value)' is not one of the \(field) values of \(table) kept here"
+                + (meant.map { " (did you mean \($0)?)" } ?? "") + ": "
+                + choices.map { $0.label == $0.value ? $0.value : "\($0.label) (\($0.value))" }.joined(separator: ", ")
         case .missing(let table, let sysID): return "the offline store has no \(table) record \(sysID)"
         case .exists(let table, let sysID): return "the offline store already has \(table) record \(sysID)"
         case .noSuchOperation(let id): return "no pending operation \(id)"

@@ -78,6 +78,17 @@ struct OfflineCommandTests {
         )
     }
 
+    @Test("offline, a journal kept before the fields says its own age")
+    func journalAge() {
+        let now = Date(timeIntervalSince1970: 1_000_000)
+        #expect(ShowCommand.offlineAge(fields: now - 6, journal: now - 20, now: now) == "as of 6 s ago")
+        #expect(
+            ShowCommand.offlineAge(fields: now - 6, journal: now - 720, now: now)
+                == "as of 6 s ago; its comments and work notes as of 12 min ago, and newer ones may be missing"
+        )
+        #expect(ShowCommand.offlineAge(fields: now - 6, journal: nil, now: now) == "as of 6 s ago")
+    }
+
     @Test("an item shown online reads the same offline: labels, journal and queued comments; a transition queues the state its choice list names", .timeLimit(.minutes(3)))
     func detailsAndTransition() async throws {
         let cli = CLIHarness()
@@ -117,28 +128,37 @@ struct OfflineCommandTests {
                 let text = await cli.run("show", "INC0010001")
                 #expect(text.out.contains("you, queued") && text.out.contains("Resolved"), "\(text.out)")
                 #expect(await cli.run("transition", "INC0099999", "Resolved").err.contains("not in the offline copy"))
-                // A value the instance will refuse.
-                #expect(await cli.run("edit", "INC0010001", "urgency=banana").code == 0)
+                // A choice is queued as a person types it (its label, any case) and sent as its value; one that is no
+                // value or label of the kept list is refused now, with the list, instead of failing at sync.
+                let banana = await cli.run("edit", "INC0010001", "urgency=banana")
+                #expect(banana.code == 1)
+                #expect(banana.err.contains("'banana' is not one of the urgency values of incident kept here: 1 - High (1), 2 - Medium (2), 3 - Low (3)"), "\(banana.err)")
+                let typo = await cli.run("edit", "INC0010001", "urgency=1 - Hihg")
+                #expect(typo.err.contains("(did you mean 1 - High?)"), "\(typo.err)")
+                #expect(await cli.run("edit", "INC0010001", "urgency=1 - high").code == 0)
+                // A value the instance will refuse (a reference is looked up there).
+                #expect(await cli.run("edit", "INC0010001", "assigned_to=Nobody Atall").code == 0)
                 let queue = await cli.run("queue")
                 #expect(queue.out.contains("INC0010001  update (close_notes, state)  queued"), "\(queue.out)")
-                #expect(queue.out.split(separator: "\n").count == 3)
+                #expect(queue.out.split(separator: "\n").count == 4, "\(queue.out)")
             },
             second: { base in
                 let sync = await cli.run("sync")
-                #expect(sync.code == 0 && sync.out.contains("Sent 2 changes"), "\(sync.out) \(sync.err)")
-                #expect(sync.out.contains("Refused: change 3, update of INC0010001: Invalid value for field 'urgency'"), "\(sync.out)")
+                #expect(sync.code == 0 && sync.out.contains("Sent 3 changes"), "\(sync.out) \(sync.err)")
+                #expect(sync.out.contains("Refused: change 4, update of INC0010001: Invalid value for field 'assigned_to'"), "\(sync.out)")
                 let queue = await cli.run("queue", "--json")
                 let waiting = try JSONValue.parse(Array(queue.out.utf8)).arrayValue ?? []
-                #expect(waiting.count == 1 && waiting.first?["state"] == .string("failed") && waiting.first?["id"] == .integer(3))
+                #expect(waiting.count == 1 && waiting.first?["state"] == .string("failed") && waiting.first?["id"] == .integer(4))
                 #expect(await cli.run("queue", "--retry", "1").err.contains("no change 1 waits"))
-                #expect(await cli.run("queue", "--retry", "3", "--discard", "3").code == 2)
-                #expect(await cli.run("queue", "--retry", "3").out.contains("queued again"))
-                #expect(await cli.run("sync").out.contains("Refused: change 3"))
-                #expect(await cli.run("queue", "--discard", "3").out.contains("Dropped change 3"))
+                #expect(await cli.run("queue", "--retry", "4", "--discard", "4").code == 2)
+                #expect(await cli.run("queue", "--retry", "4").out.contains("queued again"))
+                #expect(await cli.run("sync").out.contains("Refused: change 4"))
+                #expect(await cli.run("queue", "--discard", "4").out.contains("Dropped change 4"))
                 #expect(await cli.run("queue").out.contains("Nothing waits to be sent."))
                 let admin = try DocketClient(instance: base, credentials: .basic(userName: "admin", password: "admin"))
                 let record = try await admin.table.record(Demo.incident1, in: "incident")
                 #expect(record["state"] == "6" && record["close_notes"] == "fixed in the field")
+                #expect(record["urgency"] == "1", "the label queued offline went as its value")
                 let show = await cli.run("show", "INC0010001")
                 #expect(show.out.contains("queued in the field") && !show.out.contains("you, queued"))
             }

@@ -1,11 +1,15 @@
 import DocketModel
 
-/// The demo's notification rules, the seeds' behaviour: the Compass app's "a defect was assigned to you" and "a
-/// defect you own was changed" (with what changed), "a new comment on your item", and the DataSync showcase's
-/// "new task" for every DataSync user (a group).
+/// The demo's notification rules beside the default ones, the seeds' behaviour: the Compass app's "a defect you own
+/// was changed" (with what changed; "assigned to you" and "a new comment on your item" are default rules), and the
+/// DataSync showcase's "new task" for every DataSync user (a group).
 enum DemoNotifications {
     static let dataSyncGroupID = SysID.stable("demo.group.datasync")
-    static func ruleID(_ name: String) -> String { SysID.stable("demo.notification.\(name)") }
+    /// A rule's sys_id: the default rules every instance has (``NotificationSchema/defaultRules``), then the demo's own.
+    static func ruleID(_ name: String) -> String {
+        NotificationSchema.defaultRules.contains { $0.key == name }
+            ? NotificationSchema.defaultRuleID(name) : SysID.stable("demo.notification.\(name)")
+    }
     static let pushApplicationID = SysID.stable("demo.push.application")
     static let pushApplicationKey = "5f3e2b6c-9a41-4c9e-8a51-7d2f0c1b9e11"
     static let pushMasterSecret = "docket-demo-master-secret"
@@ -26,17 +30,8 @@ enum DemoNotifications {
                 "sys_id": SysID.stable("demo.grmember.datasync.\(member)"), "user": DemoData.userID(member), "group": dataSyncGroupID,
             ], caller: .system)
         }
+        // Besides the default rules (assigned to you, to your group, a comment, a state change):
         let rules: [(key: String, values: [String: String])] = [
-            ("assigned", [
-                "name": "Assigned to you", "collection": "task", "action_insert": "true", "action_update": "true",
-                "changed_fields": "assigned_to", "recipient_fields": "assigned_to", "weight": "20",
-                "subject": "${number} was assigned to you", "message_text": "${short_description}",
-            ]),
-            ("comment", [
-                "name": "New comment on your item", "collection": "task", "action_update": "true", "changed_fields": "comments",
-                "recipient_fields": "assigned_to,opened_by,caller_id,watch_list", "weight": "15",
-                "subject": "${changed_by} commented on ${number}", "message_text": "${comments}",
-            ]),
             ("changed", [
                 "name": "Your item was changed", "collection": "task", "action_update": "true", "recipient_fields": "assigned_to",
                 "weight": "10", "subject": "${number} was changed by ${changed_by}", "message_text": "${changes}",

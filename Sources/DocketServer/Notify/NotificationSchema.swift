@@ -26,6 +26,49 @@ enum NotificationSchema {
         S.bool("active", "Active", "true"),
     ])
 
+    /// The rules every instance starts with, as ServiceNow ships default notifications: assigned to me, assigned to
+    /// my group (while nobody in it has it), a comment on something I opened or am assigned, and its state changing.
+    /// Each tells only the people the change concerns and never the one who made it; an administrator edits or
+    /// deactivates them like any rule (web UI: Administration, or the Table API).
+    static let defaultRules: [(key: String, values: [(String, String)])] = [
+        ("assigned", [
+            ("name", "Assigned to you"), ("collection", "task"), ("action_insert", "true"), ("action_update", "true"),
+            ("changed_fields", "assigned_to"), ("recipient_fields", "assigned_to"), ("weight", "20"),
+            ("subject", "${number} was assigned to you"), ("message_text", "${short_description}"),
+        ]),
+        ("group", [
+            ("name", "Assigned to your group"), ("collection", "task"), ("action_insert", "true"), ("action_update", "true"),
+            ("condition", "assigned_toISEMPTY"), ("changed_fields", "assignment_group"), ("recipient_fields", "assignment_group"),
+            ("weight", "18"), ("subject", "${number} was assigned to ${assignment_group}"), ("message_text", "${short_description}"),
+        ]),
+        ("comment", [
+            ("name", "New comment on your item"), ("collection", "task"), ("action_update", "true"), ("changed_fields", "comments"),
+            ("recipient_fields", "assigned_to,opened_by,caller_id,watch_list"), ("weight", "15"),
+            ("subject", "${changed_by} commented on ${number}"), ("message_text", "${comments}"),
+        ]),
+        ("state", [
+            ("name", "State of your item changed"), ("collection", "task"), ("action_update", "true"), ("changed_fields", "state"),
+            ("recipient_fields", "assigned_to,opened_by,caller_id"), ("weight", "12"),
+            ("subject", "${number} is now ${state}"), ("message_text", "${short_description}\n${changes}"),
+        ]),
+    ]
+
+    /// The sys_id of a default rule.
+    static func defaultRuleID(_ key: String) -> String { SysID.stable("default.notification.\(key)") }
+
+    /// Adds ``defaultRules`` to a database that has no rule at all (a new one, or one whose administrator never
+    /// made any); a database with rules of its own keeps just those.
+    static func addDefaultRules(_ db: SQLExecutor, now: String) async throws {
+        guard try await db.rows("SELECT sys_id FROM sysevent_email_action LIMIT 1").isEmpty else { return }
+        for rule in defaultRules {
+            var values: [(String, SQLValue)] = [("active", .integer(1))]
+            for (name, value) in rule.values {
+                values.append((name, value == "true" && name.hasPrefix("action_") ? .integer(1) : name == "weight" ? .integer(Int(value) ?? 0) : .text(value)))
+            }
+            try await SchemaStore.insertMetadataRow("sysevent_email_action", values, id: defaultRuleID(rule.key), db: db, now: now)
+        }
+    }
+
     /// What a user was told: one row per notification and recipient, written by the notifier.
     static let inbox = S.table("sys_notification", "Notification message", display: "subject", [
         S.ref("user", "User", "sys_user"), S.ref("notification", "Notification", "sysevent_email_action"),

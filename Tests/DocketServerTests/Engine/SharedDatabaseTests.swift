@@ -13,7 +13,8 @@ import Testing
 @Suite("Shared database (several instances)", .enabled(if: TestDatabase.postgres != nil, TestDatabase.postgresHint))
 struct SharedDatabaseTests {
     /// Two engines on a new copy of the demo database, each with its own storage (connections, caches,
-    /// broadcaster), the second following the first's notifications as ``SharedChangesService`` does.
+    /// broadcaster), each following the other's notifications as ``SharedChangesService`` does in every docketd (an
+    /// instance that hears of no other's commit publishes them to its followers only when a request catches up).
     static func withTwoInstances(_ test: @Sendable (RecordStore, RecordStore) async throws -> Void) async throws {
         let location = try #require(try await TestDatabase.demoPostgres())
         let hasher = PasswordHasher(cost: 4)
@@ -21,20 +22,23 @@ struct SharedDatabaseTests {
         let storageB = try await location.open(logger: Logger(label: "b"))
         let (a, _) = try await RecordStore.open(storage: storageA, logger: Logger(label: "a"), hashPassword: hasher.hash)
         let (b, _) = try await RecordStore.open(storage: storageB, logger: Logger(label: "b"), hashPassword: hasher.hash)
-        let signals = try #require(storageB.logSignals())
-        let follower = Task {
-            for await _ in signals { try? await b.catchUp() }
+        var followers: [Task<Void, Never>] = []
+        for (storage, store) in [(storageA, a), (storageB, b)] {
+            let signals = try #require(storage.logSignals())
+            followers.append(Task {
+                for await _ in signals { try? await store.catchUp() }
+            })
         }
         do {
             try await test(a, b)
         } catch {
-            follower.cancel()
+            for follower in followers { follower.cancel() }
             try? await storageA.close()
             try? await storageB.close()
             await hasher.shutdown()
             throw error
         }
-        follower.cancel()
+        for follower in followers { follower.cancel() }
         try await storageA.close()
         try await storageB.close()
         await hasher.shutdown()
@@ -184,11 +188,11 @@ struct SharedDatabaseTests {
 
     struct Planned: Error {}
 
-    /// The last sequence followers wait for, once known.
-    final class Last: Sendable {
-        private let sequence = Mutex<Int?>(nil)
-        func set(_ value: Int) { sequence.withLock { $0 = value } }
-        var value: Int? { sequence.withLock { $0 } }
+    /// What a follower received so far.
+    final class Seen: Sendable {
+        private let events = Mutex<[ChangeEvent]>([])
+        func append(_ event: ChangeEvent) { events.withLock { $0.append(event) } }
+        var all: [ChangeEvent] { events.withLock { $0 } }
     }
 
     @Test(
@@ -199,20 +203,18 @@ struct SharedDatabaseTests {
         try await Self.withTwoInstances { a, b in
             let start = try await b.latestSequence()
             let (writersPerInstance, perWriter) = (6, 12)
-            let done = Last()
-            // A follower on each instance, stopping once it reached the log's last event after the writers ended.
-            func follow(_ store: RecordStore) -> Task<[ChangeEvent], any Error> {
+            // A follower on each instance, collecting what it receives until it is cancelled. (It cannot stop by
+            // itself once it has the last event: by then it may already wait for one that never comes.)
+            func follow(_ store: RecordStore) -> (seen: Seen, task: Task<Void, any Error>) {
                 let stream = store.subscribe(after: start, batchSize: 5)
-                return Task {
-                    var seen: [ChangeEvent] = []
+                let seen = Seen()
+                let task = Task {
                     var iterator = stream.makeAsyncIterator()
-                    while true {
-                        if let last = done.value, (seen.last?.sequence ?? start) >= last { break }
-                        guard let step = try await iterator.nextStep() else { break }
+                    while let step = try await iterator.nextStep() {
                         if case .event(let event) = step { seen.append(event) }
                     }
-                    return seen
                 }
+                return (seen, task)
             }
             let onA = follow(a)
             let onB = follow(b)
@@ -273,10 +275,17 @@ struct SharedDatabaseTests {
             let logged = try await a.events(after: start, limit: 100_000)
             let newest = try await a.newestSequence()
             #expect(logged.last?.sequence == newest)
-            done.set(newest)
-            let seenOnA = try await onA.value
-            let seenOnB = try await onB.value
+            // Until both followers have the last event; the bound is only against a follower that stopped (it takes
+            // well under a second), and what they have then is judged below.
+            let patience = ContinuousClock.now + .seconds(120)
+            while [onA, onB].contains(where: { ($0.seen.all.last?.sequence ?? start) < newest }), ContinuousClock.now < patience {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            onA.task.cancel()
+            onB.task.cancel()
             ticker.cancel()
+            let seenOnA = onA.seen.all
+            let seenOnB = onB.seen.all
             let expected = logged.map(\.sequence)
             // Every committed event, in order, once: among them 2 × 6 × 12 inserts and the 2 slow events.
             #expect(logged.filter { $0.operation == .insert && $0.table == "incident" }.count == 2 * writersPerInstance * perWriter)

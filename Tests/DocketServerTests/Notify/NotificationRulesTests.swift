@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import Logging
 import Testing
 
 @testable import DocketServer
@@ -60,11 +61,53 @@ struct NotificationRulesTests {
             let changed = try await Self.notifications(store) {
                 try await store.update(id, in: "incident", values: ["state": "2", "priority": "1"], caller: Callers.beth)
             }
-            #expect(changed.map(\.rule) == [DemoNotifications.ruleID("changed")])
+            // A state change: the default rule (it outweighs the demo's 'changed'), its label in the subject.
+            #expect(changed.map(\.rule) == [NotificationSchema.defaultRuleID("state")])
             let message = changed.first?.message ?? ""
+            #expect(message.hasPrefix("VPN drops\n"), "\(message)")
             #expect(message.contains("State: In Progress"), "\(message)")
             #expect(message.contains("Impact") || message.contains("Priority"), "\(message)")
-            #expect(changed.first?.subject.hasSuffix("was changed by Beth Anglin") == true)
+            #expect(changed.first?.subject.hasSuffix(" is now In Progress") == true, "\(changed.first?.subject ?? "")")
+            // Another change: the demo's rule, with what changed.
+            let edited = try await Self.notifications(store) {
+                try await store.update(id, in: "incident", values: ["short_description": "VPN drops hourly"], caller: Callers.beth)
+            }
+            #expect(edited.map(\.rule) == [DemoNotifications.ruleID("changed")])
+            #expect(edited.first?.subject.hasSuffix("was changed by Beth Anglin") == true)
+        }
+    }
+
+    @Test("a new database has the default rules (and one with rules of its own keeps just those): assigned to a group tells its members while nobody has it")
+    func defaults() async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let storage = try await SQLiteStorage.open(path: directory.path + "/fresh.sqlite", readers: 1, logger: Logger(label: "test"))
+        let hasher = PasswordHasher(cost: 4)
+        let (store, isNew) = try await RecordStore.open(storage: storage, logger: Logger(label: "test"), hashPassword: hasher.hash)
+        #expect(isNew)
+        let rules = try await store.list(RecordQuery(table: "sysevent_email_action", query: try EncodedQuery("ORDERBYDESCweight")), caller: .system)
+        #expect(rules.records.map { $0["name"] } == [
+            "Assigned to you", "Assigned to your group", "New comment on your item", "State of your item changed",
+        ])
+        #expect(rules.records.allSatisfy { $0["active"] == "true" }, "\(rules.records.map { $0["active"] })")
+        // Opening it again adds nothing, and a database whose rules were all removed stays without.
+        #expect(try await SchemaStore.prepare(storage) == false)
+        try await storage.write { db in try await NotificationSchema.addDefaultRules(db, now: "2026-01-01 00:00:00") }
+        #expect(try await store.list(RecordQuery(table: "sysevent_email_action"), caller: .system).records.count == 4)
+        try await storage.close()
+        await hasher.shutdown()
+
+        try await TestApp.withStore { store in
+            let network = DemoData.id("group", 1)
+            let members = try await store.list(
+                RecordQuery(table: "sys_user_grmember", query: try EncodedQuery("group=\(network)")), caller: .system
+            ).records.map { $0["user"] }
+            let told = try await Self.notifications(store) {
+                _ = try await store.insert(into: "incident", values: ["short_description": "Switch down", "assignment_group": network], caller: Callers.beth)
+            }
+            #expect(!members.isEmpty)
+            #expect(Set(told.map(\.userID)) == Set(members).subtracting([Callers.beth.userID]), "\(told.map(\.userID))")
+            #expect(told.allSatisfy { $0.rule == NotificationSchema.defaultRuleID("group") && $0.subject.hasSuffix(" was assigned to Service Desk") })
         }
     }
 
