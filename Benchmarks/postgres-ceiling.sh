@@ -29,7 +29,7 @@ if [ -z "$bin" ]; then
     bin="$(swift build -c release --show-bin-path)/docketd"
 fi
 url="$(scripts/postgres-cluster.sh start 55434)"
-state=/tmp/docket-postgres-cluster
+state=${DOCKET_PG_STATE:-/tmp/docket-postgres-cluster-$(id -un)}
 port="$(cat "$state/port")"
 pgbin="$(cat "$state/bin")"
 log="$(cat "$state/data")/server.log"

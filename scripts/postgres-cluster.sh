@@ -13,9 +13,13 @@
 #
 # initdb refuses to run as root, so the cluster belongs to the `postgres` user. It trusts local connections:
 # it is for tests only, listens on loopback only, and is removed by `stop`.
+#
+# Where the running cluster is recorded: DOCKET_PG_STATE, default a folder per user in /tmp. `start` refuses while
+# the cluster recorded there runs (stop it first, or give another DOCKET_PG_STATE for a second cluster); it never
+# stops a cluster someone else started.
 set -euo pipefail
 
-state=/tmp/docket-postgres-cluster
+state=${DOCKET_PG_STATE:-/tmp/docket-postgres-cluster-$(id -un)}
 port="${2:-25432}"
 
 bindir() {
@@ -31,7 +35,16 @@ start)
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
     fi
     bin=$(bindir)
-    if [ -f "$state/port" ]; then "$0" stop; fi
+    if [ -f "$state/port" ]; then
+        recorded=$(cat "$state/data")
+        if [ -f "$recorded/db/postmaster.pid" ] && kill -0 "$(head -1 "$recorded/db/postmaster.pid")" 2>/dev/null; then
+            echo "A cluster is already running on port $(cat "$state/port") (its folder $recorded): stop it with '$0 stop'," \
+                "or set DOCKET_PG_STATE to another folder for a second cluster." >&2
+            exit 1
+        fi
+        # Recorded but not running (the machine restarted, or it was killed): its leftovers go.
+        "$0" stop
+    fi
     data=$(mktemp -d /tmp/docket-pg.XXXXXX)
     mkdir -p "$state"
     chown postgres "$data"

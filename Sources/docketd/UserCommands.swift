@@ -8,7 +8,7 @@ import Foundation
 
 struct Users: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [CreateUser.self, SeedUsers.self, LinkUser.self, UnlinkUser.self, ListLinks.self, CreateAPIKey.self, RegisterCertificate.self]
+        commandName: "users", abstract: "Manage accounts in a data folder.", subcommands: [ListUsers.self, CreateUser.self, SeedUsers.self, LinkUser.self, UnlinkUser.self, ListLinks.self, CreateAPIKey.self, RegisterCertificate.self]
     )
 }
 
@@ -242,6 +242,27 @@ struct UnlinkUser: AsyncParsableCommand {
             try await UserAdministration.unlink(in: configuration, issuer: issuer, subject: subject)
         }
         print("Unlinked \(subject) at \(issuer)\(change.before.map { " from \($0)" } ?? "").")
+    }
+}
+
+struct ListUsers: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "List the accounts: user name, name, roles, and whether each can sign in with a password."
+    )
+
+    @OptionGroup var location: StorageOptions
+
+    func run() async throws {
+        let configuration = try location.configuration(mustExist: true)
+        let accounts = try await explainingFailures { try await UserAdministration.list(in: configuration) }
+        if accounts.isEmpty { return print("No accounts. Create one: docketd users create NAME --admin") }
+        func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
+        let nameWidth = max(9, min(24, accounts.map(\.userName.count).max() ?? 9))
+        print([pad("USER NAME", nameWidth), pad("NAME", 22), pad("SIGN-IN", 12), "ROLES"].joined(separator: "  "))
+        for account in accounts {
+            let state = !account.active ? "inactive" : account.lockedOut ? "locked out" : account.hasPassword ? "password" : "no password"
+            print([pad(account.userName, nameWidth), pad(account.name, 22), pad(state, 12), account.roles.joined(separator: ",")].joined(separator: "  "))
+        }
     }
 }
 

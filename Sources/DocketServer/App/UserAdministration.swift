@@ -258,6 +258,47 @@ public enum UserAdministration {
         }
     }
 
+    /// An account as `docketd users list` shows it.
+    public struct Account: Sendable, Equatable {
+        public let userName: String
+        public let name: String
+        public let roles: [String]
+        /// Active, not locked out, with a password (or none: signs in only through a linked provider or a key).
+        public let active: Bool
+        public let lockedOut: Bool
+        public let hasPassword: Bool
+    }
+
+    /// Every account (at most `limit`, by user name), with its roles: who can sign in, and as what.
+    public static func list(in configuration: Configuration, limit: Int = 10_000) async throws -> [Account] {
+        try await withAccounts(configuration) { storage, _ in
+            try await storage.read { db in
+                let users = try await db.rows(
+                    "SELECT sys_id, user_name, name, active, locked_out, CASE WHEN user_password IS NULL OR user_password = '' THEN 0 ELSE 1 END AS has_password"
+                        + " FROM sys_user ORDER BY user_name LIMIT " + .bind(max(0, min(limit, 100_000)))
+                )
+                let grants = try await db.rows(
+                    "SELECT h." + .identifier("user") + " AS id, r.name AS role FROM sys_user_has_role AS h JOIN sys_user_role AS r"
+                        + " ON r.sys_id = h.role ORDER BY r.name"
+                )
+                var roles: [String: [String]] = [:]
+                for grant in grants {
+                    guard let id = try grant.value(at: "id", kind: .text).text, let role = try grant.value(at: "role", kind: .text).text else { continue }
+                    if roles[id]?.contains(role) != true { roles[id, default: []].append(role) }
+                }
+                return try users.map { row in
+                    let id = try row.value(at: "sys_id", kind: .text).text ?? ""
+                    return Account(
+                        userName: try row.value(at: "user_name", kind: .text).text ?? "", name: try row.value(at: "name", kind: .text).text ?? "",
+                        roles: roles[id] ?? [], active: try row.value(at: "active", kind: .integer).intValue != 0,
+                        lockedOut: try row.value(at: "locked_out", kind: .integer).intValue == 1,
+                        hasPassword: try row.value(at: "has_password", kind: .integer).intValue == 1
+                    )
+                }
+            }
+        }
+    }
+
     /// The links of `userName` (everyone's when nil): issuer, subject, user name and how each was made.
     public static func links(in configuration: Configuration, userName: String?) async throws -> [(issuer: String, subject: String, userName: String, origin: String)] {
         try await withAccounts(configuration) { storage, store in

@@ -196,6 +196,12 @@ struct FirstAdministratorTests {
             try await UserAdministration.createUser(in: configuration, userName: "bob", password: "long enough", roles: ["nope"])
         }
         try await UserAdministration.createUser(in: configuration, userName: "bob", password: "long enough", roles: ["itil"])
+        // docketd users list: who there is, with roles, and who can sign in with a password.
+        let accounts = try await UserAdministration.list(in: configuration)
+        #expect(accounts.map(\.userName) == ["alice", "bob"], "\(accounts)")
+        #expect(accounts.first?.roles.contains("admin") == true)
+        #expect(accounts.last?.roles == ["itil"])
+        #expect(accounts.allSatisfy { $0.active && !$0.lockedOut && $0.hasPassword })
         try await buildApplication(configuration).test(.router) { client throws in
             let users = try await client.get("/api/now/table/sys_user?sysparm_fields=user_name&sysparm_query=ORDERBYuser_name", .basic("alice", "correct horse"))
             #expect(users.status == .ok)

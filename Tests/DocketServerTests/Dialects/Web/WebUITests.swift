@@ -214,6 +214,26 @@ struct WebUITests {
         }
     }
 
+    @Test("an administrator sees a default notification rule in the web UI and deactivates it; john may not change it")
+    func notificationRules() async throws {
+        try await TestApp.withRouter { client in
+            let path = "/app/item/sysevent_email_action/\(NotificationSchema.defaultRuleID("state"))"
+            var admin = WebBrowser(client)
+            try await admin.signIn("admin", "admin")
+            let page = try await admin.get(path)
+            #expect(page.status == .ok)
+            #expect(page.text.contains("State of your item changed"))
+            let saved = try await admin.post(path + "/edit", [("sys_mod_count", "0"), ("active", "false")])
+            #expect(saved.status == .seeOther, "\(saved.text.prefix(2000))")
+            let rule = try await client.get("/api/now/table/sysevent_email_action/\(NotificationSchema.defaultRuleID("state"))", .admin)
+            #expect(try rule.result.string("active") == "false")
+            var john = WebBrowser(client)
+            try await john.signIn()
+            let refused = try await john.post(path + "/edit", [("sys_mod_count", "1"), ("active", "true")])
+            #expect(refused.status.code >= 400 && refused.status.code < 500)
+        }
+    }
+
     @Test("edit saves changes, refuses a stale save with who changed it, and shows the engine's messages by the fields")
     func editing() async throws {
         try await TestApp.withRouter { client in
