@@ -112,7 +112,7 @@ struct WebEdits {
             var options = WriteOptions(expectedModCount: expected)
             options.action = modify
             try await store.update(sysID, in: loaded.table.name, values: values, caller: caller, options: options)
-            return WebAPI.redirect(Self.itemPath(loaded.table.name, sysID))
+            return WebAPI.redirect(Self.itemPath(loaded.table.name, sysID) + "?saved=1")
         } catch let problem as ReferenceProblem {
             if let index = views.firstIndex(where: { $0.name == problem.field }) { views[index].message = problem.message }
             return try await items.itemPage(
@@ -199,7 +199,7 @@ struct WebEdits {
             var options = WriteOptions(expectedModCount: form["sys_mod_count"].flatMap { Int($0) })
             options.action = action.name
             try await store.update(sysID, in: loaded.table.name, values: values, caller: caller, options: options)
-            return WebAPI.redirect(Self.itemPath(loaded.table.name, sysID))
+            return WebAPI.redirect(Self.itemPath(loaded.table.name, sysID) + "?saved=1")
         } catch let problem as ReferenceProblem {
             if let index = views.firstIndex(where: { $0.name == problem.field }) { views[index].message = problem.message }
             return actionPage(loaded, action: action, views: views, error: problem.message, context: context, status: .badRequest)

@@ -43,8 +43,13 @@ struct WebItems {
     }
 
     func add(to router: Router<Context>) {
-        router.get("/app/item/:table/:id") { _, context in
-            try await itemPage(table: try context.parameters.require("table"), sysID: try context.parameters.require("id"), context: context)
+        router.get("/app/item/:table/:id") { request, context in
+            // After a save, the page says so (the form came back to it: nothing else would show it worked).
+            let saved = request.uri.queryParameters["saved"] != nil
+            return try await itemPage(
+                table: try context.parameters.require("table"), sysID: try context.parameters.require("id"), context: context,
+                flash: saved ? "Your changes were saved." : nil
+            )
         }
         router.get("/app/attachment/:id") { _, context in try await download(context) }
     }
@@ -89,7 +94,7 @@ struct WebItems {
 
     func itemPage(
         table tableName: String, sysID: String, context: Context, formError: String? = nil, editFields: [FieldView]? = nil,
-        modCount: String? = nil, status: HTTPResponse.Status = .ok
+        modCount: String? = nil, status: HTTPResponse.Status = .ok, flash: String? = nil
     ) async throws -> Response {
         let caller = try context.requireCaller()
         let loaded = try await Self.load(sysID, table: tableName, store: store, caller: caller)
@@ -164,14 +169,12 @@ struct WebItems {
         if let edit { item["edit"] = edit }
         if let formError { item["formError"] = formError }
         let title = [record["number"], record["short_description"]].filter { !$0.isEmpty }.joined(separator: " ")
-        return pages.page(
-            "item",
-            [
-                "title": title.isEmpty ? table.label : title, "item": item,
-                "live": ["table": table.name, "query": EncodedQuery.where("sys_id", .equals, record.sysID).description, "sysID": record.sysID],
-            ],
-            context: context, status: status
-        )
+        var values: [String: Any] = [
+            "title": title.isEmpty ? table.label : title, "item": item,
+            "live": ["table": table.name, "query": EncodedQuery.where("sys_id", .equals, record.sysID).description, "sysID": record.sysID],
+        ]
+        if let flash { values["flash"] = flash }
+        return pages.page("item", values, context: context, status: status)
     }
 
     /// The form controls of the fields an action lets the caller set, with the model's behaviour for the action

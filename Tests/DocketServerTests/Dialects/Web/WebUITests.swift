@@ -243,6 +243,10 @@ struct WebUITests {
             try await browser.get(path)
             let saved = try await browser.post(path + "/edit", [("sys_mod_count", "0"), ("priority", "1"), ("assigned_to", "John Doe")])
             #expect(saved.status == .seeOther)
+            // The page it comes back to says the save worked.
+            #expect(saved.location == path + "?saved=1")
+            #expect(try await browser.get(saved.location).text.contains(#"<p class="flash" role="status">Your changes were saved.</p>"#))
+            #expect(try await browser.get(path).text.contains("Your changes were saved.") == false)
             #expect(try await browser.get(path).text.contains("<dt>Priority</dt><dd>1-Resolve Immediately</dd>"))
             // beth changes it through the API; john's form still says sys_mod_count 1.
             let beth = try await client.send(.patch, "/api/now/table/defect/\(Self.defect2)", json: #"{"priority":"4"}"#, headers: .beth)
