@@ -37,13 +37,14 @@ start)
     bin=$(bindir)
     if [ -f "$state/port" ]; then
         recorded=$(cat "$state/data")
-        if [ -f "$recorded/db/postmaster.pid" ] && kill -0 "$(head -1 "$recorded/db/postmaster.pid")" 2>/dev/null; then
-            echo "A cluster is already running on port $(cat "$state/port") (its folder $recorded): stop it with '$0 stop'," \
+        if [ -d "$recorded/db" ]; then
+            # Running or paused: someone's cluster, which a start must not take away.
+            echo "A cluster is already set up on port $(cat "$state/port") (its folder $recorded): stop it with '$0 stop'," \
                 "or set DOCKET_PG_STATE to another folder for a second cluster." >&2
             exit 1
         fi
-        # Recorded but not running (the machine restarted, or it was killed): its leftovers go.
-        "$0" stop
+        # Recorded but gone (the machine restarted): forget it.
+        rm -rf "$state"
     fi
     data=$(mktemp -d /tmp/docket-pg.XXXXXX)
     mkdir -p "$state"
@@ -76,7 +77,9 @@ stop)
     else
         "$bin/pg_ctl" -D "$data/db" -m fast -w stop >/dev/null 2>&1 || true
     fi
-    rm -rf "$data" "$state"
+    # Only a folder this script made.
+    case "$data" in /tmp/docket-pg.*) rm -rf "$data" ;; *) echo "not removing $data: not a folder of this script" >&2 ;; esac
+    rm -rf "$state"
     ;;
 pause | resume)
     [ -f "$state/data" ] || { echo "no cluster is running" >&2; exit 1; }

@@ -25,14 +25,15 @@ extension ServiceNowBackend {
         }
     }
 
-    /// The fields of `table` and of the tables it extends, from `sys_dictionary`; nil when the caller may not read
-    /// the dictionary (then nothing can be checked, and nothing is refused for it).
+    /// The fields of `table` and of the tables it extends, from `sys_dictionary`; nil when the dictionary cannot be
+    /// read (the caller may not, the instance refuses the query, or it fails): then nothing is checked, nothing is
+    /// refused for it, and the request itself tells what the instance makes of it.
     public func dictionary(of table: String) async throws -> FieldDictionary? {
         do {
             var chain = [table]
             while chain.count < 8, let parent = try await parent(of: chain[chain.count - 1]) { chain.append(parent) }
             let rows = try await client.table.records(
-                in: "sys_dictionary", query: try EncodedQuery("nameIN\(chain.joined(separator: ","))"),
+                in: "sys_dictionary", query: try EncodedQuery("nameIN\(chain.joined(separator: ","))^active=true"),
                 fields: ["element", "reference"], limit: 5_000
             ).records
             var fields: [String: String] = [:]
@@ -42,7 +43,9 @@ extension ServiceNowBackend {
             }
             // A table the caller cannot see into reads as empty: nothing to check against.
             return fields.isEmpty ? nil : FieldDictionary(tables: chain, fields: fields)
-        } catch let error as DocketError where error.kind == .http && [401, 403].contains(error.status) {
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
             return nil
         }
     }
@@ -67,7 +70,12 @@ extension ServiceNowBackend {
         guard let root = try await dictionary(of: table) else { return }
         var dictionaries = [table: root]
         var problems: [String] = []
-        let paths = query.conditions.map(\.field) + query.orderBy.map(\.field)
+        // As the instance reads them: `ORDERBYpublishedDESC` sorts on `published` descending where `publishedDESC` is no
+        // field, and Compass's `history.…` paths are about a record's history, not its fields.
+        let sorts = query.orderBy.map { term in
+            term.field.hasSuffix("DESC") && !term.descending && !root.has(term.field) ? String(term.field.dropLast(4)) : term.field
+        }
+        let paths = (query.conditions.map(\.field) + sorts).filter { !$0.hasPrefix("history.") }
         for path in paths where !problems.contains(where: { $0.contains("'\(path)'") }) {
             var current = (name: table, dictionary: root)
             let segments = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)

@@ -263,7 +263,7 @@ public enum UserAdministration {
         public let userName: String
         public let name: String
         public let roles: [String]
-        /// Active, not locked out, with a password (or none: signs in only through a linked provider or a key).
+        /// The account is active (an inactive one cannot sign in at all).
         public let active: Bool
         public let lockedOut: Bool
         public let hasPassword: Bool

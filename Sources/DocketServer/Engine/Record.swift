@@ -54,10 +54,9 @@ struct RecordQuery: Sendable {
 enum InvalidQueryTerms: Sendable {
     /// They are dropped, the rest of the query applies (ServiceNow's default).
     case ignore
-    /// The query returns no rows (ServiceNow's `glide.invalid_query.returns_no_rows`).
+    /// The query returns no rows (ServiceNow's `glide.invalid_query.returns_no_rows`). People typing a query are
+    /// refused with the term instead (``RecordStore/check(_:in:caller:)``).
     case noRows
-    /// The query is refused with a 400 naming the term, and the field meant where one is close (people typing).
-    case refuse
 }
 
 /// How to interpret written values.

@@ -10,12 +10,13 @@ extension RecordStore {
         switch request.invalidTerms {
         case .ignore:
             break
-        case .refuse:
-            try check(query, in: table, caller: caller)
         case .noRows:
             if let refusal = invalidTerm(of: query, in: table, caller: caller) {
-                // Other refusals (a query too complex, a password field) stay what they are.
+                // Other refusals (a query too complex, a password field) stay what they are, wherever they come.
                 guard refusal.message == Self.invalidQueryMessage else { throw refusal }
+                var compiler = compiler(for: table, caller: caller, dialect: storage.dialect)
+                _ = try compiler.condition(for: query)
+                _ = try compiler.orderBy(query.orderBy)
                 // No record has an empty sys_id: the same columns, ordering and count, and no rows.
                 query = EncodedQuery(all: [QueryCondition("sys_id", .isEmpty)])
             }

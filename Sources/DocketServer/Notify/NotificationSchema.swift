@@ -56,8 +56,8 @@ enum NotificationSchema {
     /// The sys_id of a default rule.
     static func defaultRuleID(_ key: String) -> String { SysID.stable("default.notification.\(key)") }
 
-    /// Adds ``defaultRules`` to a database that has no rule at all (a new one, or one whose administrator never
-    /// made any); a database with rules of its own keeps just those.
+    /// Adds ``defaultRules`` to a new database (``SchemaStore/prepare(_:now:)``) that has no rule yet. An upgraded
+    /// database gets none: an administrator who has no rules may mean it.
     static func addDefaultRules(_ db: SQLExecutor, now: String) async throws {
         guard try await db.rows("SELECT sys_id FROM sysevent_email_action LIMIT 1").isEmpty else { return }
         for rule in defaultRules {

@@ -41,7 +41,6 @@ enum SchemaStore {
         .once("2026-11-29-case-insensitive-indexes") { db, _ in try await ensureCaseInsensitiveIndexes(db) },
         .once("2026-11-29-problem-transitions") { db, now in try await WorkflowSchema.addMissingActions(db: db, now: now) },
         .once("2026-11-30-concurrent-writes") { db, _ in try await allowConcurrentWrites(db) },
-        .once("2026-11-30-default-notification-rules") { db, now in try await NotificationSchema.addDefaultRules(db, now: now) },
     ]
 
     /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).
@@ -69,6 +68,8 @@ enum SchemaStore {
             )
             // Everything else (side tables, indexes, sessions, keys, notifications, …) comes from the steps.
             try await Migrations.upgrade(db, steps: steps, version: schemaVersion, now: GlideDateTime.format(now))
+            // What a fresh install starts with (an upgraded database keeps the rules it has, none included).
+            try await NotificationSchema.addDefaultRules(db, now: GlideDateTime.format(now))
             return true
         }
     }

@@ -77,7 +77,7 @@ struct NotificationRulesTests {
         }
     }
 
-    @Test("a new database has the default rules (and one with rules of its own keeps just those): assigned to a group tells its members while nobody has it")
+    @Test("a new database has the default rules (added once, never to a database with rules): assigned to a group tells its members while nobody has it")
     func defaults() async throws {
         let directory = TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)

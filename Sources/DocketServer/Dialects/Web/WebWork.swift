@@ -114,6 +114,10 @@ struct WebWork {
                 values["queryError"] = "That search cannot run: \(refusals.first ?? "it names no field of your items")"
                 query = try Self.query(view: view, search: "")
                 searched = tables()
+            } else if searched.count < tables().count {
+                let left = tables().filter { table in !searched.contains { $0.name == table.name } }
+                values["queryNote"] = "Only " + searched.map(\.label).joined(separator: ", ") + " are searched: "
+                    + left.map(\.label).joined(separator: ", ") + (left.count == 1 ? " has" : " have") + " no such field."
             }
         }
         var groups: [Group] = []
