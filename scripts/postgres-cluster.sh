@@ -14,9 +14,9 @@
 # initdb refuses to run as root, so the cluster belongs to the `postgres` user. It trusts local connections:
 # it is for tests only, listens on loopback only, and is removed by `stop`.
 #
-# Where the running cluster is recorded: DOCKET_PG_STATE, default a folder per user in /tmp. `start` refuses while
-# the cluster recorded there runs (stop it first, or give another DOCKET_PG_STATE for a second cluster); it never
-# stops a cluster someone else started.
+# Where the cluster is recorded: DOCKET_PG_STATE, default a folder per user in /tmp. `start` refuses while the
+# cluster recorded there is set up, running or paused (stop it first, or give another DOCKET_PG_STATE for a second
+# cluster); it never stops a cluster someone else started.
 set -euo pipefail
 
 state=${DOCKET_PG_STATE:-/tmp/docket-postgres-cluster-$(id -un)}

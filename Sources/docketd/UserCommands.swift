@@ -254,7 +254,8 @@ struct ListUsers: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try location.configuration(mustExist: true)
-        let accounts = try await explainingFailures { try await UserAdministration.list(in: configuration) }
+        let shown = 10_000
+        let accounts = try await explainingFailures { try await UserAdministration.list(in: configuration, limit: shown) }
         if accounts.isEmpty { return print("No accounts. Create one: docketd users create NAME --admin") }
         func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count), withPad: " ", startingAt: 0) }
         let nameWidth = max(9, min(24, accounts.map(\.userName.count).max() ?? 9))
@@ -263,6 +264,7 @@ struct ListUsers: AsyncParsableCommand {
             let state = !account.active ? "inactive" : account.lockedOut ? "locked out" : account.hasPassword ? "password" : "no password"
             print([pad(account.userName, nameWidth), pad(account.name, 22), pad(state, 12), account.roles.joined(separator: ",")].joined(separator: "  "))
         }
+        if accounts.count == shown { print("(the first \(shown) by user name; the Table API lists the rest: /api/now/table/sys_user)") }
     }
 }
 

@@ -7,8 +7,6 @@ import Foundation
 extension ServiceNowBackend {
     /// A table's dictionary: each field, and the table a reference field refers to ("" for other fields).
     public struct FieldDictionary: Sendable {
-        /// The table, then the tables it extends.
-        public let tables: [String]
         /// Field name to its reference table ("" when it is no reference).
         public let fields: [String: String]
 
@@ -30,19 +28,14 @@ extension ServiceNowBackend {
     /// refused for it, and the request itself tells what the instance makes of it.
     public func dictionary(of table: String) async throws -> FieldDictionary? {
         do {
-            var chain = [table]
-            while chain.count < 8, let parent = try await parent(of: chain[chain.count - 1]) { chain.append(parent) }
-            let rows = try await client.table.records(
-                in: "sys_dictionary", query: try EncodedQuery("nameIN\(chain.joined(separator: ","))^active=true"),
-                fields: ["element", "reference"], limit: 5_000
-            ).records
+            let rows = try await dictionaryRows(of: table, fields: ["element", "reference"])
             var fields: [String: String] = [:]
             for row in rows {
                 guard let element = row["element"], !element.isEmpty else { continue }
                 if fields[element]?.isEmpty ?? true { fields[element] = row["reference"] ?? "" }
             }
             // A table the caller cannot see into reads as empty: nothing to check against.
-            return fields.isEmpty ? nil : FieldDictionary(tables: chain, fields: fields)
+            return fields.isEmpty ? nil : FieldDictionary(fields: fields)
         } catch is CancellationError {
             throw CancellationError()
         } catch {
@@ -75,8 +68,9 @@ extension ServiceNowBackend {
         let sorts = query.orderBy.map { term in
             term.field.hasSuffix("DESC") && !term.descending && !root.has(term.field) ? String(term.field.dropLast(4)) : term.field
         }
-        let paths = (query.conditions.map(\.field) + sorts).filter { !$0.hasPrefix("history.") }
-        for path in paths where !problems.contains(where: { $0.contains("'\(path)'") }) {
+        var checked: Set<String> = []
+        let paths = (query.conditions.map(\.field) + sorts).filter { !$0.hasPrefix("history.") && checked.insert($0).inserted }
+        for path in paths {
             var current = (name: table, dictionary: root)
             let segments = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
             for (index, segment) in segments.enumerated() {

@@ -61,12 +61,7 @@ public struct ServiceNowBackend: WorkBackend {
     /// The fields a new record of a table must be given: `short_description` where the table has one, and the
     /// dictionary's mandatory fields of the table and the tables it extends.
     func requiredFields(table: String) async throws -> [String] {
-        var chain = [table]
-        while chain.count < 8, let parent = try await parent(of: chain[chain.count - 1]) { chain.append(parent) }
-        let dictionary = try await client.table.records(
-            in: "sys_dictionary", query: try EncodedQuery("nameIN\(chain.joined(separator: ","))^active=true"),
-            fields: ["element", "mandatory"], limit: 2_000
-        ).records
+        let dictionary = try await dictionaryRows(of: table, fields: ["element", "mandatory"])
         var required = dictionary.contains { $0["element"] == "short_description" } ? ["short_description"] : []
         for entry in dictionary where entry["mandatory"] == "true" {
             if let name = entry["element"], !name.isEmpty, !name.hasPrefix("sys_"), !required.contains(name) { required.append(name) }
@@ -74,8 +69,24 @@ public struct ServiceNowBackend: WorkBackend {
         return required.isEmpty ? ["(none)"] : required
     }
 
+    /// The active `sys_dictionary` rows of `table` and of the tables it extends, with `fields`.
+    func dictionaryRows(of table: String, fields: [String]) async throws -> [TableRecord] {
+        let chain = try await chain(of: table)
+        return try await client.table.records(
+            in: "sys_dictionary", query: try EncodedQuery("nameIN\(chain.joined(separator: ","))^active=true"),
+            fields: fields, limit: 5_000
+        ).records
+    }
+
+    /// `table`, then the tables it extends (at most 8 in all).
+    func chain(of table: String) async throws -> [String] {
+        var chain = [table]
+        while chain.count < 8, let parent = try await parent(of: chain[chain.count - 1]) { chain.append(parent) }
+        return chain
+    }
+
     /// The table a table extends, or nil.
-    func parent(of table: String) async throws -> String? {
+    private func parent(of table: String) async throws -> String? {
         let parentID = try await client.table.records(
             in: "sys_db_object", query: .where("name", .equals, table), fields: ["super_class"], limit: 1
         ).records.first?["super_class"] ?? ""
@@ -220,8 +231,7 @@ public struct ServiceNowBackend: WorkBackend {
     /// Every choice list of a table, by field, in order: the table's own lists and those of the tables it extends
     /// (a list the table defines itself wins), read in one request after the table chain.
     public func choiceLists(table: String) async throws -> [String: [WorkChoice]] {
-        var chain = [table]
-        while chain.count < 8, let parent = try await parent(of: chain[chain.count - 1]) { chain.append(parent) }
+        let chain = try await chain(of: table)
         let rows = try await client.table.records(
             in: "sys_choice",
             query: try EncodedQuery("nameIN\(chain.joined(separator: ","))^inactive=false^ORDERBYsequence"),

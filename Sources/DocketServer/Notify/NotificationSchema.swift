@@ -29,27 +29,27 @@ enum NotificationSchema {
     /// The rules every instance starts with, as ServiceNow ships default notifications: assigned to me, assigned to
     /// my group (while nobody in it has it), a comment on something I opened or am assigned, and its state changing.
     /// Each tells only the people the change concerns and never the one who made it; an administrator edits or
-    /// deactivates them like any rule (web UI: Administration, or the Table API).
-    static let defaultRules: [(key: String, values: [(String, String)])] = [
+    /// deactivates them like any rule (the web UI's item page of the rule, or the Table API).
+    static let defaultRules: [(key: String, values: [(String, SQLValue)])] = [
         ("assigned", [
-            ("name", "Assigned to you"), ("collection", "task"), ("action_insert", "true"), ("action_update", "true"),
-            ("changed_fields", "assigned_to"), ("recipient_fields", "assigned_to"), ("weight", "20"),
-            ("subject", "${number} was assigned to you"), ("message_text", "${short_description}"),
+            ("name", .text("Assigned to you")), ("collection", .text("task")), ("action_insert", .integer(1)), ("action_update", .integer(1)),
+            ("changed_fields", .text("assigned_to")), ("recipient_fields", .text("assigned_to")), ("weight", .integer(20)),
+            ("subject", .text("${number} was assigned to you")), ("message_text", .text("${short_description}")),
         ]),
         ("group", [
-            ("name", "Assigned to your group"), ("collection", "task"), ("action_insert", "true"), ("action_update", "true"),
-            ("condition", "assigned_toISEMPTY"), ("changed_fields", "assignment_group"), ("recipient_fields", "assignment_group"),
-            ("weight", "18"), ("subject", "${number} was assigned to ${assignment_group}"), ("message_text", "${short_description}"),
+            ("name", .text("Assigned to your group")), ("collection", .text("task")), ("action_insert", .integer(1)), ("action_update", .integer(1)),
+            ("condition", .text("assigned_toISEMPTY")), ("changed_fields", .text("assignment_group")), ("recipient_fields", .text("assignment_group")),
+            ("weight", .integer(18)), ("subject", .text("${number} was assigned to ${assignment_group}")), ("message_text", .text("${short_description}")),
         ]),
         ("comment", [
-            ("name", "New comment on your item"), ("collection", "task"), ("action_update", "true"), ("changed_fields", "comments"),
-            ("recipient_fields", "assigned_to,opened_by,caller_id,watch_list"), ("weight", "15"),
-            ("subject", "${changed_by} commented on ${number}"), ("message_text", "${comments}"),
+            ("name", .text("New comment on your item")), ("collection", .text("task")), ("action_update", .integer(1)), ("changed_fields", .text("comments")),
+            ("recipient_fields", .text("assigned_to,opened_by,caller_id,watch_list")), ("weight", .integer(15)),
+            ("subject", .text("${changed_by} commented on ${number}")), ("message_text", .text("${comments}")),
         ]),
         ("state", [
-            ("name", "State of your item changed"), ("collection", "task"), ("action_update", "true"), ("changed_fields", "state"),
-            ("recipient_fields", "assigned_to,opened_by,caller_id"), ("weight", "12"),
-            ("subject", "${number} is now ${state}"), ("message_text", "${short_description}\n${changes}"),
+            ("name", .text("State of your item changed")), ("collection", .text("task")), ("action_update", .integer(1)), ("changed_fields", .text("state")),
+            ("recipient_fields", .text("assigned_to,opened_by,caller_id")), ("weight", .integer(12)),
+            ("subject", .text("${number} is now ${state}")), ("message_text", .text("${short_description}\n${changes}")),
         ]),
     ]
 
@@ -61,11 +61,9 @@ enum NotificationSchema {
     static func addDefaultRules(_ db: SQLExecutor, now: String) async throws {
         guard try await db.rows("SELECT sys_id FROM sysevent_email_action LIMIT 1").isEmpty else { return }
         for rule in defaultRules {
-            var values: [(String, SQLValue)] = [("active", .integer(1))]
-            for (name, value) in rule.values {
-                values.append((name, value == "true" && name.hasPrefix("action_") ? .integer(1) : name == "weight" ? .integer(Int(value) ?? 0) : .text(value)))
-            }
-            try await SchemaStore.insertMetadataRow("sysevent_email_action", values, id: defaultRuleID(rule.key), db: db, now: now)
+            try await SchemaStore.insertMetadataRow(
+                "sysevent_email_action", [("active", .integer(1))] + rule.values, id: defaultRuleID(rule.key), db: db, now: now
+            )
         }
     }
 

@@ -97,11 +97,12 @@ struct WebWork {
         }
         // A search naming a field no type of item has (a typo) is refused with the field meant; one that some types
         // cannot use (a defect's field) lists only the types it applies to, rather than ignoring the term for the others.
-        var searched = tables()
+        let all = tables()
+        var searched = all
         if values["queryError"] == nil, Self.looksEncoded(search) {
             var refusals: [String] = []
             var usable: [SchemaCatalog.Table] = []
-            for table in searched {
+            for table in all {
                 do {
                     try store.check(query, in: table, caller: caller)
                     usable.append(table)
@@ -113,9 +114,9 @@ struct WebWork {
             if searched.isEmpty {
                 values["queryError"] = "That search cannot run: \(refusals.first ?? "it names no field of your items")"
                 query = try Self.query(view: view, search: "")
-                searched = tables()
-            } else if searched.count < tables().count {
-                let left = tables().filter { table in !searched.contains { $0.name == table.name } }
+                searched = all
+            } else if searched.count < all.count {
+                let left = all.filter { table in !searched.contains { $0.name == table.name } }
                 values["queryNote"] = "Only " + searched.map(\.label).joined(separator: ", ") + " are searched: "
                     + left.map(\.label).joined(separator: ", ") + (left.count == 1 ? " has" : " have") + " no such field."
             }
