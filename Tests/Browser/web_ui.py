@@ -76,6 +76,15 @@ def stop(process, folder):
             sys.exit(f"docketd ended with status {process.returncode} {when}")
 
 
+def dismiss_notices(driver):
+    """Clicks every notice's Dismiss (one that went by itself meanwhile is skipped)."""
+    for element in driver.find_elements(By.CSS_SELECTOR, "#notices .notice button"):
+        try:
+            element.click()
+        except StaleElementReferenceException:
+            pass
+
+
 def api(port, method, path, body=None, user="beth.anglin", connection=None):
     """A Table API call as a demo user (password "password"; admin's is "admin"), to 127.0.0.1:port or on
     `connection`."""
@@ -274,6 +283,26 @@ def main():
         if not run.still_same_page():
             sys.exit("My work was reloaded instead of updated")
 
+        run.step("a live notice never covers the list, on a laptop's screen or a wide one, and can be dismissed")
+        badge = api(port, "GET", "/api/now/table/incident?sysparm_query=short_description=Badge%20reader%20offline%20at%20door%203&sysparm_fields=sys_id")["result"][0]["sys_id"]
+        for width, height, priority in [(1440, 900, "2"), (1920, 1080, "3"), (1024, 768, "1")]:
+            driver.set_window_size(width, height)
+            dismiss_notices(driver)
+            api(port, "PATCH", f"/api/now/table/incident/{badge}", {"priority": priority})
+            WebDriverWait(driver, 15, ignored_exceptions=PAGE_CHANGES).until(
+                lambda d: d.find_elements(By.CSS_SELECTOR, "#notices .notice"))
+            covered = driver.execute_script(
+                "var hits = []; var notes = Array.from(document.querySelectorAll('#notices .notice'));"
+                "document.querySelectorAll('main, #work .item, main h1, .work-head form').forEach(function (item) {"
+                " var a = item.getBoundingClientRect(); notes.forEach(function (n) { var b = n.getBoundingClientRect();"
+                "  if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) hits.push(item.textContent.trim().slice(0, 40)); }); });"
+                "return hits;")
+            if covered:
+                sys.exit(f"at {width} px a notice covers: {covered}")
+        dismiss_notices(driver)
+        WebDriverWait(driver, 5).until(lambda d: not d.find_elements(By.CSS_SELECTOR, "#notices .notice"))
+        driver.set_window_size(1440, 900)
+
         run.step("create a defect through the form")
         driver.get(base + "/app/new/defect")
         driver.find_element(By.ID, "f-short_description").send_keys("Screen flickers on rotate")
@@ -290,12 +319,34 @@ def main():
         run.until_text("#fields", "Beth Anglin")
         run.check_console()
 
-        run.step("on a phone: the navigation says it scrolls, an item's actions show without scrolling, names are full names")
+        run.step("an incident's state is changed at the top of its page; Delete sits after its details")
+        driver.get(base + "/app/item/incident/cdb04ffc53247d4908555def767adca7")
+        run.until_text("main h1", "INC0010001")
+        layout = driver.execute_script(
+            "var top = e => e ? e.getBoundingClientRect().top + scrollY : null;"
+            "return [top(document.getElementById('state-now')), top(document.getElementById('fields')),"
+            " top(document.querySelector('.danger-zone a.danger'))];")
+        if layout[0] is None or layout[0] > layout[1]:
+            sys.exit(f"the state control is not above the details: {layout}")
+        if layout[2] is not None and layout[2] < layout[1]:
+            sys.exit(f"Delete sits above the details: {layout}")
+        Select(driver.find_element(By.ID, "state-now")).select_by_visible_text("On Hold")
+        driver.find_element(By.CSS_SELECTOR, ".state-change button[type=submit]").click()
+        run.until_text(".flash", "Your changes were saved.")
+        run.until_text("#fields", "On Hold")
+
+        run.step("on a phone: every navigation link is on the screen, an item's actions show without scrolling, names are full names")
         driver.set_window_size(390, 844)
         driver.get(base + "/app/item/incident/cdb04ffc53247d4908555def767adca7")
         run.until_text("main h1", "INC0010001")
-        WebDriverWait(driver, 5, ignored_exceptions=PAGE_CHANGES).until(lambda d: d.execute_script(
-            "var n = document.querySelector('.bar nav'); return n.scrollWidth <= n.clientWidth + 1 || n.classList.contains('scrolls');"))
+        off_screen = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.bar nav a, .bar button')).filter(a => {"
+            " var r = a.getBoundingClientRect(); return r.left < 0 || r.right > innerWidth + 0.5; }).map(a => a.textContent.trim())"
+            ".concat(document.documentElement.scrollWidth > innerWidth ? ['the page scrolls sideways'] : []);")
+        if off_screen:
+            sys.exit(f"on a phone these are cut off or off the screen: {off_screen}")
+        if len(driver.find_elements(By.CSS_SELECTOR, ".bar nav a")) < 4:
+            sys.exit("the phone's navigation lost links")
         actions_top = driver.execute_script("var a = document.getElementById('actions'); return a.getBoundingClientRect().top;")
         if actions_top is None or actions_top > 844:
             sys.exit(f"on a phone the item's actions start at {actions_top} px, below the screen")

@@ -17,7 +17,7 @@ struct NudgeTests {
         }
         // Nothing signals: only the waits' own ends can finish them.
         let started = ContinuousClock.now
-        while finished.get == nil, ContinuousClock.now - started < .seconds(5) { try await Task.sleep(for: .milliseconds(10)) }
+        while finished.get == nil, ContinuousClock.now - started < .seconds(30) { try await Task.sleep(for: .milliseconds(10)) }
         #expect(finished.get == true, "a wait was still waiting after its time had run out")
         // A stuck wait is released, so that the test ends.
         while finished.get == nil {

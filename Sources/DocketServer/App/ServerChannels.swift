@@ -195,7 +195,7 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
 
     func setup(channel: any Channel, logger: Logger) -> EventLoopFuture<Value> {
         do {
-            try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+            try channel.pipeline.syncOperations.addHandlers(PlainHTTPOnTLSPort(), NIOSSLServerHandler(context: sslContext))
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
@@ -218,3 +218,50 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
         }
     }
 }
+
+/// On a TLS port, a request in plain HTTP (`http://` given for an `https://` server) is answered in plain HTTP with
+/// the address to use instead, as nginx and Go's server do, rather than by a closed connection that curl reports as
+/// "Empty reply from server". Anything else (a TLS record starts with 0x16) goes on to TLS untouched, and this
+/// handler leaves the pipeline at the first bytes.
+final class PlainHTTPOnTLSPort: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        // An HTTP method starts with an upper-case letter; no TLS record type is one.
+        guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first)
+        else {
+            context.fireChannelRead(data)
+            context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+            return
+        }
+        let body = Self.advice(head: Array(buffer.readableBytesView.prefix(8192)))
+        let response = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: response)))
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        written.whenComplete { _ in bound.value.close(promise: nil) }
+    }
+
+    /// What to say: the https:// address of the request when its head names the host and path (only characters
+    /// a URL may hold are repeated), otherwise the scheme to change.
+    static func advice(head: [UInt8]) -> String {
+        let text = String(decoding: head, as: UTF8.self)
+        let lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
+        let requestLine = lines.first?.split(separator: " ") ?? []
+        let path = requestLine.count == 3 ? String(requestLine[1]) : ""
+        let host = lines.dropFirst().first { $0.lowercased().hasPrefix("host:") }.map { $0.dropFirst(5).trimmingCharacters(in: .whitespaces) } ?? ""
+        let plain = "This port speaks HTTPS, and the request came in plain HTTP. "
+        func safe(_ value: String, _ allowed: String) -> Bool {
+            !value.isEmpty && value.utf8.count <= 2048 && value.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || allowed.unicodeScalars.contains($0)) }
+        }
+        guard safe(host, ".-:[]"), path.hasPrefix("/"), safe(path, "/-._~%!$&'()*+,;=:@?") else {
+            return plain + "Use https:// instead of http://.\n"
+        }
+        return plain + "Use https://\(host)\(path)\n"
+    }
+}
+
+@available(*, unavailable)
+extension PlainHTTPOnTLSPort: Sendable {}

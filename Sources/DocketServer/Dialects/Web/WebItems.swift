@@ -36,6 +36,13 @@ struct WebItems {
         var size: String
     }
 
+    /// The state as a control of its own next to the actions, where no workflow's actions move the item (an
+    /// incident's state is a field): changing it is the commonest edit, so it is not kept inside the collapsed Edit.
+    struct StateChange: Sendable {
+        var choices: [FieldView.Choice]
+        var modCount: String
+    }
+
     struct EditView: Sendable {
         var fields: [FieldView]
         var modCount: String
@@ -133,6 +140,10 @@ struct WebItems {
                 edit = EditView(fields: fields, modCount: modCount ?? record["sys_mod_count"], open: editFields != nil)
             }
         }
+        var stateChange: StateChange? = nil
+        if !governed, let edit, let state = edit.fields.first(where: { $0.name == "state" && $0.isSelect && !$0.readOnly }) {
+            stateChange = StateChange(choices: state.choices, modCount: edit.modCount)
+        }
         let elements = ["comments", "work_notes"].filter { table.field($0) != nil }
         var entries: [Entry] = []
         if !elements.isEmpty {
@@ -167,6 +178,7 @@ struct WebItems {
         ]
         // Absent, not nil: a nil inside `Any` would render as text.
         if let edit { item["edit"] = edit }
+        if let stateChange { item["stateChange"] = stateChange }
         if let formError { item["formError"] = formError }
         let title = [record["number"], record["short_description"]].filter { !$0.isEmpty }.joined(separator: " ")
         var values: [String: Any] = [

@@ -115,28 +115,28 @@
     body.dataset.liveState = 'offline';
   }
 
+  // A notice stays 10 s (while the pointer or focus is not on it), or until its Dismiss button; the newest three show.
   function notice(text) {
     if (!notices) return;
     var item = document.createElement('div');
     item.className = 'notice';
-    item.textContent = text;
+    var words = document.createElement('span');
+    words.textContent = text;
+    var dismiss = document.createElement('button');
+    dismiss.type = 'button';
+    dismiss.textContent = 'Dismiss';
+    dismiss.setAttribute('aria-label', 'Dismiss: ' + text);
+    dismiss.addEventListener('click', function () { item.remove(); });
+    item.appendChild(words);
+    item.appendChild(dismiss);
     notices.appendChild(item);
-    setTimeout(function () { item.remove(); }, 6000);
+    function later() {
+      setTimeout(function () {
+        if (item.matches(':hover') || item.contains(document.activeElement)) later(); else item.remove();
+      }, 10000);
+    }
+    later();
     while (notices.children.length > 3) notices.firstChild.remove();
-  }
-
-  // A navigation bar wider than the screen scrolls sideways: say so (a fading edge until its end is shown).
-  var nav = document.querySelector('.bar nav');
-  function markNav() {
-    if (!nav) return;
-    var scrolls = nav.scrollWidth > nav.clientWidth + 1;
-    nav.classList.toggle('scrolls', scrolls);
-    nav.classList.toggle('at-end', scrolls && nav.scrollLeft + nav.clientWidth >= nav.scrollWidth - 1);
-  }
-  if (nav) {
-    markNav();
-    nav.addEventListener('scroll', markNav, { passive: true });
-    window.addEventListener('resize', markNav);
   }
 
   function label(field) {

@@ -341,7 +341,7 @@ struct WebUITests {
         }
     }
 
-    @Test("an item's actions come before its fields; people are named by full name, also for the last change")
+    @Test("an item's actions and its state come before its fields, Delete after them; people are named by full name, also for the last change")
     func itemLayout() async throws {
         try await TestApp.withRouter { client in
             let changed = try await client.send(
@@ -356,6 +356,25 @@ struct WebUITests {
             #expect(actions.lowerBound < fields.lowerBound)
             #expect(page.contains("<dt>Updated by</dt><dd>Beth Anglin</dd>"), "\(page)")
             #expect(!page.contains(">beth.anglin<"))
+            // An incident's state (a field, no workflow's actions) is changed at the top, not only inside Edit.
+            let stateForm = try #require(page.range(of: #"<form method="post" action="/app/item/incident/\#(Demo.incident1)/edit" class="state-change">"#))
+            #expect(stateForm.lowerBound < fields.lowerBound)
+            #expect(page.contains(#"<select id="state-now" name="state"><option value="1">New</option><option value="2" selected>In Progress</option>"#))
+            let modCount = try #require(page.firstMatch(of: /class="state-change">\s*<input type="hidden" name="csrf" value="[^"]*">\s*<input type="hidden" name="sys_mod_count" value="(\d+)">/)).1
+            let moved = try await browser.post("/app/item/incident/\(Demo.incident1)/edit", [("sys_mod_count", String(modCount)), ("state", "3")])
+            #expect(moved.status == .seeOther)
+            let after = try await browser.get(moved.location).text
+            #expect(after.contains("<dt>State</dt><dd>On Hold</dd>"))
+            #expect(after.contains(#"<dt>Description</dt><dd class="wide">changed by beth</dd>"#), "only the state was written")
+            // Delete sits apart, after the details and the activity, never beside the everyday actions.
+            let defect = try await browser.get("/app/item/defect/\(Self.defect2)").text
+            #expect(!defect.contains("state-change"), "a defect's state moves by its workflow's actions")
+            let defectFields = try #require(defect.range(of: #"id="fields""#))
+            let delete = try #require(defect.range(of: #"<a class="button danger" href="/app/item/defect/\#(Self.defect2)/delete">Delete…</a>"#))
+            #expect(delete.lowerBound > defectFields.lowerBound)
+            #expect(try #require(defect.range(of: #"id="journal""#)).lowerBound < delete.lowerBound)
+            let actionsSection = defect[try #require(defect.range(of: #"id="actions""#)).lowerBound..<defectFields.lowerBound]
+            #expect(!actionsSection.contains("/delete"))
         }
     }
 
