@@ -125,7 +125,9 @@ def main():
         run.sign_in()
         pages = [
             ("/app/work", "My work"), ("/app/work?view=opened", "My work, opened by me"), ("/app/work?q=wifi", "a search"),
-            ("/app/work?q=staet%3D2", "a refused search"),
+            ("/app/work?q=staet%3D2", "a refused search"), ("/app/lists", "lists"),
+            ("/app/list/incident?q=priority%3C%3D2&group=state", "a list, filtered and grouped"),
+            ("/app/list/incident?q=staet%3D2", "a list with a refused query"),
             (f"/app/item/incident/{incident}", "an incident"), (f"/app/item/defect/{defect}", "a defect"),
             (f"/app/item/problem/{problem}", "a problem"), (f"/app/item/change_request/{change}", "a change request"),
             (f"/app/item/defect/{defect}/action/Resolve", "an action's form"), (f"/app/item/defect/{defect}/delete", "delete"),

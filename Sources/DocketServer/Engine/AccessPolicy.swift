@@ -129,6 +129,9 @@ struct AccessPolicy: Sendable {
                 // Saved queries: each user's own, and the public ones for everyone to read.
                 AccessRule("sys_saved_query", [.read, .create, .write, .delete], condition: .query(own)),
                 AccessRule("sys_saved_query", [.read], condition: .query(try! EncodedQuery("folder=public"))),
+                // Each user's own preferences; whose it is and its name never change.
+                AccessRule("sys_user_preference", [.read, .create, .delete], condition: .query(own)),
+                AccessRule("sys_user_preference", [.write], condition: .query(own), writableFields: ["value", "description"]),
                 // A record's action history is read by whoever may read the record.
                 AccessRule(
                     "sys_wf_history", [.read],

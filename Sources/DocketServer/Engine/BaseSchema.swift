@@ -223,6 +223,12 @@ enum BaseSchema {
             ref("user", "Owner", "sys_user", defaultValue: "javascript:gs.getUserID()"), string("record_type", "Record type", 80),
             string("definition", "Definition", 65_000),
         ], indexes: [["user"], ["number"]]),
+        // A user's settings by name, as ServiceNow keeps them; the web UI keeps each user's list of a table
+        // (`docket.list.TABLE`: its filter, columns, sort and grouping) here.
+        table("sys_user_preference", "User Preference", display: "name", [
+            ref("user", "User", "sys_user", defaultValue: "javascript:gs.getUserID()"), string("name", "Name", 100),
+            string("value", "Value", 4000), string("description", "Description", 255),
+        ], indexes: [["user", "name"]]),
     ] + ITSMSchema.tables + WorkflowSchema.tables + ContextSchema.tables + NotificationSchema.tables
 
     static let taskFields: [FieldDefinition] = [

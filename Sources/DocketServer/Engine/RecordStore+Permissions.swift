@@ -8,6 +8,12 @@ extension RecordStore {
         return caller.isAdmin || !policy.rules(for: .create, on: table, caller: caller).isEmpty
     }
 
+    /// Whether any access rule lets `caller` read records of a table (which ones, the rules' conditions decide).
+    func mayRead(in tableName: String, caller: Caller) -> Bool {
+        guard let table = catalog.table(tableName) else { return false }
+        return caller.isAdmin || !policy.rules(for: .read, on: table, caller: caller).isEmpty
+    }
+
     /// What `caller` may do to a record they can read: change it, delete it. Throws not found when they cannot
     /// read it.
     func permissions(_ sysID: String, in tableName: String, caller: Caller) async throws -> (write: Bool, delete: Bool) {

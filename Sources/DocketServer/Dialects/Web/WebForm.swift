@@ -56,14 +56,19 @@ struct WebForm: Sendable {
     /// `a=1&b=x+y%21` → ["a": "1", "b": "x y!"]; a name given twice keeps its last value.
     static func decode(_ text: String) -> [String: String] {
         var fields: [String: String] = [:]
-        for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
+        for (name, value) in pairs(text) { fields[name] = value }
+        return fields
+    }
+
+    /// Every name and value in order, a name given twice (checkboxes) twice.
+    static func pairs(_ text: String) -> [(name: String, value: String)] {
+        text.split(separator: "&", omittingEmptySubsequences: true).map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             func unescape(_ part: Substring) -> String {
                 let spaced = part.replacingOccurrences(of: "+", with: " ")
                 return spaced.removingPercentEncoding ?? spaced
             }
-            fields[unescape(parts[0])] = parts.count > 1 ? unescape(parts[1]) : ""
+            return (unescape(parts[0]), parts.count > 1 ? unescape(parts[1]) : "")
         }
-        return fields
     }
 }
