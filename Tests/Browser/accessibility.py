@@ -125,7 +125,8 @@ def main():
         run.sign_in()
         pages = [
             ("/app/work", "My work"), ("/app/work?view=opened", "My work, opened by me"), ("/app/work?q=wifi", "a search"),
-            ("/app/work?q=staet%3D2", "a refused search"), ("/app/lists", "lists"),
+            ("/app/work?q=staet%3D2", "a refused search"), ("/app/lists", "lists"), ("/app/dashboard", "dashboard"),
+            ("/app/dashboard?table=defect", "dashboard of defects"),
             ("/app/list/incident?q=priority%3C%3D2&group=state", "a list, filtered and grouped"),
             ("/app/list/incident?q=staet%3D2", "a list with a refused query"),
             (f"/app/item/incident/{incident}", "an incident"), (f"/app/item/defect/{defect}", "a defect"),

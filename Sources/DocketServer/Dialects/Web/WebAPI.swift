@@ -55,6 +55,7 @@ struct WebAPI {
         router.get("/:page") { request, context in try Self.classicPage(request, context: context, catalog: store.catalog) }
         WebWork(store: store, pages: pages).add(to: router)
         WebLists(store: store, pages: pages).add(to: router)
+        WebDashboard(store: store, pages: pages).add(to: router)
         WebItems(store: store, pages: pages, configuration: configuration).add(to: router)
         WebEdits(store: store, pages: pages, configuration: configuration, uploads: uploads).add(to: router)
         if let push {
