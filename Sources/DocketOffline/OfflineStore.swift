@@ -217,6 +217,16 @@ public final class OfflineStore: Sendable {
         try await database.write { db in
             guard let record = try Self.record(sysID, in: table, db: db) else { throw OfflineError.missing(table: table, sysID: sysID) }
             let recordClass = record.values["sys_class_name"].flatMap { $0.isEmpty ? nil : $0 } ?? table
+            // A record read from the server holds every field its reader may see: a name it lacks (a typo) is
+            // refused now, with the field meant, rather than queued for the server to ignore.
+            if !record.serverValues.isEmpty {
+                let known = Set(record.serverValues.keys).union(Self.journalFields)
+                for field in values.keys.sorted() where !known.contains(field) {
+                    throw OfflineError.unknownField(
+                        table: recordClass, field: field, meant: Suggestions.closest(to: field, among: known, limit: 1).first
+                    )
+                }
+            }
             let values = try Self.storedValues(values, of: recordClass, db: db)
             // The base of each field is what the user saw when changing it.
             let base = values.keys.reduce(into: [String: String]()) { $0[$1] = record.values[$1] ?? "" }
@@ -468,9 +478,13 @@ public enum OfflineError: Error, Sendable, Equatable, CustomStringConvertible {
     case noSuchOperation(Int64)
     /// A value for a field with a choice list that is neither one of its values nor one of its labels.
     case notAChoice(table: String, field: String, value: String, choices: [WorkChoice])
+    /// A field the record kept here does not have (a typo), with the closest one it has.
+    case unknownField(table: String, field: String, meant: String?)
 
     public var description: String {
         switch self {
+        case .unknownField(let table, let field, let meant):
+            return "\(table) has no field '\(field)'" + (meant.map { " (did you mean \($0)?)" } ?? "")
         case .notAChoice(let table, let field, let value, let choices):
             let meant = Suggestions.closest(to: value, among: choices.map(\.label), limit: 1).first
             return "'\(value)' is not one of the \(field) values of \(table) kept here"

@@ -136,6 +136,10 @@ struct OfflineCommandTests {
                 let typo = await cli.run("edit", "INC0010001", "urgency=1 - Hihg")
                 #expect(typo.err.contains("(did you mean 1 - High?)"), "\(typo.err)")
                 #expect(await cli.run("edit", "INC0010001", "urgency=1 - high").code == 0)
+                // A field name the kept record does not have is refused with the one meant; comments still go.
+                let staet = await cli.run("edit", "INC0010001", "staet=2")
+                #expect(staet.code == 1)
+                #expect(staet.err.contains("incident has no field 'staet' (did you mean state?)"), "\(staet.err)")
                 // A value the instance will refuse (a reference is looked up there).
                 #expect(await cli.run("edit", "INC0010001", "assigned_to=Nobody Atall").code == 0)
                 let queue = await cli.run("queue")
