@@ -46,7 +46,7 @@ BIN=${DOCKET_BIN:-$(swift build --show-bin-path)/docketd}
 "$BIN" --demo --port 0 --data-dir "$WORK/data" --log-level warning --tls-cert "$WORK/server.pem" --tls-key "$WORK/server.key" \
     --tls-client-ca "$WORK/ca.pem" > "$WORK/stdout" 2> "$WORK/stderr" &
 SERVER_PID=$!
-for _ in $(seq 1 300); do grep -q "listening on" "$WORK/stdout" 2>/dev/null && break; sleep 0.2; done
+for _ in $(seq 1 900); do grep -q "listening on" "$WORK/stdout" 2>/dev/null && break; sleep 0.2; done
 URL=$(sed -n 's/^docketd listening on //p' "$WORK/stdout")
 [[ -n "$URL" ]] || { echo "ansible: docketd did not start" >&2; cat "$WORK/stderr" >&2; exit 1; }
 "$BIN" users certificate admin --certificate "$WORK/client.pem" --data-dir "$WORK/data" >/dev/null

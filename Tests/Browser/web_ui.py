@@ -44,7 +44,7 @@ def start(binary, folder, extra=()):
         [binary, "--demo", "--port", "0", "--data-dir", os.path.join(folder, "data"), "--log-level", "warning", *extra],
         stdout=out, stderr=err,
     )
-    for _ in range(600):
+    for _ in range(1800):  # up to 3 minutes: a loaded machine starts the demo slowly
         out.seek(0)
         text = out.read()
         if "listening on" in text:

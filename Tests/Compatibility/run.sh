@@ -38,8 +38,9 @@ fi
 "$BIN" --demo --port 0 --data-dir "$WORK/data" --tls-cert "$WORK/server.pem" --tls-key "$WORK/server.key" \
     --log-level warning > "$WORK/stdout" 2> "$WORK/stderr" &
 SERVER_PID=$!
-for _ in $(seq 1 100); do
+for _ in $(seq 1 1800); do  # up to 3 minutes on a loaded machine
     grep -q "listening on" "$WORK/stdout" 2>/dev/null && break
+    kill -0 "$SERVER_PID" 2>/dev/null || break
     sleep 0.1
 done
 URL=$(sed -n 's/^docketd listening on //p' "$WORK/stdout")

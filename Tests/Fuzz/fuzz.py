@@ -538,10 +538,11 @@ def main():
     failures, statuses, slowest = [], {}, 0.0
     try:
         port = None
-        for _ in range(300):
+        for _ in range(1800):  # up to 3 minutes (a loaded machine starts the demo slowly), or until it ends
             out.seek(0); line = out.read()
             if "listening on" in line:
                 port = int(line.strip().rsplit(":", 1)[1]); break
+            if server.poll() is not None: break
             time.sleep(0.1)
         if port is None: raise SystemExit("fuzz: docketd did not start: " + open(err.name).read())
         db = sqlite3.connect("file:" + os.path.join(work, "data", "docket.sqlite") + "?mode=ro", uri=True)

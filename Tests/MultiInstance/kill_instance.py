@@ -33,7 +33,7 @@ def start(binary, database, folder, demo):
     if demo:
         args.append("--demo")
     process = subprocess.Popen(args, stdout=out, stderr=err)
-    for _ in range(600):
+    for _ in range(1800):  # up to 3 minutes: a loaded machine starts the demo slowly
         out.seek(0)
         line = out.read()
         if "listening on" in line:

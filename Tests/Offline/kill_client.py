@@ -42,7 +42,7 @@ def start_docketd(binary, folder, port=0, extra=()):
     err = open(os.path.join(folder, "stderr"), "a")
     process = subprocess.Popen([binary, "--demo", "--port", str(port), "--data-dir", os.path.join(folder, "data"),
                                 "--log-level", "warning", *extra], stdout=out, stderr=err)
-    for _ in range(600):
+    for _ in range(1800):  # up to 3 minutes: a loaded machine starts the demo slowly
         out.seek(0)
         line = out.read()
         if "listening on" in line:

@@ -58,7 +58,7 @@ def start(binary, folder, token):
             "--log-format", "json", "--log-level", "info"]
     process = subprocess.Popen(args, stdout=out, stderr=err, env=env)
     ports = {}
-    for _ in range(600):
+    for _ in range(1800):  # up to 3 minutes: a loaded machine starts the demo slowly
         out.seek(0)
         for line in out.read().splitlines():
             if line.startswith("docketd listening on "):

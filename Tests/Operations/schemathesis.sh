@@ -20,8 +20,9 @@ folder="$(mktemp -d)"
     --login-free-failures 1000000 --login-free-address-failures 1000000 >"$folder/stdout" 2>"$folder/stderr" &
 server=$!
 trap 'kill $server 2>/dev/null || true; wait $server 2>/dev/null || true; rm -rf "$folder"' EXIT
-for _ in $(seq 1 200); do
+for _ in $(seq 1 1800); do  # up to 3 minutes on a loaded machine
     grep -q 'listening on' "$folder/stdout" 2>/dev/null && break
+    kill -0 "$server" 2>/dev/null || break
     sleep 0.1
 done
 base="$(sed -n 's/^docketd listening on //p' "$folder/stdout")"

@@ -102,7 +102,7 @@ def start(binary, folder, collector_port, collector_token):
             "--log-format", "json",
             "--otel-endpoint", f"http://127.0.0.1:{collector_port}"]
     process = subprocess.Popen(args, stdout=out, stderr=err, env=env)
-    for _ in range(600):
+    for _ in range(1800):  # up to 3 minutes: a loaded machine starts the demo slowly
         out.seek(0)
         for line in out.read().splitlines():
             if line.startswith("docketd listening on "):
