@@ -217,9 +217,11 @@ public final class OfflineStore: Sendable {
         try await database.write { db in
             guard let record = try Self.record(sysID, in: table, db: db) else { throw OfflineError.missing(table: table, sysID: sysID) }
             let recordClass = record.values["sys_class_name"].flatMap { $0.isEmpty ? nil : $0 } ?? table
-            // A record read from the server holds every field its reader may see: a name it lacks (a typo) is
-            // refused now, with the field meant, rather than queued for the server to ignore.
-            if !record.serverValues.isEmpty {
+            // A record read from the server through its own class holds every field its reader may see: a name it
+            // lacks (a typo) is refused now, with the field meant, rather than queued for the server to ignore. One
+            // kept as read through a table it extends (an incident read through `task`) holds only that table's
+            // fields, so nothing is refused there.
+            if !record.serverValues.isEmpty, record.table == recordClass {
                 let known = Set(record.serverValues.keys).union(Self.journalFields)
                 for field in values.keys.sorted() where !known.contains(field) {
                     throw OfflineError.unknownField(

@@ -33,8 +33,10 @@ struct OfflineDetailsTests {
                 #expect(states.contains(WorkChoice(value: "6", label: "Resolved")))
                 #expect(try await store.choices(in: "incident", field: "no_such_field").isEmpty)
 
-                // Changed here: the state shows the label of its new value; the comment waits at the top.
-                try await store.update(Demo.incident1, in: "task", values: ["state": "6"])
+                // Changed here: the state shows the label of its new value; the comment waits at the top. A field of
+                // the record's class that the task read did not hold (close_code) is not taken for a typo.
+                #expect(record["close_code"] == nil)
+                try await store.update(Demo.incident1, in: "task", values: ["state": "6", "close_code": "Known error"])
                 try await store.comment(Demo.incident1, in: "task", text: "typed offline")
                 let offline = try #require(try await store.details(Demo.incident1, in: "task"))
                 #expect(offline.display("state") == "Resolved")
@@ -51,6 +53,8 @@ struct OfflineDetailsTests {
                 #expect(synced.journal.filter { $0.value == "typed offline" }.map(\.isPending) == [false])
                 #expect(synced.journal.first(where: { $0.value == "typed offline" })?.createdBy == "john.doe")
                 #expect(synced.record.values["state"] == "6" && synced.display("state") == "Resolved")
+                let server = try await admin.table.record(Demo.incident1, in: "incident")
+                #expect(server["close_code"] == "Known error")
             }
         }
     }

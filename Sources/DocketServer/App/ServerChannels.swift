@@ -220,7 +220,7 @@ struct NegotiatingTLSChannel: ServerChildChannel, HTTPChannelHandler {
 }
 
 /// On a TLS port, a request in plain HTTP (`http://` given for an `https://` server) is answered in plain HTTP with
-/// the address to use instead, as nginx and Go's server do, rather than by a closed connection that curl reports as
+/// the address to use instead (a 400, as nginx and Go's server answer one), rather than by a closed connection that curl reports as
 /// "Empty reply from server". Anything else (a TLS record starts with 0x16) goes on to TLS untouched, and this
 /// handler leaves the pipeline at the first bytes.
 final class PlainHTTPOnTLSPort: ChannelInboundHandler, RemovableChannelHandler {
@@ -228,7 +228,11 @@ final class PlainHTTPOnTLSPort: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundOut = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
+    /// Answered: what else arrives before the connection closes is dropped.
+    private var answered = false
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !answered else { return }
         let buffer = unwrapInboundIn(data)
         // An HTTP method starts with an upper-case letter; no TLS record type is one.
         guard let first = buffer.getInteger(at: buffer.readerIndex, as: UInt8.self), (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(first)
@@ -237,8 +241,10 @@ final class PlainHTTPOnTLSPort: ChannelInboundHandler, RemovableChannelHandler {
             context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
             return
         }
+        answered = true
         let body = Self.advice(head: Array(buffer.readableBytesView.prefix(8192)))
-        let response = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
+        let response = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\n"
+            + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body
         let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: response)))
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         written.whenComplete { _ in bound.value.close(promise: nil) }

@@ -33,6 +33,8 @@ struct AggregateRequest: Sendable {
     var groupBy: [String] = []
     var having: [Having] = []
     var orderBy: [Order] = []
+    /// At most this many groups (in `orderBy`'s order); nil for all of them.
+    var limit: Int? = nil
 }
 
 struct AggregateGroup: Sendable {
@@ -113,6 +115,7 @@ extension RecordStore {
                 sql = sql + " HAVING " + having.joined(" AND ")
             }
             if !order.isEmpty, !groupColumns.isEmpty { sql = sql + " ORDER BY " + order.joined(", ") }
+            if let limit = request.limit { sql = sql + " LIMIT " + .bind(max(0, limit)) }
             let rows: [ResultRow]
             do {
                 rows = try await db.rows(sql)

@@ -13,6 +13,8 @@ struct WebDashboard {
 
     static let days = 30
     static let maxGroups = 10
+    /// Records of a month a series reads (their times only) before it counts day by day instead.
+    static let readLimit = 20_000
 
     struct Bar: Sendable {
         var label: String
@@ -67,13 +69,15 @@ struct WebDashboard {
         let open = EncodedQuery.where("active", .equals, "true")
         func list(_ query: EncodedQuery) -> String { "/app/list/\(table.name)?q=" + WebLists.escape(query.description) }
 
-        /// Open items counted by a field, the largest first (at most `maxGroups`, the rest said).
-        func bars(_ fieldName: String) async throws -> (bars: [Bar], more: Int)? {
+        /// Open items counted by a field: a choice field's values in the list's order, any other field's largest
+        /// groups first (at most `maxGroups`, and whether there are more).
+        func bars(_ fieldName: String) async throws -> (bars: [Bar], more: Bool)? {
             guard let field = table.field(fieldName) else { return nil }
-            let groups = try await store.aggregate(
-                AggregateRequest(table: table.name, query: open, count: true, groupBy: [field.name]), caller: caller
-            ).map { (value: $0.values.first ?? "", count: $0.count ?? 0) }
             let choices = store.catalog.choices(for: field.name, in: table) ?? []
+            var request = AggregateRequest(table: table.name, query: open, count: true, groupBy: [field.name])
+            if choices.isEmpty { request.orderBy = [.init(function: .count, field: "", descending: true)] }
+            request.limit = choices.isEmpty ? Self.maxGroups + 1 : 500
+            let groups = try await store.aggregate(request, caller: caller).map { (value: $0.values.first ?? "", count: $0.count ?? 0) }
             var ordered = groups
             if !choices.isEmpty {
                 let rank = Dictionary(choices.enumerated().map { ($1.value, $0) }, uniquingKeysWith: { a, _ in a })
@@ -95,7 +99,7 @@ struct WebDashboard {
                     href: list(open.and(term))
                 )
             }
-            return (result, ordered.count - shown.count)
+            return (result, ordered.count > shown.count)
         }
 
         var values: [String: Any] = [
@@ -108,7 +112,7 @@ struct WebDashboard {
         for (key, field) in [("byState", "state"), ("byPriority", "priority"), ("byGroup", "assignment_group")] {
             guard let (bars, more) = try await bars(field) else { continue }
             var chart: [String: Any] = ["rows": bars, "label": table.field(field)?.label ?? field]
-            if more > 0 { chart["more"] = "and \(more) more" }
+            if more { chart["more"] = "Only the first \(Self.maxGroups) are shown." }
             if bars.isEmpty { chart["empty"] = true }
             values[key] = chart
         }
@@ -120,19 +124,47 @@ struct WebDashboard {
         let today = calendar.startOfDay(for: Date())
         let resolvedField = ["resolved_at", "closed_at"].first { table.field($0) != nil }
         let utc = TimeZone(identifier: "UTC")!
-        var counts: [(date: Date, opened: Int, resolved: Int, openedQuery: EncodedQuery, resolvedQuery: EncodedQuery?)] = []
+        var starts: [Date] = []
         for back in stride(from: Self.days - 1, through: 0, by: -1) {
-            guard let start = calendar.date(byAdding: .day, value: -back, to: today), let end = calendar.date(byAdding: .day, value: 1, to: start) else { continue }
-            let (from, to) = (GlideDateTime.format(start, in: utc), GlideDateTime.format(end, in: utc))
-            func count(_ field: String) async throws -> (Int, EncodedQuery) {
-                let query = EncodedQuery.where(field, .greaterOrEqual, from).and(field, .lessThan, to)
-                let total = try await store.list(RecordQuery(table: table.name, query: query, fields: ["sys_id"], limit: 0, count: true), caller: caller).total ?? 0
-                return (total, query)
+            if let start = calendar.date(byAdding: .day, value: -back, to: today) { starts.append(start) }
+        }
+        guard let first = starts.first, let end = calendar.date(byAdding: .day, value: 1, to: today) else {
+            throw WebError(.internalServerError, "The calendar has no last 30 days.")
+        }
+        func range(_ field: String, _ from: Date, _ to: Date) -> EncodedQuery {
+            EncodedQuery.where(field, .greaterOrEqual, GlideDateTime.format(from, in: utc)).and(field, .lessThan, GlideDateTime.format(to, in: utc))
+        }
+        /// A series' count per day: the times of the month's records read once (one column), put in their days;
+        /// where a month holds more than `Self.readLimit` of them, a count per day instead.
+        func series(_ field: String) async throws -> [Int] {
+            let month = try await store.list(
+                RecordQuery(table: table.name, query: range(field, first, end), fields: [field], limit: Self.readLimit, count: true), caller: caller
+            )
+            if (month.total ?? 0) > month.records.count {
+                var counts: [Int] = []
+                for start in starts {
+                    let next = calendar.date(byAdding: .day, value: 1, to: start) ?? end
+                    counts.append(try await store.list(RecordQuery(table: table.name, query: range(field, start, next), fields: ["sys_id"], limit: 0, count: true), caller: caller).total ?? 0)
+                }
+                return counts
             }
-            let (opened, openedQuery) = try await count("sys_created_on")
-            var resolved: (Int, EncodedQuery)? = nil
-            if let resolvedField { resolved = try await count(resolvedField) }
-            counts.append((start, opened, resolved?.0 ?? 0, openedQuery, resolved?.1))
+            var counts = [Int](repeating: 0, count: starts.count)
+            for record in month.records {
+                guard let date = GlideDateTime.parse(record[field]) else { continue }
+                let day = calendar.dateComponents([.day], from: first, to: calendar.startOfDay(for: date)).day ?? -1
+                if counts.indices.contains(day) { counts[day] += 1 }
+            }
+            return counts
+        }
+        let opened = try await series("sys_created_on")
+        var resolved: [Int] = []
+        if let resolvedField { resolved = try await series(resolvedField) }
+        let counts = starts.enumerated().map { index, start in
+            let next = calendar.date(byAdding: .day, value: 1, to: start) ?? end
+            return (
+                date: start, opened: opened[index], resolved: resolved.indices.contains(index) ? resolved[index] : 0,
+                openedQuery: range("sys_created_on", start, next), resolvedQuery: resolvedField.map { range($0, start, next) }
+            )
         }
         let peak = max(1, counts.map { max($0.opened, $0.resolved) }.max() ?? 1)
         let (left, bottom, height, slot) = (34, 190, 150.0, 19)

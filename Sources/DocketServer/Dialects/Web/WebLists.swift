@@ -81,7 +81,9 @@ struct WebLists {
 
     struct GroupHeading: Sendable {
         var label: String
+        /// The group's count, when it is among the groups counted.
         var count: Int
+        var hasCount: Bool
         var span: Int
     }
 
@@ -136,6 +138,11 @@ struct WebLists {
         return main.filter(usable) + rest
     }
 
+    /// Whether a list may be grouped by a field: a value many records share (not a date, a long text or an id).
+    static func isGroupable(_ field: FieldDefinition) -> Bool {
+        field.type != .glideDateTime && field.maxLength <= 255 && field.name != "sys_id" && field.name != "number"
+    }
+
     static func defaultColumns(of table: SchemaCatalog.Table) -> [String] {
         let preferred = ["number", "short_description", "state", "priority", "assigned_to", "assignment_group", "sys_updated_on"]
         let columns = preferred.filter { table.field($0) != nil }
@@ -174,7 +181,7 @@ struct WebLists {
         state.defaults = Self.defaultColumns(of: table)
         if state.columns.isEmpty { state.columns = state.defaults }
         if let sort = state.sort, !known.contains(sort) { state.sort = nil }
-        if let group = state.group, !known.contains(group) { state.group = nil }
+        if let group = state.group, table.field(group).map({ !known.contains(group) || !Self.isGroupable($0) }) ?? true { state.group = nil }
 
         // "Add condition": the menus' choice becomes a term of the encoded query, then the list's own URL.
         if let name = given["add_field"], !name.isEmpty {
@@ -230,9 +237,11 @@ struct WebLists {
             do {
                 var counted: [(value: String, count: Int)] = []
                 if let groupField {
-                    counted = try await store.aggregate(
-                        AggregateRequest(table: table.name, query: unordered, count: true, groupBy: [groupField.name]), caller: caller
-                    ).map { ($0.values.first ?? "", $0.count ?? 0) }
+                    // The first groups in the list's order (one more, to know there are more): a field with a value per
+                    // record cannot make a page of a million groups.
+                    var request = AggregateRequest(table: table.name, query: unordered, count: true, groupBy: [groupField.name])
+                    request.limit = Self.maxGroups + 1
+                    counted = try await store.aggregate(request, caller: caller).map { ($0.values.first ?? "", $0.count ?? 0) }
                 }
                 let wanted = ["sys_id", "sys_class_name"] + columns.map(\.name) + (groupField.map { [$0.name] } ?? [])
                 let page = try await store.list(
@@ -243,6 +252,9 @@ struct WebLists {
                     caller: caller
                 )
                 total = page.total ?? page.records.count
+                // A page past the end (an old link, a hand-made URL) goes to the last page there is.
+                let last = max(1, (total + Self.pageSize - 1) / Self.pageSize)
+                if state.page > last { return WebAPI.redirect(Self.path(table.name, state, page: last)) }
                 // Display values of the references shown (columns, group values, the chips' values).
                 var references: [String: Set<String>] = [:]
                 for field in columns + (groupField.map { [$0] } ?? []) where field.type == .reference {
@@ -277,7 +289,8 @@ struct WebLists {
                         let label = display(groupField, record[groupField.name], in: record)
                         heading = GroupHeading(
                             label: "\(groupField.label): \(label.isEmpty ? "(empty)" : label)",
-                            count: countByValue[record[groupField.name]] ?? 0, span: columns.count
+                            count: countByValue[record[groupField.name]] ?? 0, hasCount: countByValue[record[groupField.name]] != nil,
+                            span: columns.count
                         )
                     }
                     let cells = columns.enumerated().map { index, field in
@@ -301,7 +314,7 @@ struct WebLists {
                         let label = display(groupField, value, in: nil)
                         return GroupCount(label: label.isEmpty ? "(empty)" : label, count: count, href: Self.path(table.name, narrowed))
                     }
-                    if counted.count > Self.maxGroups { values["groupsCut"] = "The first \(Self.maxGroups) of \(counted.count) groups." }
+                    if counted.count > Self.maxGroups { values["groupsCut"] = "The first \(Self.maxGroups) groups; there are more." }
                 }
                 let shownChips = chips(of: query, table: table, state: state, display: { field, value in display(field, value, in: nil) }, names: names)
                 values["chips"] = shownChips
@@ -346,7 +359,7 @@ struct WebLists {
         values["fieldChoices"] = fields.map { Choice(value: $0.name, label: "\($0.label) (\($0.name))", selected: false) }
         values["operators"] = Self.operators.map { Choice(value: $0.op.rawValue, label: $0.label, selected: false) }
         values["columnChoices"] = fields.map { Choice(value: $0.name, label: $0.label, selected: state.columns.contains($0.name)) }
-        values["groupChoices"] = fields.filter { $0.type != .glideDateTime && $0.maxLength <= 255 }
+        values["groupChoices"] = fields.filter(Self.isGroupable)
             .map { Choice(value: $0.name, label: $0.label, selected: state.group == $0.name) }
         values["state"] = [
             "q": state.query, "columns": state.columns.joined(separator: ","), "sort": state.sort ?? "",

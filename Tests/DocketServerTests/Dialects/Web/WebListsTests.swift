@@ -129,11 +129,18 @@ struct WebListsTests {
             #expect(try await beth.get("/app/list/incident").text.contains(">Priority</a></th>"))
             let theirs = try await client.get("/api/now/table/sys_user_preference?sysparm_fields=name", .beth)
             #expect(try theirs.results.isEmpty)
-            // Nor change whose it is.
+            // Nor hand it to someone else, or make one in someone else's name.
             let mine = try await client.get("/api/now/table/sys_user_preference?sysparm_fields=sys_id", .john)
             let id = try #require(try mine.results.first?["sys_id"]?.stringValue)
-            let moved = try await client.send(.patch, "/api/now/table/sys_user_preference/\(id)", json: #"{"user":"someone"}"#, headers: .john)
-            #expect(moved.status.code >= 400 && moved.status.code < 500)
+            let bethID = DemoData.userID("beth.anglin")
+            let moved = try await client.send(.patch, "/api/now/table/sys_user_preference/\(id)", json: #"{"user":"\#(bethID)"}"#, headers: .john)
+            #expect(moved.status == .forbidden, "\(moved.text)")
+            let planted = try await client.send(
+                .post, "/api/now/table/sys_user_preference", json: #"{"user":"\#(bethID)","name":"docket.list.incident","value":"q=active%3Dfalse"}"#,
+                headers: .john
+            )
+            #expect(planted.status == .forbidden, "\(planted.text)")
+            #expect(try await beth.get("/app/list/incident").text.contains(#"<input id="list-q" name="q" value="""#))
             // Forgotten: the bare list is the default again.
             let forgot = try await john.post("/app/list/incident/forget", [])
             #expect(forgot.status == .seeOther)
@@ -169,6 +176,13 @@ struct WebListsTests {
             var john = WebBrowser(client)
             try await john.signIn()
             let long = String(repeating: "a", count: 20_000)
+            // A page past the end goes to the last page.
+            let past = try await john.get("/app/list/incident?sort=number&page=5000")
+            #expect(past.status == .seeOther && past.location == "/app/list/incident?sort=number")
+            // Grouping by a value each record has alone is not offered, nor taken from the URL.
+            let byID = try await john.get("/app/list/incident?group=sys_id").text
+            #expect(!byID.contains("scope=\"colgroup\""))
+            #expect(!byID.contains(#"<option value="number">"#) || !byID.contains(#"<select id="group" name="group"><option value="">(no grouping)</option><option value="number">"#))
             for query in [
                 "q=" + long, "columns=" + String(repeating: "x,", count: 5000), "sort=password&group=password", "page=-5", "page=99999999999999999999",
                 "page=abc", "group=description", "col=%00&col=%FF", "q=%3Cscript%3E", "q=priority%3D1%5ENQ%5Estate%3D2", "add_field=" + long,
