@@ -37,7 +37,16 @@ struct StatsController {
             default: continue
             }
         }
+        // At most a page's worth of groups (--max-page-size): grouping by a value each record has alone would
+        // otherwise answer with as many groups as the table has records.
+        if !aggregate.groupBy.isEmpty { aggregate.limit = configuration.maxPageSize + 1 }
         let groups = try await store.aggregate(aggregate, caller: caller)
+        if !aggregate.groupBy.isEmpty, groups.count > configuration.maxPageSize {
+            throw EngineError.badRequest(
+                "Too many groups",
+                detail: "More than \(configuration.maxPageSize) groups; narrow sysparm_query, or group by fewer or other fields"
+            )
+        }
         var labels: [[String: String]] = Array(repeating: [:], count: aggregate.groupBy.count)
         if parameters.displayMode != .value, !aggregate.groupBy.isEmpty {
             labels = try await displayLabels(groups, groupBy: aggregate.groupBy, table: table, caller: caller)

@@ -73,6 +73,18 @@ struct StatsAPITests {
         }
     }
 
+    @Test("more groups than a page holds is a 400 that says so; as many as a page holds are answered")
+    func tooManyGroups() async throws {
+        try await TestApp.withRouter(configure: { $0.maxPageSize = 5 }) { client throws in
+            let refused = try await client.get("/api/now/stats/incident?sysparm_count=true&sysparm_group_by=sys_id", .admin)
+            #expect(refused.status == .badRequest)
+            #expect(refused.errorMessage == "Too many groups")
+            let answered = try await client.get("/api/now/stats/incident?sysparm_count=true&sysparm_group_by=priority", .admin)
+            #expect(answered.status == .ok)
+            #expect(try answered.results.count == 5)
+        }
+    }
+
     @Test(
         "bad parameters are 400s",
         arguments: [
