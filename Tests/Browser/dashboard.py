@@ -73,12 +73,7 @@ def main():
         driver.get(base + "/app/dashboard")
         driver.find_element(By.LINK_TEXT, "Defect").click()
         run.until_text(".summary", "open Defect items")
-        driver.set_window_size(390, 844)
-        driver.get(base + "/app/dashboard")
-        run.until_text("main h1", "Dashboard")
-        if driver.execute_script("return document.documentElement.scrollWidth > innerWidth"):
-            sys.exit("on a phone the dashboard scrolls sideways")
-        driver.set_window_size(1440, 900)
+        run.on_phone_without_sideways_scroll("/app/dashboard", "Dashboard", "the dashboard")
         run.check_console()
         print("dashboard: all checks passed", flush=True)
     finally:

@@ -122,13 +122,7 @@ def main():
         run.until_text(".chips", "State is " + label)
 
         run.step("on a phone the page does not scroll sideways; the table scrolls in its own box")
-        driver.set_window_size(390, 844)
-        driver.get(base + "/app/list/incident")
-        run.until_text("main h1", "Incident")
-        wide = driver.execute_script("return document.documentElement.scrollWidth > innerWidth")
-        if wide:
-            sys.exit("on a phone the list page scrolls sideways")
-        driver.set_window_size(1440, 900)
+        run.on_phone_without_sideways_scroll("/app/list/incident", "Incident", "the list page")
         run.check_console()
         print("lists: all checks passed", flush=True)
     finally:

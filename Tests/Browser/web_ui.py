@@ -171,6 +171,16 @@ class Run:
     def still_same_page(self):
         return self.driver.execute_script("return window.__docketMarker === 42;")
 
+    def on_phone_without_sideways_scroll(self, path, heading, what):
+        """Opens `path` at 390x844, waits for `heading` in its h1, fails when the page scrolls sideways; back to
+        the desktop size after."""
+        self.driver.set_window_size(390, 844)
+        self.driver.get(self.base + path)
+        self.until_text("main h1", heading)
+        if self.driver.execute_script("return document.documentElement.scrollWidth > innerWidth"):
+            sys.exit(f"on a phone {what} scrolls sideways")
+        self.driver.set_window_size(1440, 900)
+
     def live_open(self):
         WebDriverWait(self.driver, 15, ignored_exceptions=PAGE_CHANGES).until(lambda d: d.execute_script("return document.body.dataset.liveState") == "open")
 

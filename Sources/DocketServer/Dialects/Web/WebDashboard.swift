@@ -118,12 +118,12 @@ struct WebDashboard {
         }
 
         // Opened and resolved per day over the last 30, days as the caller's time zone has them.
-        let zone = caller.timeZone ?? TimeZone(identifier: "UTC")!
+        let zone = caller.timeZone ?? .gmt
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = zone
         let today = calendar.startOfDay(for: Date())
         let resolvedField = ["resolved_at", "closed_at"].first { table.field($0) != nil }
-        let utc = TimeZone(identifier: "UTC")!
+        let utc = TimeZone.gmt
         var starts: [Date] = []
         for back in stride(from: Self.days - 1, through: 0, by: -1) {
             if let start = calendar.date(byAdding: .day, value: -back, to: today) { starts.append(start) }
