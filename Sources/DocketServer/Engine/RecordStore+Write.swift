@@ -466,7 +466,16 @@ extension RecordStore {
             span?.attributes["docket.access.allowed"] = allowed
             return allowed
         }
-        if !allowed { throw EngineError.forbidden(operation) }
+        guard allowed else {
+            // A record that another write removed (committed, or ahead of this one in the same transaction) is not
+            // found, not refused.
+            if operation != .create, try await db.integer(
+                "SELECT COUNT(*) FROM " + .identifier(table.physicalTable) + " WHERE sys_id = " + .bind(sysID)
+            ) == 0 {
+                throw EngineError.notFound(table: table.name, sysID: sysID)
+            }
+            throw EngineError.forbidden(operation)
+        }
     }
 
     private func allows(

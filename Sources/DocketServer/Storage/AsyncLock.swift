@@ -1,9 +1,6 @@
-/// A first-come, first-served asynchronous mutex (or, with more than one permit, a semaphore): the engine's
-/// writers.
-///
-/// SQLite allows one writer at a time; queueing writers here instead of letting them spin on SQLITE_BUSY
-/// keeps write latency predictable and keeps each transaction on one connection. On PostgreSQL a few writers of a
-/// process pass at once (see ``PostgresStorage``). A wait is bounded and cancellable: a writer still queued after
+/// A first-come, first-served asynchronous mutex (or, with more than one permit, a semaphore): PostgreSQL's
+/// writers, a few of a process at once (see ``PostgresStorage``). SQLite's one writer has a queue of its own that
+/// also runs waiting writes in one transaction (``SQLiteWriter``). A wait is bounded and cancellable: a writer still queued after
 /// `timeout` gets ``StorageUnavailable`` (the write ahead of it is stuck on a database that does not answer), and a
 /// cancelled one (its client went away) leaves the queue at once.
 actor AsyncLock {

@@ -6,21 +6,18 @@ import Synchronization
 
 /// SQLite's own typed values, read without a Decoder round trip.
 extension SQLiteRow: StorageRow {
-    var firstValue: SQLValue { columns.first.map { Self.value($0.data) } ?? .null }
+    var firstValue: SQLValue { columns.first.map { Self.sqlValue($0.data) } ?? .null }
 
     func value(at column: String, kind: ColumnKind) throws -> SQLValue {
-        self.column(column).map(Self.value) ?? .null
+        self.column(column).map(Self.sqlValue) ?? .null
     }
 
     func buffer(at column: String) throws -> ByteBuffer? {
-        switch self.column(column) {
-        case .blob(let buffer): return buffer
-        case .text(let text): return ByteBuffer(string: text)
-        default: return nil
-        }
+        self.column(column).flatMap(Self.buffer)
     }
 
-    private static func value(_ data: SQLiteData) -> SQLValue {
+    /// A value as docketd reads it (a blob as its text: docketd stores text in blobs only by mistake).
+    static func sqlValue(_ data: SQLiteData) -> SQLValue {
         switch data {
         case .integer(let value): return .integer(value)
         case .float(let value): return .real(value)
@@ -29,29 +26,71 @@ extension SQLiteRow: StorageRow {
         case .null: return .null
         }
     }
+
+    /// A blob's bytes, or a text's UTF-8; nil for anything else.
+    static func buffer(_ data: SQLiteData) -> ByteBuffer? {
+        switch data {
+        case .blob(let buffer): return buffer
+        case .text(let text): return ByteBuffer(string: text)
+        default: return nil
+        }
+    }
 }
 
-/// Runs statements directly on an SQLiteNIO connection: SQLKit still serialises them (SQLite's dialect), but
-/// rows come back as SQLite's own typed values with no Decoder round trip.
+extension SQLFragment {
+    /// The statement in SQLite's dialect, as SQLKit's SQLite dialect writes it (identifiers in double quotes, the
+    /// n-th value `?n`), with its values as SQLite's own; written here directly, without SQLKit's serializer and its
+    /// boxed values, since every statement of every request passes through it.
+    func sqlite() throws -> (text: String, binds: [SQLiteData]) {
+        var text = ""
+        var binds: [SQLiteData] = []
+        for piece in pieces {
+            switch piece {
+            case .raw(let raw): text += raw
+            case .identifier(let name):
+                text += "\""
+                text += Self.isPlain(name) ? name : String(name.flatMap { $0 == "\"" ? ["\"", "\""] : [$0] })
+                text += "\""
+            case .bind(let value):
+                switch value {
+                case let value as String: binds.append(.text(value))
+                case let value as Int: binds.append(.integer(value))
+                case let value as Double: binds.append(.float(value))
+                case let value as SQLBlob: binds.append(.blob(value.buffer))
+                default: binds.append(try SQLiteDataEncoder().encode(value))
+                }
+                text += "?"
+                text += String(binds.count)
+            }
+        }
+        return (text, binds)
+    }
+}
+
+/// Runs statements directly on an SQLiteNIO connection (the readers): rows come back as SQLite's own typed values
+/// with no Decoder round trip.
 struct SQLiteRunner: SQLRunner {
     let connection: SQLiteConnection
     var faults: StatementFaults? = nil
 
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
         try faults?.check(sql)
-        let (text, binds) = connection.sql().serialize(sql)
-        let data = try binds.map { bind -> SQLiteData in
-            switch bind {
-            case let value as String: return .text(value)
-            case let value as Int: return .integer(value)
-            case let value as Double: return .float(value)
-            case let value as SQLBlob: return .blob(value.buffer)
-            default: return try SQLiteDataEncoder().encode(bind)
-            }
-        }
+        let (text, data) = try sql.sqlite()
         let collected = Mutex<[ResultRow]>([])
         try await connection.query(text, data) { row in collected.withLock { $0.append(ResultRow(row)) } }
         return collected.withLock { $0 }
+    }
+}
+
+/// Runs the writer's statements on its ``SQLiteDirectConnection``, on the calling thread.
+struct SQLiteDirectRunner: SQLRunner {
+    let connection: SQLiteDirectConnection
+    var faults: StatementFaults? = nil
+
+    func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        try faults?.check(sql)
+        let (text, data) = try sql.sqlite()
+        return try connection.rows(text, data)
     }
 }
 
@@ -67,45 +106,23 @@ public enum SQLiteStorageError: Error, CustomStringConvertible {
     }
 }
 
-/// SQLite storage: one file in WAL mode, one writer connection behind an async lock, and a few reader
-/// connections, each lent to one read at a time (WAL lets readers run while a write is in progress).
+/// SQLite storage: one file in WAL mode, one writer connection that runs the queued writes (``SQLiteWriter``, on a
+/// ``SQLiteDirectConnection``), and a few SQLiteNIO reader connections, each lent to one read at a time (WAL lets
+/// readers run while a write is in progress).
 final class SQLiteStorage: Storage {
     let dialect = StorageDialect.sqlite
     let faults = StatementFaults()
-    /// The writer connection; replaced when a transaction on it could not be rolled back.
-    private let writer: Mutex<SQLiteConnection>
+    private let writer: SQLiteWriter
     private let readers: ConnectionPool<SQLiteConnection>
-    private let writeLock = AsyncLock()
-    /// Set by ``close()``: from then on every read and write is refused with ``StorageUnavailable/closed``.
-    private let closed = Mutex(false)
     let path: String
-    private let logger: Logger
     /// Held while the database is open here, so that `docketd restore` refuses to replace it (``DatabaseFileLock``).
     private let inUse: DatabaseFileLock?
 
-    private init(path: String, writer: SQLiteConnection, readers: [SQLiteConnection], inUse: DatabaseFileLock?, logger: Logger) {
+    private init(path: String, writer: SQLiteDirectConnection, readers: [SQLiteConnection], inUse: DatabaseFileLock?, logger: Logger) {
         self.path = path
         self.inUse = inUse
-        self.writer = Mutex(writer)
         self.readers = ConnectionPool(readers)
-        self.logger = logger
-    }
-
-    /// The writer connection, in WAL mode, waiting a bounded time for other processes' locks.
-    private static func openWriter(path: String, logger: Logger) async throws -> SQLiteConnection {
-        let writer = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
-        do {
-            let runner = SQLiteRunner(connection: writer)
-            _ = try await runner.rows("PRAGMA journal_mode=WAL")
-            _ = try await runner.rows("PRAGMA synchronous=NORMAL")
-            // SQLiteNIO retries a locked database without end; another process holding the file's lock (a backup
-            // tool, sqlite3 in a shell) must make a write fail after a bounded wait, answered 503, not hang it.
-            _ = try await runner.rows(SQLFragment("PRAGMA busy_timeout=\(busyTimeoutMilliseconds)"))
-            return writer
-        } catch {
-            try? await writer.close()
-            throw error
-        }
+        self.writer = SQLiteWriter(connection: writer, path: path, faults: faults, logger: logger)
     }
 
     /// Opens (creating if needed) the database file at `path`.
@@ -119,7 +136,7 @@ final class SQLiteStorage: Storage {
             logger.warning("The database's lock file could not be made: docketd restore cannot tell that it is in use", metadata: ["reason": "\(reason)"])
             inUse = nil
         }
-        let writer = try await openWriter(path: path, logger: logger)
+        let writer = try SQLiteWriter.open(path: path)
         do {
             var readers: [SQLiteConnection] = []
             for _ in 0..<max(1, readerCount) {
@@ -130,7 +147,7 @@ final class SQLiteStorage: Storage {
             }
             return SQLiteStorage(path: path, writer: writer, readers: readers, inUse: inUse, logger: logger)
         } catch {
-            try? await writer.close()
+            writer.close()
             throw error
         }
     }
@@ -141,7 +158,7 @@ final class SQLiteStorage: Storage {
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         do {
             return try await readers.withConnection { connection in
-                if self.closed.withLock({ $0 }) { throw StorageUnavailable.closed }
+                if self.writer.isClosed { throw StorageUnavailable.closed }
                 return try await body(SQLExecutor(runner: SQLiteRunner(connection: connection, faults: faults), dialect: dialect))
             }
         } catch {
@@ -151,35 +168,14 @@ final class SQLiteStorage: Storage {
 
     func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         do {
-            return try await writeLock.withLock { try await runToCompletion {
-                if self.closed.withLock({ $0 }) { throw StorageUnavailable.closed }
-                var connection = self.writer.withLock { $0 }
-                if connection.isClosed {
-                    // Closed after a failed rollback and not yet opened again.
-                    do {
-                        connection = try await Self.openWriter(path: self.path, logger: self.logger)
-                    } catch {
-                        throw StorageUnavailable(reason: "the database file cannot be opened for writing")
-                    }
-                    self.writer.withLock { $0 = connection }
-                }
-                do {
-                    return try await SQLExecutor(runner: SQLiteRunner(connection: connection, faults: self.faults), dialect: self.dialect).transaction(body)
-                } catch let failed as RollbackFailed {
-                    // The connection may still be inside the transaction: a new one takes over.
-                    self.logger.error("A write could not be rolled back; the writer connection is opened again", metadata: ["error": "\(failed.cause)"])
-                    try? await connection.close()
-                    // Opened again here, or by the next write if that fails now.
-                    if let fresh = try? await Self.openWriter(path: self.path, logger: self.logger) {
-                        self.writer.withLock { $0 = fresh }
-                    }
-                    throw failed.cause
-                }
-            } }
+            return try await writer.write(body)
         } catch {
             throw StorageUnavailable.classify(error) ?? error
         }
     }
+
+    /// How many writes are waiting for the writer (tests).
+    var writesWaiting: Int { writer.waiting }
 
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         try await write(body)
@@ -188,15 +184,16 @@ final class SQLiteStorage: Storage {
     /// Only this process writes an SQLite file: it learns of every change as it commits.
     func logSignals() -> AsyncStream<Void>? { nil }
 
-    /// Closes every connection, also for a caller that was cancelled (a shutdown, a request whose client left): in a
-    /// cancelled task SQLiteNIO runs no statement, its close included, and a connection left open is an assertion
-    /// when the storage goes away.
+    /// Closes every connection once the writes queued before have ended, also for a caller that was cancelled (a
+    /// shutdown, a request whose client left): in a cancelled task SQLiteNIO runs no statement, its close included,
+    /// and a connection left open is an assertion when the storage goes away.
     func close() async throws {
         try await runToCompletion {
-            try await self.writeLock.withLock {
-                self.closed.withLock { $0 = true }
+            try await self.writer.last {
+                // From here on every read and write is refused with ``StorageUnavailable/closed``.
+                self.writer.markClosed()
                 for reader in self.readers.all { try await reader.close() }
-                try await self.writer.withLock { $0 }.close()
+                self.writer.closeConnection()
                 // Closed here: `docketd restore` may replace it now.
                 self.inUse?.release()
             }

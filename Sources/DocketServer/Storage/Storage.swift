@@ -180,7 +180,14 @@ struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
     static func classify(_ error: any Error) -> StorageUnavailable? {
         if let error = error as? StorageUnavailable { return error }
         if let error = error as? SQLiteError { return classifySQLite(error) }
+        if let error = error as? SQLiteDirectError { return classifySQLite(error) }
         return classifyPostgres(error)
+    }
+
+    private static func classifySQLite(_ error: SQLiteDirectError) -> StorageUnavailable? {
+        guard error.isOutage else { return nil }
+        if error.isLock { return StorageUnavailable(reason: "the database file is locked by another process") }
+        return StorageUnavailable(reason: "the database file cannot be written (\(error.message))")
     }
 
     private static func classifySQLite(_ error: SQLiteError) -> StorageUnavailable? {

@@ -1,0 +1,338 @@
+import Foundation
+import Logging
+import NIOCore
+import SQLKit
+import SQLiteKit
+import Synchronization
+import Testing
+
+@testable import DocketServer
+
+/// The SQLite writer's own connection (``SQLiteDirectConnection``): statements kept prepared and run again with
+/// other values, after the schema changed, past the number kept; and the SQL text it is given (``SQLFragment/sqlite()``).
+@Suite("SQLite writer")
+struct SQLiteWriterTests {
+    static func withStorage(_ test: (SQLiteStorage) async throws -> Void) async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let storage = try await SQLiteStorage.open(path: directory.path + "/w.sqlite", readers: 1, logger: Logger(label: "test"))
+        do {
+            try await test(storage)
+            try await storage.close()
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+    }
+
+    @Test("the SQLite text and values are SQLKit's: quoted identifiers (a quote in one doubled), ?n placeholders, typed values")
+    func sameAsSQLKit() async throws {
+        let blob = SQLBlob(ByteBuffer(bytes: [0, 1, 2, 255]))
+        let fragments: [SQLFragment] = [
+            "SELECT 1",
+            "SELECT " + .column("t", "sys_id") + " FROM " + .identifier("incident") + " AS " + .identifier("t")
+                + " WHERE " + .identifier("odd\"name") + " = " + .bind("it's") + " AND n IN (" + .bindList([1, 2, 3]) + ")",
+            "INSERT INTO x (a, b, c, d) VALUES (" + .bind(2.5) + ", " + .bind(blob) + ", " + .bind(true) + ", " + .bind("") + ")",
+        ]
+        try await Self.withStorage { storage in
+            // Any SQLiteNIO connection serialises in SQLite's dialect; this one runs nothing.
+            let connection = try await SQLiteConnection.open(storage: .memory, logger: Logger(label: "test"))
+            for fragment in fragments {
+                let (expectedText, expectedBinds) = connection.sql().serialize(fragment)
+                let (text, binds) = try fragment.sqlite()
+                #expect(text == expectedText)
+                // Blobs are bound as they are (SQLKit would encode their bytes as an array).
+                let expected = try expectedBinds.map { bind -> SQLiteData in
+                    if let blob = bind as? SQLBlob { return .blob(blob.buffer) }
+                    return try SQLiteDataEncoder().encode(bind)
+                }
+                #expect(binds == expected)
+            }
+            try await connection.close()
+        }
+    }
+
+    @Test("a kept statement runs again with other values, LIMIT values that change its plan included, and reads what it should")
+    func keptStatements() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in
+                try await db.run("CREATE TABLE t (n INTEGER, s TEXT)")
+                for n in 1...20 { try await db.run("INSERT INTO t (n, s) VALUES (" + .bind(n) + ", " + .bind("v\(n)") + ")") }
+            }
+            for limit in [0, 1, 5, 1, 0, 20, 3] {
+                let rows = try await storage.write { db in
+                    try await db.rows("SELECT n, s FROM t WHERE n > " + .bind(2) + " ORDER BY n LIMIT " + .bind(limit))
+                }
+                #expect(rows.count == min(limit, 18))
+                if let first = rows.first {
+                    #expect(try first.value(at: "n", kind: .integer) == .integer(3))
+                    #expect(try first.value(at: "s", kind: .text) == .text("v3"))
+                }
+            }
+            for n in [4, 17, 4] {
+                let text = try await storage.write { db in
+                    try await db.rows("SELECT s FROM t WHERE n = " + .bind(n)).first?.value(at: "s", kind: .text)
+                }
+                #expect(text == .text("v\(n)"))
+            }
+        }
+    }
+
+    @Test("a kept statement whose table gained and renamed a column reads the new columns")
+    func schemaChanged() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in
+                try await db.run("CREATE TABLE t (n INTEGER)")
+                try await db.run("INSERT INTO t (n) VALUES (1)")
+            }
+            let select: SQLFragment = "SELECT * FROM t"
+            let before = try await storage.write { db in try await db.rows(select) }
+            #expect(try before.first?.value(at: "n", kind: .integer) == .integer(1))
+            try await storage.write { db in
+                try await db.run("ALTER TABLE t ADD COLUMN label TEXT DEFAULT 'new'")
+                try await db.run("ALTER TABLE t RENAME COLUMN n TO number")
+            }
+            let after = try await storage.write { db in try await db.rows(select) }
+            #expect(try after.first?.value(at: "number", kind: .integer) == .integer(1))
+            #expect(try after.first?.value(at: "label", kind: .text) == .text("new"))
+            #expect(try after.first?.value(at: "n", kind: .integer) == .null)
+        }
+    }
+
+    @Test("more texts than are kept: every statement still runs, the first ones again after the rest")
+    func pastTheKeptNumber() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }
+            let count = SQLiteDirectConnection.keptStatements + 40
+            try await storage.write { db in
+                for n in 0..<count { try await db.run(SQLFragment("INSERT INTO t (n) VALUES (\(n))")) }
+                for n in 0..<10 { try await db.run(SQLFragment("INSERT INTO t (n) VALUES (\(n))")) }
+            }
+            let total = try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") }
+            #expect(total == count + 10)
+        }
+    }
+
+    @Test("large values (kept bound only for their run) and text with any characters are written and read back whole")
+    func largeValues() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (k TEXT, b BLOB)") }
+            let big = ByteBuffer(bytes: (0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            let text = "a\u{0}b ✓ " + String(repeating: "x", count: 10_000)
+            for key in ["one", "two"] {
+                try await storage.write { db in
+                    try await db.run("INSERT INTO t (k, b) VALUES (" + .bind(key == "one" ? text : key) + ", " + .bind(SQLBlob(big)) + ")")
+                }
+            }
+            let rows = try await storage.write { db in try await db.rows("SELECT k, b FROM t ORDER BY rowid") }
+            #expect(rows.count == 2)
+            #expect(try rows.first?.value(at: "k", kind: .text) == .text(text))
+            #expect(try rows.last?.buffer(at: "b") == big)
+        }
+    }
+
+    @Test("a statement SQLite refuses fails the write as itself (not an outage) and rolls it back; the writer goes on")
+    func refusedStatement() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER NOT NULL UNIQUE)") }
+            for _ in 0..<2 {
+                do {
+                    try await storage.write { db in
+                        try await db.run("INSERT INTO t (n) VALUES (1)")
+                        try await db.run("INSERT INTO t (n) VALUES (1)")
+                    }
+                    Issue.record("a duplicate was written")
+                } catch {
+                    #expect(StorageUnavailable.classify(error) == nil)
+                    #expect("\(error)".contains("UNIQUE"))
+                }
+            }
+            await #expect(throws: (any Error).self) { try await storage.write { db in try await db.run("   ") } }
+            await #expect(throws: (any Error).self) { try await storage.write { db in try await db.run("SELEC 1") } }
+            try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (2)") }
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 2)
+        }
+    }
+
+    @Test("writes from many tasks at once are each committed once, in one order")
+    func concurrentWrites() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER PRIMARY KEY, seen INTEGER)") }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for n in 1...200 {
+                    group.addTask {
+                        try await storage.write { db in
+                            let seen = try await db.integer("SELECT COUNT(*) FROM t")
+                            try await db.run("INSERT INTO t (n, seen) VALUES (" + .bind(n) + ", " + .bind(seen) + ")")
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+            // Each write saw exactly the writes before it: 0, 1, …, 199 once each.
+            let seen = try await storage.read { db in
+                try await db.rows("SELECT seen FROM t ORDER BY seen").map { $0.first.intValue ?? -1 }
+            }
+            #expect(seen == Array(0..<200))
+        }
+    }
+
+    struct Refused: Error {}
+
+    /// Starts a write that holds the writer until `release` yields, and waits until it runs.
+    static func holdWriter(_ storage: SQLiteStorage) async -> (task: Task<Void, any Error>, release: AsyncStream<Void>.Continuation) {
+        let (entered, entering) = AsyncStream<Void>.makeStream()
+        let (released, release) = AsyncStream<Void>.makeStream()
+        let task = Task {
+            try await storage.write { db in
+                try await db.run("INSERT INTO t (n) VALUES (100)")
+                entering.yield()
+                for await _ in released { break }
+            }
+        }
+        for await _ in entered { break }
+        return (task, release)
+    }
+
+    /// Waits until `count` writes are queued behind the one holding the writer.
+    static func waitForQueue(_ storage: SQLiteStorage, count: Int) async throws {
+        while storage.writesWaiting < count { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    @Test("writes that waited share one transaction: one that fails is rolled back alone, the others are committed")
+    func sharedTransaction() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }
+            let (holder, release) = await Self.holdWriter(storage)
+            let one = Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (1)") } }
+            try await Self.waitForQueue(storage, count: 1)
+            let failing = Task {
+                try await storage.write { db in
+                    try await db.run("INSERT INTO t (n) VALUES (2)")
+                    throw Refused()
+                }
+            }
+            try await Self.waitForQueue(storage, count: 2)
+            let three = Task { try await storage.write { db in try await db.integer("SELECT SUM(n) FROM t") } }
+            try await Self.waitForQueue(storage, count: 3)
+            release.yield()
+            try await holder.value
+            try await one.value
+            await #expect(throws: Refused.self) { try await failing.value }
+            // The third saw the first's row and not the failed one's.
+            #expect(try await three.value == 101)
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 101)
+        }
+    }
+
+    @Test("when the shared commit fails, every write in it fails and none is committed; the writer goes on")
+    func sharedCommitFails() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }
+            let (holder, release) = await Self.holdWriter(storage)
+            let behind = (1...3).map { n in Task { try await storage.write { db in try await db.run(SQLFragment("INSERT INTO t (n) VALUES (\(n))")) } } }
+            try await Self.waitForQueue(storage, count: 3)
+            storage.faults.failNext { $0 == "COMMIT" }
+            release.yield()
+            await #expect(throws: StorageUnavailable.self) { try await holder.value }
+            for write in behind { await #expect(throws: StorageUnavailable.self) { try await write.value } }
+            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") } == 0)
+            try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (7)") }
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 7)
+        }
+    }
+
+    @Test("when a failed write's savepoint cannot be rolled back, it alone fails: the writes before it in its transaction run again and are committed once")
+    func savepointUndoFails() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }
+            let runs = Mutex(0)
+            let (entered, entering) = AsyncStream<Void>.makeStream()
+            let (released, release) = AsyncStream<Void>.makeStream()
+            let holder = Task {
+                try await storage.write { db in
+                    try await db.run("INSERT INTO t (n) VALUES (100)")
+                    // Only its first run waits.
+                    if runs.withLock({ $0 += 1; return $0 }) == 1 {
+                        entering.yield()
+                        for await _ in released { break }
+                    }
+                }
+            }
+            for await _ in entered { break }
+            let failing = Task {
+                try await storage.write { db in
+                    try await db.run("INSERT INTO t (n) VALUES (2)")
+                    throw Refused()
+                }
+            }
+            try await Self.waitForQueue(storage, count: 1)
+            storage.faults.failNext { $0.hasPrefix("ROLLBACK TO") }
+            release.yield()
+            try await holder.value
+            await #expect(throws: Refused.self) { try await failing.value }
+            #expect(runs.withLock { $0 } == 2)
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 100)
+        }
+    }
+
+    @Test("a write after which SQLite ended the whole transaction (a trigger's RAISE(ROLLBACK)) fails alone; the others are committed once")
+    func transactionEndedBySQLite() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in
+                try await db.run("CREATE TABLE t (n INTEGER)")
+                try await db.run("CREATE TRIGGER no_thirteen BEFORE INSERT ON t WHEN NEW.n = 13 BEGIN SELECT RAISE(ROLLBACK, 'no thirteen'); END")
+            }
+            let (holder, release) = await Self.holdWriter(storage)
+            let one = Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (1)") } }
+            try await Self.waitForQueue(storage, count: 1)
+            let bad = Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (13)") } }
+            try await Self.waitForQueue(storage, count: 2)
+            let two = Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (2)") } }
+            try await Self.waitForQueue(storage, count: 3)
+            release.yield()
+            // The holder runs again after the loss: its second run does not wait.
+            release.finish()
+            try await holder.value
+            try await one.value
+            try await two.value
+            do {
+                try await bad.value
+                Issue.record("the refused insert was answered as written")
+            } catch {
+                #expect(StorageUnavailable.classify(error) == nil, "\(error)")
+                #expect("\(error)".contains("no thirteen"))
+            }
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 103)
+            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") } == 3)
+        }
+    }
+
+    @Test("a statement given fewer values than it has placeholders is refused, never run with the last run's values")
+    func placeholdersAndValues() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }
+            try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (" + .bind(5) + ")") }
+            await #expect(throws: (any Error).self) {
+                try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (?1)") }
+            }
+            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") } == 1)
+        }
+    }
+
+    @Test("a write whose caller is cancelled while it waits leaves the queue and never runs")
+    func cancelledWhileWaiting() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }
+            let (holder, release) = await Self.holdWriter(storage)
+            let cancelled = Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (5)") } }
+            try await Self.waitForQueue(storage, count: 1)
+            cancelled.cancel()
+            await #expect(throws: CancellationError.self) { try await cancelled.value }
+            #expect(storage.writesWaiting == 0)
+            release.yield()
+            try await holder.value
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 100)
+        }
+    }
+}
