@@ -86,9 +86,15 @@ struct SQLiteRunner: SQLRunner {
 struct SQLiteDirectRunner: SQLRunner {
     let connection: SQLiteDirectConnection
     var faults: StatementFaults? = nil
+    /// Refuses to run a statement outside a transaction: a write's body that went on after SQLite ended its
+    /// transaction (a full disk, a trigger's `RAISE(ROLLBACK)`) would otherwise commit each statement on its own.
+    var withinTransaction = false
 
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
         try faults?.check(sql)
+        if withinTransaction, !connection.inTransaction {
+            throw StorageUnavailable(reason: "the database ended the write's transaction")
+        }
         let (text, data) = try sql.sqlite()
         return try connection.rows(text, data)
     }

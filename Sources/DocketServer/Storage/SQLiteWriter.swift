@@ -44,6 +44,11 @@ final class SQLiteWriter: Sendable {
     /// The thread the queue's task runs on, one per storage.
     private let thread = SQLiteWriterThread()
 
+    deinit {
+        // A storage let go without its close: its thread ends all the same.
+        thread.stopWhenIdle()
+    }
+
     init(connection: SQLiteDirectConnection, path: String, faults: StatementFaults, logger: Logger, timeout: Duration = .seconds(4)) {
         self.connection = Mutex(connection)
         self.path = path
@@ -205,13 +210,16 @@ final class SQLiteWriter: Sendable {
             }
             self.connection.withLock { $0 = connection }
         }
-        let db = SQLExecutor(runner: SQLiteDirectRunner(connection: connection, faults: faults), dialect: .sqlite)
         do {
-            try await db.run(SQLFragment(StorageDialect.sqlite.beginTransaction))
+            let begin = SQLiteDirectRunner(connection: connection, faults: faults)
+            _ = try await begin.rows(SQLFragment(StorageDialect.sqlite.beginTransaction))
         } catch {
             first.finish(error)
             return
         }
+        let db = SQLExecutor(
+            runner: SQLiteDirectRunner(connection: connection, faults: faults, withinTransaction: true), dialect: .sqlite
+        )
         // The first write needs no savepoint: when it fails, the whole transaction is rolled back.
         do {
             try await first.run(db)
@@ -229,10 +237,9 @@ final class SQLiteWriter: Sendable {
             do {
                 try await db.run("SAVEPOINT docket_write")
             } catch {
+                // None of these is answered yet: they run again in a transaction of their own.
                 await rollBack(db, connection: connection)
-                write.finish(error)
-                for ran in done { ran.finish(error) }
-                for (other, _) in refused { other.finish(error) }
+                requeue(done + refused.map(\.write) + [write])
                 return
             }
             do {
@@ -277,9 +284,17 @@ final class SQLiteWriter: Sendable {
     }
 
     /// Puts writes that ran in a transaction that was then lost back at the head of the queue, in their order.
+    /// They wait anew: the queue's bound counts from now.
     private func requeue(_ writes: [any QueuedWrite]) {
         guard !writes.isEmpty else { return }
-        state.withLock { $0.queue.insert(contentsOf: writes, at: 0) }
+        let now = ContinuousClock.now
+        for write in writes { write.enqueued = now }
+        let watch = state.withLock { state -> Bool in
+            state.queue.insert(contentsOf: writes, at: 0)
+            defer { state.watching = true }
+            return !state.watching
+        }
+        if watch { Task.detached { await self.watch() } }
     }
 
     /// Rolls the transaction back, if there still is one; when that fails, the connection may still be inside it
@@ -308,7 +323,8 @@ final class SQLiteWriter: Sendable {
 
 /// A write in ``SQLiteWriter``'s queue, whatever it returns.
 private protocol QueuedWrite: AnyObject, Sendable {
-    var enqueued: ContinuousClock.Instant { get }
+    /// When it began to wait (again, when it was put back).
+    var enqueued: ContinuousClock.Instant { get set }
     /// Whether it closes the storage (runs alone, outside a transaction).
     var closes: Bool { get }
     /// Runs the write's body, keeping its result for ``finish(_:)``.
@@ -326,7 +342,11 @@ private final class PendingWrite<T: Sendable>: QueuedWrite {
         var result: T?
     }
 
-    let enqueued = ContinuousClock.now
+    private let waitingSince = Mutex(ContinuousClock.now)
+    var enqueued: ContinuousClock.Instant {
+        get { waitingSince.withLock { $0 } }
+        set { waitingSince.withLock { $0 = newValue } }
+    }
     let closes: Bool
     private let state: Mutex<State>
     /// The caller's tracer and trace context, for the statements' spans (the body runs in the queue's task).

@@ -10,6 +10,8 @@ protocol Storage: Sendable {
     func read<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
     /// Runs `body` in a write transaction: committed when it returns, rolled back when it throws. `scope` says what
     /// the transaction must have to itself where several processes write the same database (see ``WriteScope``).
+    /// A body may be run more than once (its transaction lost and run again, only the last run committed): it changes
+    /// nothing but the database, or only what a later run overwrites.
     func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T
     /// Runs one self-contained statement that writes outside the ordered write path: no event, nothing read
     /// first (an atomic upsert of a counter). PostgreSQL runs it at once, without the write lock; SQLite queues it

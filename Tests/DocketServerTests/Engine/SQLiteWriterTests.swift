@@ -308,6 +308,30 @@ struct SQLiteWriterTests {
         }
     }
 
+    @Test("a body that goes on after SQLite ended its transaction commits none of what follows")
+    func goingOnAfterTheEnd() async throws {
+        try await Self.withStorage { storage in
+            try await storage.write { db in
+                try await db.run("CREATE TABLE t (n INTEGER)")
+                try await db.run("CREATE TRIGGER no_thirteen BEFORE INSERT ON t WHEN NEW.n = 13 BEGIN SELECT RAISE(ROLLBACK, 'no thirteen'); END")
+            }
+            await #expect(throws: StorageUnavailable.self) {
+                try await storage.write { db in
+                    try await db.run("INSERT INTO t (n) VALUES (1)")
+                    do {
+                        try await db.run("INSERT INTO t (n) VALUES (13)")
+                    } catch {
+                        // Swallowed: the body goes on as if nothing had happened.
+                    }
+                    try await db.run("INSERT INTO t (n) VALUES (5)")
+                }
+            }
+            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") } == 0)
+            try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (2)") }
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 2)
+        }
+    }
+
     @Test("a statement given fewer values than it has placeholders is refused, never run with the last run's values")
     func placeholdersAndValues() async throws {
         try await Self.withStorage { storage in
