@@ -153,6 +153,19 @@ class Stream(threading.Thread):
         return max(ids) if ids else None
 
 
+def notifier_lease(database):
+    """lease_until of the notifier's row, read with psql from the schema the database URL names."""
+    parts = urllib.parse.urlsplit(database)
+    query = urllib.parse.parse_qsl(parts.query)
+    schema = dict(query).get("schema", "public")
+    url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])))
+    result = subprocess.run(
+        ["psql", url, "-Atc", "SELECT lease_until FROM \"%s\".docket_worker WHERE name = 'notifier'" % schema.replace('"', '""')],
+        capture_output=True, text=True, timeout=30,
+    )
+    return result.stdout.strip() if result.returncode == 0 else "unreadable: " + result.stderr.strip()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
@@ -291,6 +304,11 @@ def main():
             check(False, "docketd did not stop within 30 s of SIGTERM")
             process.kill()
             process.wait()
+    # A stop after an outage is as orderly as any: the notifier gives its lease up (another instance takes over at
+    # once, not after the lease lapses), which it can only do while the database is still open to it.
+    lease = notifier_lease(args.database)
+    print("the notifier's lease after the stop: %s" % lease)
+    check(lease == "0", "the notifier's lease was not given up at the stop (lease_until %s)" % lease)
     if failures:
         print("stderr of docketd:\n" + open(os.path.join(folder, "stderr")).read()[-3000:])
         sys.exit("%d check(s) failed" % len(failures))

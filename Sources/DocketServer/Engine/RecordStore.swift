@@ -61,7 +61,7 @@ final class RecordStore: Sendable {
         storage: any Storage, policy: AccessPolicy = .standard, logger: Logger, replayLimit: Int = RecordStore.defaultReplayLimit,
         hashPassword: @escaping @Sendable (String) async -> String
     ) async throws -> (store: RecordStore, isNew: Bool) {
-        let isNew = try await SchemaStore.prepare(storage)
+        let isNew = try await SchemaStore.prepare(storage, logger: logger)
         let catalog = try await SchemaStore.loadCatalog(storage)
         let store = RecordStore(
             storage: storage, catalog: catalog, policy: policy, logger: logger, replayLimit: replayLimit, hashPassword: hashPassword

@@ -200,7 +200,7 @@ extension StorageUnavailable {
             guard state.hasPrefix("08") || state.hasPrefix("53")
                 || ["57P01", "57P02", "57P03", "25006", "58030", "55P03"].contains(state)
             else { return nil }
-            return StorageUnavailable(reason: "PostgreSQL: \(message)")
+            return StorageUnavailable(reason: "PostgreSQL: \(message)", lockWait: state == "55P03")
         }
         switch error {
         case let error as PostgresStatementError:

@@ -133,7 +133,11 @@ final class PostgresStorage: Storage {
         configuration.options.connectTimeout = .seconds(3)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let (started, starting) = AsyncStream<Void>.makeStream()
-        let runTask = Task {
+        // Detached: postgres-nio's run() ends at the graceful shutdown of the service whose task-locals it sees. A
+        // pool started after an outage is started from a request's task (the probe), which would bind it to the
+        // HTTP server's shutdown, the first of all: the pool would go down under the notifier and the other
+        // services still stopping. Detached, it sees none, and ends only when this storage closes it.
+        let runTask = Task.detached {
             starting.yield()
             starting.finish()
             await client.run()
@@ -156,6 +160,8 @@ final class PostgresStorage: Storage {
                 )
             }
         } catch {
+            // A pool shut down under a request (the storage closed meanwhile) answers as the storage does now.
+            if pool.withLock({ $0.closed }) { throw StorageUnavailable.closed }
             guard let unavailable = StorageUnavailable.classify(error) else { throw error }
             startProbe()
             throw unavailable
@@ -223,7 +229,7 @@ final class PostgresStorage: Storage {
             return true
         }
         guard start else { return }
-        Task { await self.probe() }
+        Task.detached { await self.probe() }
     }
 
     private func probe() async {

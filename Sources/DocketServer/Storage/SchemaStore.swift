@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import Logging
 import SQLKit
 
 /// Creates and migrates the physical tables, and loads the catalog from `sys_db_object`, `sys_dictionary`,
@@ -52,7 +53,27 @@ enum SchemaStore {
     /// ``steps`` as an upgrade would (so that a step is never only recorded: a new database and an upgraded one are
     /// built by the same steps); on an existing one, refuses a database a newer docketd wrote and applies ``steps``.
     /// Returns whether it was new.
-    static func prepare(_ storage: any Storage, now: Date = Date()) async throws -> Bool {
+    ///
+    /// Instances started at once on one database prepare it one after the other: the first holds the write lock
+    /// while it creates everything, which on a slow machine outlasts a request's lock wait. So a start that meets
+    /// that lock waits again, saying so, for up to `lockWait` in all; any other failure ends the start at once.
+    static func prepare(
+        _ storage: any Storage, now: Date = Date(), lockWait: Duration = .seconds(300), logger: Logger? = nil
+    ) async throws -> Bool {
+        let deadline = ContinuousClock.now + lockWait
+        while true {
+            try Task.checkCancellation()
+            do {
+                return try await prepareOnce(storage, now: now)
+            } catch let error as StorageUnavailable where error.lockWait && ContinuousClock.now < deadline {
+                logger?.notice("Another docketd is preparing the database (it holds the write lock); waiting for it", metadata: [
+                    "error": "\(error)",
+                ])
+            }
+        }
+    }
+
+    private static func prepareOnce(_ storage: any Storage, now: Date) async throws -> Bool {
         try await storage.write { db in
             let exists = try await db.rows(db.dialect.tableExists("docket_meta")).isEmpty == false
             if exists {

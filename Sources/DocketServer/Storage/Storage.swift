@@ -166,6 +166,9 @@ struct ResultRow: Sendable {
 struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
     /// Why, in a few words (never a password: locations are redacted).
     let reason: String
+    /// The database answered, but a lock another writer held was not had in time (PostgreSQL's `lock_timeout`,
+    /// SQLite's busy timeout): a wait that may succeed if made again, where an outage would not.
+    var lockWait = false
 
     /// Seconds a client is asked to wait (`Retry-After`).
     static let retryAfterSeconds = 2
@@ -188,14 +191,14 @@ struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
 
     private static func classifySQLite(_ error: SQLiteDirectError) -> StorageUnavailable? {
         guard error.isOutage else { return nil }
-        if error.isLock { return StorageUnavailable(reason: "the database file is locked by another process") }
+        if error.isLock { return StorageUnavailable(reason: "the database file is locked by another process", lockWait: true) }
         return StorageUnavailable(reason: "the database file cannot be written (\(error.message))")
     }
 
     private static func classifySQLite(_ error: SQLiteError) -> StorageUnavailable? {
         switch error.reason {
         case .busy, .busyTimeout, .busyInRecovery, .busyInSnapshot, .locked, .lockedBySharedCache, .lockedVirtualTable:
-            return StorageUnavailable(reason: "the database file is locked by another process")
+            return StorageUnavailable(reason: "the database file is locked by another process", lockWait: true)
         case .ioError, .readOnly, .readonlyInRecovery, .readonlyCantLock, .readonlyInRollback, .readonlyBackingMoved,
             .readonlyDirectory, .full, .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .cantOpenCygwinPath,
             .cantOpenUnfollowedSymlink, .permission, .noMemory:

@@ -60,6 +60,29 @@ struct SharedInstancesTests {
         #expect(clients == 1)
     }
 
+    @Test("a start waits while another instance holds the write lock past one lock wait (preparing the database on a slow machine)")
+    func startWaitsForTheWriteLock() async throws {
+        let location = try #require(TestDatabase.freshPostgres())
+        let other = try await location.open(logger: Logger(label: "test"))
+        let starting = try await location.open(logger: Logger(label: "test"))
+        let (held, holding) = AsyncStream<Void>.makeStream()
+        // Another instance's write, held past PostgreSQL's lock_timeout (4 s) for the instances waiting behind it.
+        let holder = Task {
+            try await other.write { db in
+                try await db.run("SELECT 1")
+                holding.yield()
+                try await Task.sleep(for: .seconds(6))
+            }
+        }
+        for await _ in held { break }
+        let isNew = try await SchemaStore.prepare(starting)
+        try await holder.value
+        #expect(isNew)
+        #expect(try await starting.read { db in try await db.integer("SELECT COUNT(*) FROM sys_db_object") } > 0)
+        try await other.close()
+        try await starting.close()
+    }
+
     @Test("a session started on one instance works on the other, and a logout on either ends it on both")
     func sessions() async throws {
         try await Self.withTwoApps { a, b in

@@ -359,4 +359,30 @@ struct SQLiteWriterTests {
             #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 100)
         }
     }
+
+    @Test("preparing a database waits while another process holds its write lock longer than one lock wait, then prepares it; a lock held past the start's bound fails the start as unavailable")
+    func prepareWaitsForAnotherWriter() async throws {
+        let directory = TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
+        let path = directory.path + "/w.sqlite"
+        let storage = try await SQLiteStorage.open(path: path, readers: 1, logger: Logger(label: "test"))
+        // Another process's transaction, held past the writer's busy timeout (2 s).
+        let other = try SQLiteDirectConnection.open(path: path, busyTimeoutMilliseconds: 0)
+        defer { other.close() }
+        do {
+            _ = try other.rows("BEGIN IMMEDIATE", [])
+            await #expect(throws: StorageUnavailable.self) {
+                _ = try await SchemaStore.prepare(storage, lockWait: .milliseconds(100))
+            }
+            let preparing = Task { try await SchemaStore.prepare(storage) }
+            try await Task.sleep(for: .seconds(3))
+            _ = try other.rows("COMMIT", [])
+            #expect(try await preparing.value == true)
+            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM sys_db_object") } > 0)
+            try await storage.close()
+        } catch {
+            try? await storage.close()
+            throw error
+        }
+    }
 }
