@@ -156,13 +156,25 @@ class Stream(threading.Thread):
 def notifier_lease(database):
     """lease_until of the notifier's row, read with psql from the schema the database URL names."""
     parts = urllib.parse.urlsplit(database)
-    query = urllib.parse.parse_qsl(parts.query)
-    schema = dict(query).get("schema", "public")
-    url = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode([(k, v) for k, v in query if k != "schema"])))
-    result = subprocess.run(
-        ["psql", url, "-Atc", "SELECT lease_until FROM \"%s\".docket_worker WHERE name = 'notifier'" % schema.replace('"', '""')],
-        capture_output=True, text=True, timeout=30,
-    )
+    options = dict(urllib.parse.parse_qsl(parts.query))
+    schema = options.get("schema", "public")
+    # Only what libpq knows goes to psql (docketd's own options would make it refuse the URL), and the password
+    # through its environment, not its command line.
+    netloc = parts.hostname or ""
+    if parts.username:
+        netloc = urllib.parse.quote(parts.username) + "@" + netloc
+    if parts.port:
+        netloc += ":%d" % parts.port
+    query = urllib.parse.urlencode({k: v for k, v in options.items() if k in ("sslmode", "host")})
+    url = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    environment = dict(os.environ, PGPASSWORD=urllib.parse.unquote(parts.password or ""))
+    try:
+        result = subprocess.run(
+            ["psql", url, "-Atc", "SELECT lease_until FROM \"%s\".docket_worker WHERE name = 'notifier'" % schema.replace('"', '""')],
+            capture_output=True, text=True, timeout=30, env=environment,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return "unreadable: %s" % error
     return result.stdout.strip() if result.returncode == 0 else "unreadable: " + result.stderr.strip()
 
 

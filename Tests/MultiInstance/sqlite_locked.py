@@ -5,7 +5,8 @@
 
 Checks, with nothing but the standard library:
   - while another process holds the file's write lock, writes are answered 503 with Retry-After within 5 s (three
-    at once, so that two wait behind the first), and reads still work (WAL);
+    at once, so that two wait behind the first, and not a busy timeout each), a later one at once, and reads still
+    work (WAL);
   - once it lets go, the next write is 201 and the refused writes left nothing.
 Exits 0 when all hold.
 """
@@ -80,6 +81,14 @@ def main():
             check(elapsed <= 5.0, "a write while locked took %.1f s" % elapsed)
         print("while locked: writes answered %s in %s s" % (
             [r[0] for r in results], ", ".join("%.2f" % r[3] for r in results)))
+        # The first write waits the busy timeout; the ones queued behind it do not wait it again each.
+        times = [r[3] for r in results]
+        check(max(times) - min(times) <= 1.0, "writes queued behind the first waited %.1f s more than it" % (max(times) - min(times)))
+        # Known to be held, the lock is not waited for long again.
+        status, retry_after, _, elapsed = request(port, "POST", "/api/now/table/incident", {"short_description": "still locked"})
+        check(status == 503 and retry_after is not None, "a write while still locked answered %d" % status)
+        check(elapsed <= 1.0, "a write while still locked took %.1f s" % elapsed)
+        print("still locked: a write answered %d in %.2f s" % (status, elapsed))
         status, _, _, elapsed = request(port, "GET", "/api/now/table/incident?sysparm_limit=1")
         check(status == 200, "a read while locked answered %d" % status)
         holder.stdin.write("\n")

@@ -42,7 +42,8 @@ public func buildApplication(
     let store: RecordStore
     do {
         let (opened, isNew) = try await RecordStore.open(
-            storage: storage, logger: logger, replayLimit: configuration.liveReplayMaxEvents, hashPassword: hasher.hash
+            storage: storage, logger: logger, replayLimit: configuration.liveReplayMaxEvents, lockWait: SchemaStore.startLockWait,
+            hashPassword: hasher.hash
         )
         store = opened
         if isNew, configuration.demo {

@@ -57,11 +57,13 @@ final class RecordStore: Sendable {
     }
 
     /// Opens the engine on a storage: creates the schema on a new database, then loads the catalog.
+    /// `lockWait`: how long to wait for another process holding the database's write lock
+    /// (``SchemaStore/prepare(_:now:lockWait:logger:)``): minutes for a server's start, none for a command.
     static func open(
         storage: any Storage, policy: AccessPolicy = .standard, logger: Logger, replayLimit: Int = RecordStore.defaultReplayLimit,
-        hashPassword: @escaping @Sendable (String) async -> String
+        lockWait: Duration = .zero, hashPassword: @escaping @Sendable (String) async -> String
     ) async throws -> (store: RecordStore, isNew: Bool) {
-        let isNew = try await SchemaStore.prepare(storage, logger: logger)
+        let isNew = try await SchemaStore.prepare(storage, lockWait: lockWait, logger: logger)
         let catalog = try await SchemaStore.loadCatalog(storage)
         let store = RecordStore(
             storage: storage, catalog: catalog, policy: policy, logger: logger, replayLimit: replayLimit, hashPassword: hashPassword

@@ -81,6 +81,11 @@ final class PostgresStorage: Storage {
         Int64(bitPattern: FNV1a.hash(("docket:" + schema).utf8))
     }
 
+    /// The advisory lock key held while a schema is created (``open(_:connections:logger:)``).
+    static func schemaCreationKey(schema: String) -> Int64 {
+        Int64(bitPattern: FNV1a.hash(("docket-schema:" + schema).utf8))
+    }
+
     private init(location: PostgresLocation, connections: Int, logger: Logger) async {
         self.location = location
         self.connections = connections
@@ -106,12 +111,15 @@ final class PostgresStorage: Storage {
             throw PostgresStorageError.unreachable(location.redacted, reason: Self.describe(error))
         }
         do {
-            if let schema = location.schema {
-                // Under the schema's lock: instances starting at once would otherwise both try to create it, and
-                // all but one fail (CREATE SCHEMA IF NOT EXISTS is not safe against itself).
-                let runner = PostgresRunner(connection: probe, logger: logger)
+            let runner = PostgresRunner(connection: probe, logger: logger)
+            if let schema = location.schema,
+                try await runner.rows("SELECT 1 FROM pg_namespace WHERE nspname = " + .bind(schema)).isEmpty
+            {
+                // Under a lock of its own (not the write lock, which an instance preparing the schema holds for long):
+                // instances starting at once would otherwise both try to create it, and all but one fail (CREATE
+                // SCHEMA IF NOT EXISTS is not safe against itself). Held only for the CREATE.
                 try await runner.run("BEGIN")
-                try await runner.run("SELECT pg_advisory_xact_lock(" + .bind(Int(Self.writeLockKey(schema: schema))) + ")")
+                try await runner.run("SELECT pg_advisory_xact_lock(" + .bind(Int(Self.schemaCreationKey(schema: schema))) + ")")
                 try await runner.run("CREATE SCHEMA IF NOT EXISTS " + .identifier(schema))
                 try await runner.run("COMMIT")
             }
@@ -163,7 +171,8 @@ final class PostgresStorage: Storage {
             // A pool shut down under a request (the storage closed meanwhile) answers as the storage does now.
             if pool.withLock({ $0.closed }) { throw StorageUnavailable.closed }
             guard let unavailable = StorageUnavailable.classify(error) else { throw error }
-            startProbe()
+            // A lock not had in time says the server answers: nothing to probe.
+            if !unavailable.lockWait { startProbe() }
             throw unavailable
         }
     }
@@ -260,7 +269,7 @@ final class PostgresStorage: Storage {
                 if first {
                     logger.error("The database cannot be reached; requests are answered 503 until it is back", metadata: ["error": "\(reason)"])
                 }
-                if pool.withLock({ $0.closed }) { break }
+                if pool.withLock({ $0.closed }) { return }
                 try? await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(1))
             }

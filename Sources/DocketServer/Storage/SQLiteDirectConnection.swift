@@ -62,6 +62,13 @@ final class SQLiteDirectConnection: Sendable {
 
     var isClosed: Bool { state.withLock { $0.handle == nil } }
 
+    /// From now on, waits at most `milliseconds` for a lock another connection holds.
+    func setBusyTimeout(milliseconds: Int32) {
+        state.withLock { state in
+            if let handle = state.handle { sqlite_nio_sqlite3_busy_timeout(handle, milliseconds) }
+        }
+    }
+
     /// Whether a transaction is open on the connection (SQLite ends one by itself on some failures).
     var inTransaction: Bool {
         state.withLock { state in state.handle.map { sqlite_nio_sqlite3_get_autocommit($0) == 0 } ?? false }
@@ -274,6 +281,9 @@ struct SQLiteDirectError: Error, CustomStringConvertible {
 
     /// Another connection holds a lock this statement needed, past the busy timeout.
     var isLock: Bool { primary == SQLITE_BUSY || primary == SQLITE_LOCKED }
+
+    /// Another connection held a lock past the busy timeout (waited for; `SQLITE_LOCKED` comes without waiting).
+    var isBusy: Bool { primary == SQLITE_BUSY }
 
     /// A failure of the file or its locks (an outage, answered 503), not of the statement.
     var isOutage: Bool {

@@ -43,6 +43,15 @@ final class SQLiteWriter: Sendable {
     private let logger: Logger
     /// The thread the queue's task runs on, one per storage.
     private let thread = SQLiteWriterThread()
+    /// Until when the file's write lock is known to be held by another process: set when a transaction could not
+    /// begin for it after the whole busy timeout, cleared when one begins. The writes queued then are answered with
+    /// that failure at once (not a busy timeout each, one after another), and until then a write waits only
+    /// ``contendedWaitMilliseconds`` for the lock; after it, the whole busy timeout again.
+    private let contendedUntil = Mutex<ContinuousClock.Instant?>(nil)
+    /// How long a write waits for another process's lock while it is known to be held (``contendedUntil``).
+    static let contendedWaitMilliseconds: Int32 = 100
+    /// How long the lock counts as known to be held after a write found it so.
+    static let contendedWindow = Duration.seconds(5)
 
     deinit {
         // A storage let go without its close: its thread ends all the same.
@@ -210,12 +219,37 @@ final class SQLiteWriter: Sendable {
             }
             self.connection.withLock { $0 = connection }
         }
+        let now = ContinuousClock.now
+        let known = contendedUntil.withLock { $0 }
+        // Set on every transaction (a field of the connection): the connection may have been opened again.
+        connection.setBusyTimeout(
+            milliseconds: known.map { now < $0 } == true ? Self.contendedWaitMilliseconds : Int32(SQLiteStorage.busyTimeoutMilliseconds)
+        )
         do {
             let begin = SQLiteDirectRunner(connection: connection, faults: faults)
             _ = try await begin.rows(SQLFragment(StorageDialect.sqlite.beginTransaction))
         } catch {
+            guard let lock = error as? SQLiteDirectError, lock.isBusy else {
+                first.finish(error)
+                return
+            }
+            contendedUntil.withLock { $0 = .now + Self.contendedWindow }
+            if known == nil {
+                logger.warning("Another process holds the database file's write lock; writes are answered 503 until it lets go")
+            }
+            // The writes that waited meanwhile would each wait for the same lock: they are answered now.
+            let waiting = state.withLock { state -> [any QueuedWrite] in
+                let waiting = state.queue.filter { !$0.closes }
+                state.queue.removeAll { !$0.closes }
+                return waiting
+            }
             first.finish(error)
+            for write in waiting { write.finish(error) }
             return
+        }
+        if known != nil {
+            contendedUntil.withLock { $0 = nil }
+            logger.notice("The database file's write lock is had again; writes go on")
         }
         let db = SQLExecutor(
             runner: SQLiteDirectRunner(connection: connection, faults: faults, withinTransaction: true), dialect: .sqlite

@@ -55,23 +55,32 @@ enum SchemaStore {
     /// Returns whether it was new.
     ///
     /// Instances started at once on one database prepare it one after the other: the first holds the write lock
-    /// while it creates everything, which on a slow machine outlasts a request's lock wait. So a start that meets
-    /// that lock waits again, saying so, for up to `lockWait` in all; any other failure ends the start at once.
+    /// while it creates everything, which on a slow machine outlasts a request's lock wait. So a server's start that
+    /// meets a lock held past that wait tries again, a second apart and saying so, for up to `lockWait` in all (the
+    /// server passes minutes; commands, none: they fail at once, as before). Any other failure ends it at once.
     static func prepare(
-        _ storage: any Storage, now: Date = Date(), lockWait: Duration = .seconds(300), logger: Logger? = nil
+        _ storage: any Storage, now: Date = Date(), lockWait: Duration = .zero, logger: Logger? = nil
     ) async throws -> Bool {
-        let deadline = ContinuousClock.now + lockWait
+        let started = ContinuousClock.now
+        var lastSaid: ContinuousClock.Instant? = nil
         while true {
             try Task.checkCancellation()
             do {
                 return try await prepareOnce(storage, now: now)
-            } catch let error as StorageUnavailable where error.lockWait && ContinuousClock.now < deadline {
-                logger?.notice("Another docketd is preparing the database (it holds the write lock); waiting for it", metadata: [
-                    "error": "\(error)",
-                ])
+            } catch let error as StorageUnavailable where error.lockWait && ContinuousClock.now - started < lockWait {
+                if lastSaid.map({ ContinuousClock.now - $0 >= .seconds(30) }) ?? true {
+                    lastSaid = .now
+                    logger?.notice("The database's write lock is held by another process (another docketd preparing it?); waiting", metadata: [
+                        "waited": "\(ContinuousClock.now - started)", "at most": "\(lockWait)", "error": "\(error)",
+                    ])
+                }
+                try await Task.sleep(for: .seconds(1))
             }
         }
     }
+
+    /// How long a server's start waits for another process that holds the write lock (``prepare(_:now:lockWait:logger:)``).
+    static let startLockWait = Duration.seconds(300)
 
     private static func prepareOnce(_ storage: any Storage, now: Date) async throws -> Bool {
         try await storage.write { db in

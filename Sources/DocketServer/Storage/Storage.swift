@@ -167,7 +167,8 @@ struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
     /// Why, in a few words (never a password: locations are redacted).
     let reason: String
     /// The database answered, but a lock another writer held was not had in time (PostgreSQL's `lock_timeout`,
-    /// SQLite's busy timeout): a wait that may succeed if made again, where an outage would not.
+    /// SQLite's busy timeout): a wait that may succeed if made again, where an outage would not. Never set for a
+    /// failure that comes without waiting (SQLite's `SQLITE_LOCKED`), which a retry would only repeat at once.
     var lockWait = false
 
     /// Seconds a client is asked to wait (`Retry-After`).
@@ -191,14 +192,18 @@ struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
 
     private static func classifySQLite(_ error: SQLiteDirectError) -> StorageUnavailable? {
         guard error.isOutage else { return nil }
-        if error.isLock { return StorageUnavailable(reason: "the database file is locked by another process", lockWait: true) }
+        if error.isLock {
+            return StorageUnavailable(reason: "the database file is locked by another process", lockWait: error.isBusy)
+        }
         return StorageUnavailable(reason: "the database file cannot be written (\(error.message))")
     }
 
     private static func classifySQLite(_ error: SQLiteError) -> StorageUnavailable? {
         switch error.reason {
-        case .busy, .busyTimeout, .busyInRecovery, .busyInSnapshot, .locked, .lockedBySharedCache, .lockedVirtualTable:
+        case .busy, .busyTimeout, .busyInRecovery, .busyInSnapshot:
             return StorageUnavailable(reason: "the database file is locked by another process", lockWait: true)
+        case .locked, .lockedBySharedCache, .lockedVirtualTable:
+            return StorageUnavailable(reason: "the database file is locked by another process")
         case .ioError, .readOnly, .readonlyInRecovery, .readonlyCantLock, .readonlyInRollback, .readonlyBackingMoved,
             .readonlyDirectory, .full, .cantOpen, .cantOpenDirectory, .cantOpenInvalidPath, .cantOpenCygwinPath,
             .cantOpenUnfollowedSymlink, .permission, .noMemory:

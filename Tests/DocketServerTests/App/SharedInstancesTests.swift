@@ -65,20 +65,26 @@ struct SharedInstancesTests {
         let location = try #require(TestDatabase.freshPostgres())
         let other = try await location.open(logger: Logger(label: "test"))
         let starting = try await location.open(logger: Logger(label: "test"))
-        let (held, holding) = AsyncStream<Void>.makeStream()
-        // Another instance's write, held past PostgreSQL's lock_timeout (4 s) for the instances waiting behind it.
-        let holder = Task {
-            try await other.write { db in
-                try await db.run("SELECT 1")
-                holding.yield()
-                try await Task.sleep(for: .seconds(6))
+        do {
+            let (held, holding) = AsyncStream<Void>.makeStream()
+            // Another instance's write, held past PostgreSQL's lock_timeout for the instances waiting behind it.
+            let holder = Task {
+                try await other.write { db in
+                    try await db.run("SELECT 1")
+                    holding.yield()
+                    try await Task.sleep(for: PostgresStorage.leaseTimeout + .seconds(2))
+                }
             }
+            for await _ in held { break }
+            let isNew = try await SchemaStore.prepare(starting, lockWait: .seconds(60))
+            try await holder.value
+            #expect(isNew)
+            #expect(try await starting.read { db in try await db.integer("SELECT COUNT(*) FROM sys_db_object") } > 0)
+        } catch {
+            try? await other.close()
+            try? await starting.close()
+            throw error
         }
-        for await _ in held { break }
-        let isNew = try await SchemaStore.prepare(starting)
-        try await holder.value
-        #expect(isNew)
-        #expect(try await starting.read { db in try await db.integer("SELECT COUNT(*) FROM sys_db_object") } > 0)
         try await other.close()
         try await starting.close()
     }

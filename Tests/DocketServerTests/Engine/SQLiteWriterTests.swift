@@ -371,10 +371,10 @@ struct SQLiteWriterTests {
         defer { other.close() }
         do {
             _ = try other.rows("BEGIN IMMEDIATE", [])
-            await #expect(throws: StorageUnavailable.self) {
-                _ = try await SchemaStore.prepare(storage, lockWait: .milliseconds(100))
-            }
-            let preparing = Task { try await SchemaStore.prepare(storage) }
+            // Without a wait (a command): refused at once as a lock held, not an outage.
+            let refused = await #expect(throws: StorageUnavailable.self) { _ = try await SchemaStore.prepare(storage) }
+            #expect(refused?.lockWait == true)
+            let preparing = Task { try await SchemaStore.prepare(storage, lockWait: .seconds(60)) }
             try await Task.sleep(for: .seconds(3))
             _ = try other.rows("COMMIT", [])
             #expect(try await preparing.value == true)
