@@ -1,5 +1,6 @@
 import DocketModel
 import Foundation
+import Synchronization
 import SQLKit
 
 extension RecordStore {
@@ -103,7 +104,43 @@ extension RecordStore {
         _ table: SchemaCatalog.Table, query: EncodedQuery, fields: [String]?, sysID: String? = nil, limit: Int,
         offset: Int, count: Bool, caller: Caller, db: SQLExecutor
     ) async throws -> RecordPage {
-        var compiler = compiler(for: table, caller: caller, dialect: db.dialect)
+        try await selectPlan(table, query: query, fields: fields, caller: caller, dialect: db.dialect)
+            .run(sysID: sysID, limit: limit, offset: offset, count: count, db: db)
+    }
+
+    /// ``select(_:query:fields:sysID:limit:offset:count:caller:db:)`` compiled, to be run later: a write's read-back
+    /// is compiled before the write and only run inside it, so that the one SQLite writer spends no time on it.
+    func selectPlan(
+        _ table: SchemaCatalog.Table, query: EncodedQuery, fields: [String]?, caller: Caller, dialect: StorageDialect
+    ) throws -> SelectPlan {
+        var compiler = compiler(for: table, caller: caller, dialect: dialect)
+        let projection: ProjectionCache.Projection
+        if let kept = projections.projection(of: table, fields: fields) {
+            projection = kept
+        } else {
+            projection = Self.projection(of: table, fields: fields, compiler: &compiler)
+            // Columns of the table's own fields are the same for every caller: the callers' access is in the
+            // conditions, compiled for each below. Kept only for lists of the table's fields, each named once (what
+            // a caller sends, with unknown names, dot-walks or repeats, is compiled each time and never kept).
+            if ProjectionCache.keepable(fields, of: table) {
+                projections.keep(projection, of: table, fields: fields)
+            }
+        }
+        var conditions: [SQLFragment] = []
+        if let filter = compiler.classFilter() { conditions.append(filter) }
+        if let filter = try compiler.tracedAccessFilter(.read) { conditions.append(filter) }
+        if let filter = try compiler.condition(for: query) { conditions.append(filter) }
+        let order = try compiler.orderBy(query.orderBy)
+        return SelectPlan(
+            table: table, columns: projection.columns, select: projection.select + compiler.from,
+            from: compiler.from, sysIDColumn: compiler.column("sys_id"), conditions: conditions, order: order
+        )
+    }
+
+    /// `SELECT <the columns> FROM ` of a select, and its columns.
+    private static func projection(
+        of table: SchemaCatalog.Table, fields: [String]?, compiler: inout QueryCompiler
+    ) -> ProjectionCache.Projection {
         var columns: [ResultColumn] = []
         var expressions: [SQLFragment] = [compiler.column("sys_id") + " AS " + .identifier("_id")]
         if table.isInHierarchy { expressions.append(compiler.column("sys_class_name") + " AS " + .identifier("_class")) }
@@ -129,40 +166,104 @@ extension RecordStore {
             expressions.append(expression + " AS " + .identifier("c\(columns.count)"))
             columns.append(ResultColumn(name: name, field: field))
         }
-        var conditions: [SQLFragment] = []
-        if let sysID { conditions.append(compiler.column("sys_id") + " = " + .bind(sysID)) }
-        if let filter = compiler.classFilter() { conditions.append(filter) }
-        if let filter = try compiler.tracedAccessFilter(.read) { conditions.append(filter) }
-        if let filter = try compiler.condition(for: query) { conditions.append(filter) }
-        let order = try compiler.orderBy(query.orderBy)
-        let whereClause: SQLFragment = conditions.isEmpty ? "" : " WHERE " + conditions.joined(" AND ")
-        var records: [Record] = []
-        if limit > 0 {
-            let rows = try await db.rows(
-                "SELECT " + expressions.joined(", ") + " FROM " + compiler.from + whereClause + " " + order
-                    + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset)
-            )
-            records.reserveCapacity(rows.count)
-            let stored = columns.enumerated().filter { $0.element.field.type.isStored }
-                .map { (alias: "c\($0.offset)", column: $0.element) }
-            for row in rows {
-                let id = try row.value(at: "_id", kind: .text).text ?? ""
-                var values: [String: String] = [:]
-                values.reserveCapacity(stored.count)
-                for (alias, column) in stored {
-                    values[column.name] = Self.string(
-                        try row.value(at: alias, kind: column.field.columnKind), type: column.field.type
-                    )
-                }
-                let concrete = table.isInHierarchy ? try row.value(at: "_class", kind: .text).text ?? table.name : table.name
-                records.append(Record(table: concrete, sysID: id, values: values))
+        return ProjectionCache.Projection(columns: columns, select: "SELECT " + expressions.joined(", ") + " FROM ")
+    }
+
+    /// The columns of selects that name no dot-walk, for each table and list of fields: the same for every
+    /// caller (which fields exist, their types, a password's mask), so compiled once. A table of a catalog loaded
+    /// again is another table: its entry is not used (and is replaced). Cleared when full.
+    final class ProjectionCache: Sendable {
+        struct Projection: Sendable {
+            let columns: [ResultColumn]
+            /// `SELECT <columns> FROM `.
+            let select: SQLFragment
+        }
+
+        private struct Entry {
+            let table: SchemaCatalog.Table
+            let projection: Projection
+        }
+
+        private struct Key: Hashable {
+            let table: String
+            /// nil: every field.
+            let fields: [String]?
+        }
+
+        static let limit = 512
+        private let entries = Mutex<[Key: Entry]>([:])
+
+        /// Whether a list may be kept: every field (nil), or fields of the table each named once (so an entry is
+        /// never larger than the table's own names, and what a caller makes up is never kept).
+        static func keepable(_ fields: [String]?, of table: SchemaCatalog.Table) -> Bool {
+            guard let fields else { return true }
+            return fields.count <= table.fields.count && Set(fields).count == fields.count
+                && fields.allSatisfy { table.field($0) != nil }
+        }
+
+        func projection(of table: SchemaCatalog.Table, fields: [String]?) -> Projection? {
+            let key = Key(table: table.name, fields: fields)
+            return entries.withLock { entries in
+                guard let entry = entries[key], entry.table === table else { return nil }
+                return entry.projection
             }
         }
-        var total: Int? = nil
-        if count {
-            total = try await db.integer("SELECT COUNT(*) FROM " + compiler.from + whereClause)
+
+        func keep(_ projection: Projection, of table: SchemaCatalog.Table, fields: [String]?) {
+            let key = Key(table: table.name, fields: fields)
+            entries.withLock { entries in
+                if entries.count >= Self.limit { entries.removeAll(keepingCapacity: true) }
+                entries[key] = Entry(table: table, projection: projection)
+            }
         }
-        return RecordPage(columns: columns, records: records, total: total)
+
+        /// Forgets every entry (the catalog was loaded again: its tables are new).
+        func removeAll() {
+            entries.withLock { $0.removeAll() }
+        }
+    }
+
+    /// A compiled ``RecordStore/select(_:query:fields:sysID:limit:offset:count:caller:db:)``.
+    struct SelectPlan: Sendable {
+        let table: SchemaCatalog.Table
+        let columns: [ResultColumn]
+        /// `SELECT … FROM …`.
+        let select: SQLFragment
+        let from: SQLFragment
+        let sysIDColumn: SQLFragment
+        /// The class, access and query conditions (the sys_id's, when given, comes first).
+        let conditions: [SQLFragment]
+        let order: SQLFragment
+
+        func run(sysID: String?, limit: Int, offset: Int, count: Bool, db: SQLExecutor) async throws -> RecordPage {
+            var conditions = conditions
+            if let sysID { conditions.insert(sysIDColumn + " = " + .bind(sysID), at: 0) }
+            let whereClause: SQLFragment = conditions.isEmpty ? "" : " WHERE " + conditions.joined(" AND ")
+            var records: [Record] = []
+            if limit > 0 {
+                let rows = try await db.rows(select + whereClause + " " + order + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset))
+                records.reserveCapacity(rows.count)
+                let stored = columns.enumerated().filter { $0.element.field.type.isStored }
+                    .map { (alias: "c\($0.offset)", column: $0.element) }
+                for row in rows {
+                    let id = try row.value(at: "_id", kind: .text).text ?? ""
+                    var values: [String: String] = [:]
+                    values.reserveCapacity(stored.count)
+                    for (alias, column) in stored {
+                        values[column.name] = RecordStore.string(
+                            try row.value(at: alias, kind: column.field.columnKind), type: column.field.type
+                        )
+                    }
+                    let concrete = table.isInHierarchy ? try row.value(at: "_class", kind: .text).text ?? table.name : table.name
+                    records.append(Record(table: concrete, sysID: id, values: values))
+                }
+            }
+            var total: Int? = nil
+            if count {
+                total = try await db.integer("SELECT COUNT(*) FROM " + from + whereClause)
+            }
+            return RecordPage(columns: columns, records: records, total: total)
+        }
     }
 
     /// A stored value in the wire's string form.

@@ -9,10 +9,21 @@ extension RecordStore {
     func readBack(
         _ sysID: String, in table: SchemaCatalog.Table, fields: [String]?, caller: Caller, db: SQLExecutor
     ) async throws -> (columns: [ResultColumn], record: Record)? {
-        let page = try await select(
-            table, query: EncodedQuery(), fields: fields, sysID: sysID, limit: 1, offset: 0, count: false, caller: caller, db: db
-        )
-        return page.records.first.map { (page.columns, $0) }
+        try await readBackPlan(table, fields: fields, caller: caller).run(sysID, db: db)
+    }
+
+    /// ``readBack(_:in:fields:caller:db:)`` compiled ahead, to run inside a write.
+    func readBackPlan(_ table: SchemaCatalog.Table, fields: [String]?, caller: Caller) throws -> ReadBackPlan {
+        ReadBackPlan(select: try selectPlan(table, query: EncodedQuery(), fields: fields, caller: caller, dialect: storage.dialect))
+    }
+
+    struct ReadBackPlan: Sendable {
+        let select: SelectPlan
+
+        func run(_ sysID: String, db: SQLExecutor) async throws -> (columns: [ResultColumn], record: Record)? {
+            let page = try await select.run(sysID: sysID, limit: 1, offset: 0, count: false, db: db)
+            return page.records.first.map { (page.columns, $0) }
+        }
     }
 
     /// Validated input of one write.
@@ -524,18 +535,29 @@ final class CommittedRow: Sendable {
     private let modCount = Mutex<String?>(nil)
     func set(_ value: (columns: [ResultColumn], record: Record)?) { row.withLock { $0 = value } }
     var value: (columns: [ResultColumn], record: Record)? { row.withLock { $0 } }
-    /// The committed `sys_mod_count` (the record's version), when read with ``read(_:table:fields:store:caller:db:)``.
+    /// The committed `sys_mod_count` (the record's version), when read with ``read(_:plan:db:)``.
     var version: String? { modCount.withLock { $0 } }
 
-    /// Reads the row as `caller` sees it with `fields`, and its version (also when `fields` leave it out).
-    func read(
-        _ sysID: String, table: SchemaCatalog.Table, fields: [String]?, store: RecordStore, caller: Caller, db: SQLExecutor
-    ) async throws {
-        let row = try await store.readBack(sysID, in: table, fields: fields, caller: caller, db: db)
+    /// What ``read(_:plan:db:)`` runs, compiled before the write (outside SQLite's one writer).
+    struct Plan: Sendable {
+        let row: RecordStore.ReadBackPlan
+        /// When `fields` leave the version out.
+        let version: RecordStore.ReadBackPlan?
+
+        init(table: SchemaCatalog.Table, fields: [String]?, store: RecordStore, caller: Caller) throws {
+            row = try store.readBackPlan(table, fields: fields, caller: caller)
+            version = row.select.columns.contains { $0.name == "sys_mod_count" }
+                ? nil : try store.readBackPlan(table, fields: ["sys_mod_count"], caller: caller)
+        }
+    }
+
+    /// Reads the row as the plan's caller sees it with its fields, and its version (also when the fields leave it out).
+    func read(_ sysID: String, plan: Plan, db: SQLExecutor) async throws {
+        let row = try await plan.row.run(sysID, db: db)
         set(row)
         var version = row?.record.values["sys_mod_count"]
-        if version == nil, row != nil {
-            version = try await store.readBack(sysID, in: table, fields: ["sys_mod_count"], caller: caller, db: db)?.record.values["sys_mod_count"]
+        if version == nil, row != nil, let versionPlan = plan.version {
+            version = try await versionPlan.run(sysID, db: db)?.record.values["sys_mod_count"]
         }
         modCount.withLock { $0 = version }
     }

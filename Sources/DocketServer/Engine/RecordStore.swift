@@ -31,6 +31,8 @@ final class RecordStore: Sendable {
     let properties = InstanceProperties()
     /// Numbered tables whose PostgreSQL sequence is known to exist (``ensureNumberSequence(for:)``).
     let numberSequences = Mutex<Set<String>>([])
+    /// The columns of SELECTs that name no dot-walk, compiled once (``selectPlan(_:query:fields:caller:dialect:)``).
+    let projections = ProjectionCache()
     /// The most events one follower of the log may replay: one that starts further behind is told to resync
     /// (``EventLogError/resyncNeeded(oldestAvailable:)``) instead of costing a replay without bound.
     let replayLimit: Int
@@ -98,6 +100,7 @@ final class RecordStore: Sendable {
         let catalog = try await SchemaStore.loadCatalog(storage)
         catalogBox.withLock { $0 = (catalog, $0.generation + 1) }
         cache.removeAll()
+        projections.removeAll()
     }
 
     /// Reads the catalog again after a committed write changed the schema. The write is done whatever happens

@@ -92,13 +92,14 @@ struct TableController {
         return try await IdempotentWrites(store: store).run(
             request, values: values, caller: caller, logger: context.logger,
             write: { claim in
-                // The answer is the row as this write committed it, read in its transaction.
+                // The answer is the row as this write committed it, read in its transaction (compiled before it).
                 let committed = CommittedRow()
+                let plan = try CommittedRow.Plan(table: table, fields: fields, store: store, caller: caller)
                 var options = options(parameters, caller: caller)
                 options.idempotency = claim
                 let sysID = try await store.insert(
                     into: table.name, values: values, caller: caller, options: options,
-                    within: { db, id in try await committed.read(id, table: table, fields: fields, store: store, caller: caller, db: db) }
+                    within: { db, id in try await committed.read(id, plan: plan, db: db) }
                 )
                 return try await created(sysID, table: table, parameters: parameters, request: request, caller: caller, committed: committed)
             },
@@ -130,13 +131,14 @@ struct TableController {
             request, values: values, caller: caller, logger: context.logger,
             write: { claim in
                 let committed = CommittedRow()
+                let plan = try CommittedRow.Plan(table: table, fields: fields, store: store, caller: caller)
                 var options = options(parameters, caller: caller)
                 options.expectedModCount = expected
                 options.idempotency = claim
                 do {
                     try await store.update(
                         sysID, in: table.name, values: values, caller: caller, options: options,
-                        within: { db, id in try await committed.read(id, table: table, fields: fields, store: store, caller: caller, db: db) }
+                        within: { db, id in try await committed.read(id, plan: plan, db: db) }
                     )
                 } catch let error as EngineError where error.code == .conflict && expected != nil {
                     throw try await preconditionFailed(sysID, table: table, parameters: parameters, request: request, caller: caller)

@@ -65,6 +65,53 @@ struct SchemaAdministrationTests {
         }
     }
 
+    @Test("a field added to a table that was read before is read, written and answered at once (no columns kept from before)")
+    func fieldAddedAfterReads() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
+        try await buildApplication(configuration).test(.router) { client throws in
+            let list = try await client.get("/api/now/table/incident?sysparm_limit=1", .admin)
+            let id = try #require(try list.results.first?["sys_id"]?.stringValue)
+            // Read (and written) with every field before the change.
+            #expect(try await client.get("/api/now/table/incident/\(id)", .admin).result["u_extra"] == nil)
+            let before = try await client.send(.patch, "/api/now/table/incident/\(id)", json: #"{"short_description":"before"}"#, headers: .admin)
+            #expect(try before.result["u_extra"] == nil)
+            let field = try await client.send(
+                .post, "/api/now/table/sys_dictionary", json: #"{"name":"incident","element":"u_extra","internal_type":"string"}"#,
+                headers: .admin
+            )
+            #expect(field.status == .created)
+            let written = try await client.send(.patch, "/api/now/table/incident/\(id)", json: #"{"u_extra":"kept"}"#, headers: .admin)
+            #expect(try written.result["u_extra"]?.stringValue == "kept")
+            #expect(try await client.get("/api/now/table/incident/\(id)", .admin).result["u_extra"]?.stringValue == "kept")
+            let created = try await client.send(
+                .post, "/api/now/table/incident", json: #"{"short_description":"after","u_extra":"new"}"#, headers: .admin
+            )
+            #expect(try created.result["u_extra"]?.stringValue == "new")
+        }
+    }
+
+    @Test("columns kept for one caller's field list serve another's rightly: made-up names are never kept, each sees only their rows")
+    func keptColumnsAcrossCallers() async throws {
+        let directory = TemporaryDirectory()
+        let configuration = try await TestApp.demoConfiguration(dataDirectory: directory.path)
+        try await buildApplication(configuration).test(.router) { client throws in
+            // One name holding a NUL (as %00 decodes) must not stand for the two fields it joins.
+            let odd = try await client.get("/api/now/table/incident?sysparm_limit=1&sysparm_fields=number%00short_description", .john)
+            #expect(odd.status == .ok)
+            let admin = try await client.get("/api/now/table/incident?sysparm_limit=1&sysparm_fields=number,short_description", .admin)
+            let record = try #require(try admin.results.first)
+            #expect(record["number"]?.stringValue?.isEmpty == false)
+            #expect(record["short_description"] != nil)
+            // The same list for a caller who sees fewer rows: the same columns, only their rows.
+            let all = try await client.get("/api/now/table/incident?sysparm_fields=number,short_description&sysparm_limit=1000", .admin)
+            // abel.tuter (self-service) sees only the incidents he raised.
+            let abels = try await client.get("/api/now/table/incident?sysparm_fields=number,short_description&sysparm_limit=1000", .abel)
+            #expect(try !abels.results.isEmpty && abels.results.allSatisfy { $0["number"] != nil && $0["short_description"] != nil })
+            #expect(try abels.results.count < all.results.count)
+        }
+    }
+
     @Test("a new root table gets its own physical table")
     func rootTable() async throws {
         try await TestApp.withRouter { client throws in
