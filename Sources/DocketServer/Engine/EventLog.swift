@@ -61,6 +61,10 @@ extension RecordStore {
             .bind(event.table), .bind(event.rootTable), .bind(sysID), .bind(operation.rawValue), .bind(fields.joined(separator: ",")),
             .bind(caller.userName), .bind(now), .bind(Self.json(event.values)), .bind(Self.json(event.previous)),
         ]))
+        if let draws = EventDraws.current {
+            draws.add(event.sequence)
+            shared.drew(event.sequence)
+        }
         return event
     }
 

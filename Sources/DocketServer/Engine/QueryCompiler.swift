@@ -96,6 +96,10 @@ struct QueryCompiler {
     /// A column of the main table.
     func column(_ name: String) -> SQLFragment { .column(alias, name) }
 
+    /// Whether what was compiled reads the main table alone, under its alias (no join, no other source): its
+    /// columns may then be read from an `INSERT INTO table AS alias … RETURNING`.
+    var readsTableAlone: Bool { source == nil && joins.isEmpty }
+
     /// Restricts a query on a child table to its classes (`incident` and whatever extends it).
     func classFilter() -> SQLFragment? {
         guard table.root != table.name else { return nil }

@@ -16,30 +16,40 @@ extension RecordStore {
     /// Writes a new record's row; returns the fields it wrote. A record of a numbered table given no number
     /// takes the next one, into `values`: on PostgreSQL from the table's sequence in the insert itself (one round
     /// trip, no lock held: ``NumberSequences``), on SQLite from its counter row.
+    /// `answer`: where the row as inserted goes, read from the insert itself (`RETURNING`) when its plan allows
+    /// (``CommittedRow/Plan/returning``); otherwise it is read later, as the plan says.
     func insertRow(
-        into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor
+        into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor, answer: CommittedRow.Answer? = nil
     ) async throws -> [FieldDefinition] {
         let numbering = table.field("number") != nil && values["number", default: ""].isEmpty ? numberOwner(of: table) : nil
         func columns(_ fields: [FieldDefinition]) -> [SQLFragment] { fields.map { .identifier($0.name) } }
         func row(_ fields: [FieldDefinition]) -> [SQLFragment] {
             fields.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }
         }
+        let returning = db.dialect == .postgres ? answer?.plan.returning : nil
         let given = table.fields.filter { $0.type.isStored && $0.name != "number" && !values[$0.name, default: ""].isEmpty }
         guard let numbering, let insert = db.dialect.insertTakingNumber(
             into: table.physicalTable, columns: columns(given), values: row(given),
-            sequence: NumberSequences.name(of: numbering.table), prefix: numbering.prefix, digits: numbering.digits
+            sequence: NumberSequences.name(of: numbering.table), prefix: numbering.prefix, digits: numbering.digits,
+            returning: returning.map { ($0.alias, $0.columns) }
         ) else {
             if let numbering { values["number"] = try await allocateNumber(numbering, db: db) }
             let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
-            try await db.run(
-                "INSERT INTO " + .identifier(table.physicalTable) + " (" + columns(stored).joined(", ") + ") VALUES ("
-                    + row(stored).joined(", ") + ")"
-            )
+            let statement: SQLFragment = "INSERT INTO " + .identifier(table.physicalTable)
+                + (returning.map { " AS " + .identifier($0.alias) } ?? "") + " (" + columns(stored).joined(", ")
+                + ") VALUES (" + row(stored).joined(", ") + ")"
+            if let returning, let answer {
+                try answer.row.fill(try await db.rows(statement + " RETURNING " + returning.columns), plan: answer.plan)
+            } else {
+                try await db.run(statement)
+            }
             return stored
         }
-        guard let taken = try await db.rows(insert).first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
+        let rows = try await db.rows(insert)
+        guard let taken = try rows.first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
             throw NumberCounterMissing(table: numbering.table)
         }
+        if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan) }
         values["number"] = taken
         return table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
     }

@@ -128,12 +128,20 @@ extension RecordStore {
         }
         var conditions: [SQLFragment] = []
         if let filter = compiler.classFilter() { conditions.append(filter) }
-        if let filter = try compiler.tracedAccessFilter(.read) { conditions.append(filter) }
-        if let filter = try compiler.condition(for: query) { conditions.append(filter) }
+        let access = try compiler.tracedAccessFilter(.read)
+        if let access { conditions.append(access) }
+        let condition = try compiler.condition(for: query)
+        if let condition { conditions.append(condition) }
         let order = try compiler.orderBy(query.orderBy)
+        // A row of the table as inserted is read from the insert itself when nothing but its class (which an
+        // insert of the table meets) stands between the caller and its columns.
+        let returning = dialect == .postgres && access == nil && condition == nil && compiler.readsTableAlone
+            && ProjectionCache.keepable(fields, of: table)
+            ? SelectPlan.Returning(alias: compiler.alias, columns: projection.expressions) : nil
         return SelectPlan(
             table: table, columns: projection.columns, select: projection.select + compiler.from,
-            from: compiler.from, sysIDColumn: compiler.column("sys_id"), conditions: conditions, order: order
+            from: compiler.from, sysIDColumn: compiler.column("sys_id"), conditions: conditions, order: order,
+            returning: returning
         )
     }
 
@@ -166,7 +174,8 @@ extension RecordStore {
             expressions.append(expression + " AS " + .identifier("c\(columns.count)"))
             columns.append(ResultColumn(name: name, field: field))
         }
-        return ProjectionCache.Projection(columns: columns, select: "SELECT " + expressions.joined(", ") + " FROM ")
+        let list = expressions.joined(", ")
+        return ProjectionCache.Projection(columns: columns, select: "SELECT " + list + " FROM ", expressions: list)
     }
 
     /// The columns of selects that name no dot-walk, for each table and list of fields: the same for every
@@ -177,6 +186,8 @@ extension RecordStore {
             let columns: [ResultColumn]
             /// `SELECT <columns> FROM `.
             let select: SQLFragment
+            /// `<columns>` alone.
+            let expressions: SQLFragment
         }
 
         private struct Entry {
@@ -234,6 +245,14 @@ extension RecordStore {
         /// The class, access and query conditions (the sys_id's, when given, comes first).
         let conditions: [SQLFragment]
         let order: SQLFragment
+        /// When the plan's columns may be read from an insert of its table (`INSERT INTO table AS alias …
+        /// RETURNING columns`): PostgreSQL, the caller's read access unconditional, the table read alone.
+        let returning: Returning?
+
+        struct Returning: Sendable {
+            let alias: String
+            let columns: SQLFragment
+        }
 
         func run(sysID: String?, limit: Int, offset: Int, count: Bool, db: SQLExecutor) async throws -> RecordPage {
             var conditions = conditions
@@ -242,27 +261,34 @@ extension RecordStore {
             var records: [Record] = []
             if limit > 0 {
                 let rows = try await db.rows(select + whereClause + " " + order + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset))
-                records.reserveCapacity(rows.count)
-                let stored = columns.enumerated().filter { $0.element.field.type.isStored }
-                    .map { (alias: "c\($0.offset)", column: $0.element) }
-                for row in rows {
-                    let id = try row.value(at: "_id", kind: .text).text ?? ""
-                    var values: [String: String] = [:]
-                    values.reserveCapacity(stored.count)
-                    for (alias, column) in stored {
-                        values[column.name] = RecordStore.string(
-                            try row.value(at: alias, kind: column.field.columnKind), type: column.field.type
-                        )
-                    }
-                    let concrete = table.isInHierarchy ? try row.value(at: "_class", kind: .text).text ?? table.name : table.name
-                    records.append(Record(table: concrete, sysID: id, values: values))
-                }
+                records = try self.records(rows)
             }
             var total: Int? = nil
             if count {
                 total = try await db.integer("SELECT COUNT(*) FROM " + from + whereClause)
             }
             return RecordPage(columns: columns, records: records, total: total)
+        }
+
+        /// The records of rows with the plan's columns (`_id`, `_class`, then `c0`, `c1`, …).
+        func records(_ rows: [ResultRow]) throws -> [Record] {
+            var records: [Record] = []
+            records.reserveCapacity(rows.count)
+            let stored = columns.enumerated().filter { $0.element.field.type.isStored }
+                .map { (alias: "c\($0.offset)", column: $0.element) }
+            for row in rows {
+                let id = try row.value(at: "_id", kind: .text).text ?? ""
+                var values: [String: String] = [:]
+                values.reserveCapacity(stored.count)
+                for (alias, column) in stored {
+                    values[column.name] = RecordStore.string(
+                        try row.value(at: alias, kind: column.field.columnKind), type: column.field.type
+                    )
+                }
+                let concrete = table.isInHierarchy ? try row.value(at: "_class", kind: .text).text ?? table.name : table.name
+                records.append(Record(table: concrete, sysID: id, values: values))
+            }
+            return records
         }
     }
 

@@ -40,9 +40,11 @@ extension RecordStore {
     /// Creates a record; returns its sys_id. `within` runs in the same transaction after the row is written
     /// (attachment content is stored this way).
     @discardableResult
+    /// `answer`: the row as committed, for the answer (read from the insert itself where its plan allows, else in
+    /// the transaction after everything else).
     func insert(
         into tableName: String, values input: [String: String], caller: Caller, options: WriteOptions = .init(),
-        within: (@Sendable (SQLExecutor, String) async throws -> Void)? = nil
+        answer: CommittedRow.Answer? = nil, within: (@Sendable (SQLExecutor, String) async throws -> Void)? = nil
     ) async throws -> String {
         let table = try table(tableName)
         if !caller.isAdmin, policy.rules(for: .create, on: table, caller: caller).isEmpty {
@@ -53,7 +55,7 @@ extension RecordStore {
         let rules = try await businessRules.rules(for: .create, on: table, storage: storage)
         try await ensureNumberSequence(for: table)
         let scope = options.exclusive ? .exclusive : writeScope(of: table, rows: [])
-        let events = try await storage.write(scope: scope) { db -> [ChangeEvent] in
+        let events = try await writeEvents(scope: scope) { db -> [ChangeEvent] in
             let sysID = prepared.sysID ?? SysID.generate()
             // First: a request repeated with its key is answered as the first was, never "already exists".
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: table.name, sysID: sysID, db: db) }
@@ -100,7 +102,11 @@ extension RecordStore {
             if options.allowed(for: caller).suppressAutoSysFields {
                 values.merge(prepared.systemValues) { _, given in given }
             }
-            let stored = try await self.insertRow(into: table, values: &values, db: db)
+            // The schema's own tables are changed again below (SchemaAdministration): their answer is read after.
+            let stored = try await self.insertRow(
+                into: table, values: &values, db: db,
+                answer: SchemaAdministration.tables.contains(table.name) ? nil : answer
+            )
             // Create rules with conditions are judged on the row as it would be committed (an attachment is only
             // created on a record the caller may change); a refusal rolls the insert back.
             try await self.checkAccess(
@@ -111,6 +117,7 @@ extension RecordStore {
                 try await SchemaAdministration.apply(inserted: values, into: table.name, catalog: self.catalog, db: db)
             }
             try await within?(db, sysID)
+            if let answer { try await answer.row.read(sysID, plan: answer.plan, db: db) }
             var after = values.filter { table.field($0.key)?.type.isStored == true }
             for entry in prepared.journals { after[entry.field] = entry.text }
             var events = [try await self.appendEvent(
@@ -162,7 +169,7 @@ extension RecordStore {
             )
         }
         let rules = try await businessRules.rules(for: .write, on: concrete, storage: storage)
-        let events = try await storage.write(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
+        let events = try await writeEvents(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
             // First: a request repeated with its key is answered as the first was, never a conflict with itself.
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
             let page = try await self.select(
@@ -276,7 +283,7 @@ extension RecordStore {
         let now = GlideDateTime.format(Date())
         let rules = try await businessRules.rules(for: .delete, on: concrete, storage: storage)
         let action = action ?? options.action
-        let events = try await storage.write(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
+        let events = try await writeEvents(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
             var cascaded: [(sysID: String, row: [String: String])] = []
             try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
@@ -533,7 +540,15 @@ extension RecordStore {
 final class CommittedRow: Sendable {
     private let row = Mutex<(columns: [ResultColumn], record: Record)?>(nil)
     private let modCount = Mutex<String?>(nil)
+    /// The row of this run of the transaction came from its insert (``fill(_:plan:)``): ``read(_:plan:db:)`` keeps it.
+    private let filled = Mutex(false)
     func set(_ value: (columns: [ResultColumn], record: Record)?) { row.withLock { $0 = value } }
+
+    /// A row to fill with what an insert committed, and how to read it.
+    struct Answer: Sendable {
+        let row: CommittedRow
+        let plan: Plan
+    }
     var value: (columns: [ResultColumn], record: Record)? { row.withLock { $0 } }
     /// The committed `sys_mod_count` (the record's version), when read with ``read(_:plan:db:)``.
     var version: String? { modCount.withLock { $0 } }
@@ -549,10 +564,24 @@ final class CommittedRow: Sendable {
             version = row.select.columns.contains { $0.name == "sys_mod_count" }
                 ? nil : try store.readBackPlan(table, fields: ["sys_mod_count"], caller: caller)
         }
+
+        /// The columns an insert may return in place of the read (the version among them).
+        var returning: RecordStore.SelectPlan.Returning? { version == nil ? row.select.returning : nil }
+    }
+
+    /// Takes the row from its insert's `RETURNING` (the plan's ``Plan/returning`` columns): an insert's row is
+    /// what the transaction commits, as nothing after it in the insert's transaction changes it.
+    func fill(_ rows: [ResultRow], plan: Plan) throws {
+        let record = try plan.row.select.records(rows).first
+        set(record.map { (plan.row.select.columns, $0) })
+        modCount.withLock { $0 = record?.values["sys_mod_count"] }
+        filled.withLock { $0 = true }
     }
 
     /// Reads the row as the plan's caller sees it with its fields, and its version (also when the fields leave it out).
+    /// Nothing when this run of the transaction already took it from its insert (``fill(_:plan:)``).
     func read(_ sysID: String, plan: Plan, db: SQLExecutor) async throws {
+        if filled.withLock({ $0 }) { return }
         let row = try await plan.row.run(sysID, db: db)
         set(row)
         var version = row?.record.values["sys_mod_count"]

@@ -14,7 +14,16 @@ final class SharedChanges: Sendable {
         var applied: Int?
         /// Events above `applied` already published.
         var above: Set<Int> = []
+        /// Numbers this process drew for its own writes whose transactions have not ended (or whose events are not
+        /// yet published), with when each was drawn: this process publishes them itself, so a reader of the log
+        /// has nothing to find there. Counted only for ``ownWindow``: one left behind by a path that never
+        /// settles it costs reads again after that, never an event.
+        var own: [Int: ContinuousClock.Instant] = [:]
     }
+
+    /// How long a number this process drew counts as its own to publish (``drew(_:)``): far beyond any write's
+    /// transaction, short enough that a number never settled holds nothing up for long.
+    static let ownWindow = Duration.seconds(10)
 
     private let state = Mutex(State())
     private let reading = AsyncLock()
@@ -26,9 +35,29 @@ final class SharedChanges: Sendable {
 
     var isFollowing: Bool { state.withLock { $0.applied != nil } }
 
+    /// Records that this process drew `sequence` for an event of its own, in a transaction still running: until it
+    /// is published (``published(_:)``) or its write failed (``abandoned(_:)``), the log holds nothing there that
+    /// another process wrote, so ``behind(_:)`` does not make requests read the log for it.
+    func drew(_ sequence: Int) {
+        state.withLock { state in
+            guard let current = state.applied, sequence > current else { return }
+            state.own[sequence] = .now
+        }
+    }
+
+    /// Numbers drawn for writes of this process that failed (rolled back, or not known to have committed): the log
+    /// decides what became of them, so the next catch-up reads it there.
+    func abandoned(_ sequences: [Int]) {
+        guard !sequences.isEmpty else { return }
+        state.withLock { state in
+            for sequence in sequences { state.own[sequence] = nil }
+        }
+    }
+
     /// Records that this process published its own event `sequence`.
     func published(_ sequence: Int) {
         state.withLock { state in
+            state.own[sequence] = nil
             guard let current = state.applied, sequence > current else { return }
             state.above.insert(sequence)
             while state.above.remove(state.applied! + 1) != nil { state.applied! += 1 }
@@ -37,12 +66,21 @@ final class SharedChanges: Sendable {
 
     fileprivate var current: Int { state.withLock { $0.applied ?? 0 } }
 
-    /// Whether the log needs reading with `newest` its head: something after what was published, or a number
-    /// below a published event that may have committed since.
-    fileprivate func behind(_ newest: Int) -> Bool {
+    /// Whether the log needs reading with `newest` its head: a number after what was published (up to `newest` or
+    /// the highest event published here, whichever is higher) that is neither published here nor drawn by a write of
+    /// this process still under way. Such a number is another process's (or a write of this one that failed):
+    /// committed since, or in flight, or rolled back, which only the log can tell. A number this process drew is
+    /// published by the write itself when it commits, so while every number after `applied` is this process's
+    /// own (one docketd under load), requests do not read the log.
+    func behind(_ newest: Int) -> Bool {
         state.withLock { state in
             let applied = state.applied ?? 0
-            return newest > max(applied, state.above.max() ?? applied) || !state.above.isEmpty
+            let upper = max(newest, state.above.max() ?? applied)
+            guard upper > applied else { return false }
+            let window = ContinuousClock.now - Self.ownWindow
+            state.own = state.own.filter { $0.key > applied && $0.value > window }
+            let known = state.above.count { $0 <= upper } + state.own.keys.count { $0 <= upper && !state.above.contains($0) }
+            return upper - applied > known
         }
     }
 
@@ -58,6 +96,7 @@ final class SharedChanges: Sendable {
             state.applied = max(state.applied ?? 0, through)
             let applied = state.applied!
             state.above = state.above.filter { $0 > applied }
+            state.own = state.own.filter { $0.key > applied }
         }
     }
 
@@ -70,7 +109,38 @@ final class SharedChanges: Sendable {
     }
 }
 
+/// The event numbers one write of this process drew, over all the runs of its transaction (``RecordStore/writeEvents(scope:_:)``).
+final class EventDraws: Sendable {
+    private let numbers = Mutex<[Int]>([])
+    func add(_ sequence: Int) { numbers.withLock { $0.append(sequence) } }
+    var all: [Int] { numbers.withLock { $0 } }
+
+    /// The draws of the write the current task runs, if it keeps them.
+    @TaskLocal static var current: EventDraws?
+}
+
 extension RecordStore {
+    /// Runs a write that appends events and returns them, keeping the numbers it draws as this process's own while
+    /// it runs (``SharedChanges/drew(_:)``), so that requests answered meanwhile need not read the log for them. The
+    /// caller publishes the returned events (``notify(_:)``); numbers drawn by runs of the transaction that did not
+    /// commit, or by a write that failed, are handed back to the log (``SharedChanges/abandoned(_:)``).
+    func writeEvents(
+        scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> [ChangeEvent]
+    ) async throws -> [ChangeEvent] {
+        guard shared.isFollowing else { return try await storage.write(scope: scope, body) }
+        let draws = EventDraws()
+        let events: [ChangeEvent]
+        do {
+            events = try await EventDraws.$current.withValue(draws) { try await storage.write(scope: scope, body) }
+        } catch {
+            shared.abandoned(draws.all)
+            throw error
+        }
+        let committed = Set(events.map(\.sequence))
+        shared.abandoned(draws.all.filter { !committed.contains($0) })
+        return events
+    }
+
     /// Publishes what other processes committed since this one last looked: every event of the log after
     /// ``SharedChanges``'s mark, in order, to the caches and followers here, reloading the catalog first when a
     /// change touched the schema. Called before each request is answered (so a cache is never staler than the

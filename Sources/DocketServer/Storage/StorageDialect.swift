@@ -133,16 +133,19 @@ enum StorageDialect: Sendable {
     /// One statement that takes the next number from a numbered table's `sequence` and inserts a row with it as
     /// `number` (prefix, then the value padded with zeros to `digits`), returning the number: PostgreSQL, where
     /// ``NumberSequences`` hand numbers out without a lock. nil on SQLite (its counter row costs no round trip).
+    /// `returning`: more of the inserted row to return, its columns named through `alias`.
     func insertTakingNumber(
-        into table: String, columns: [SQLFragment], values: [SQLFragment], sequence: String, prefix: String, digits: Int
+        into table: String, columns: [SQLFragment], values: [SQLFragment], sequence: String, prefix: String, digits: Int,
+        returning: (alias: String, columns: SQLFragment)? = nil
     ) -> SQLFragment? {
         switch self {
         case .sqlite: return nil
         case .postgres:
             let number: SQLFragment = "(SELECT " + .bind(prefix) + " || lpad(taken::text, GREATEST(" + .bind(digits)
                 + ", length(taken::text)), '0') FROM (SELECT nextval(" + .bind(sequence) + "::regclass) AS taken) AS drawn)"
-            return "INSERT INTO " + .identifier(table) + " (" + (columns + [.identifier("number")]).joined(", ") + ") VALUES ("
-                + (values + [number]).joined(", ") + ") RETURNING number"
+            let target: SQLFragment = returning.map { .identifier(table) + " AS " + .identifier($0.alias) } ?? .identifier(table)
+            return "INSERT INTO " + target + " (" + (columns + [.identifier("number")]).joined(", ") + ") VALUES ("
+                + (values + [number]).joined(", ") + ") RETURNING number" + (returning.map { ", " + $0.columns } ?? "")
         }
     }
 

@@ -122,6 +122,120 @@ struct SharedDatabaseTests {
         }
     }
 
+    /// A value one task sets and another waits for.
+    final class Box<Value: Sendable>: Sendable {
+        private let value = Mutex<Value?>(nil)
+        func set(_ new: Value) { value.withLock { $0 = new } }
+        var current: Value? { value.withLock { $0 } }
+        func wait() async throws -> Value {
+            while true {
+                if let value = current { return value }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+    }
+
+    @Test(
+        "a catch-up passes over this instance's own writes in flight, never over another instance's commits",
+        .timeLimit(.minutes(2))
+    )
+    func ownWritesInFlight() async throws {
+        try await Self.withTwoInstances { a, b in
+            let published = Published()
+            a.broadcaster.add(observer: published)
+            let incident = try a.table("incident")
+            let drawn = Box<Int>()
+            let release = Box<Bool>()
+            // A write of A holds its event's number, uncommitted, until released.
+            let inFlight = Task {
+                try await a.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
+                    let event = try await a.appendEvent(
+                        table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
+                        caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
+                    )
+                    drawn.set(event.sequence)
+                    _ = try await release.wait()
+                    return [event]
+                }
+            }
+            let own = try await drawn.wait()
+            // Only A's own number is after what A published: nothing to read.
+            #expect(!a.shared.behind(own))
+            let id = try await b.insert(into: "incident", values: ["short_description": "from B"], caller: Callers.admin)
+            let other = try await b.newestSequence()
+            #expect(other > own)
+            #expect(a.shared.behind(other))
+            // What each request on A does first: B's commit is published there, A's own write still in flight.
+            try await a.catchUp()
+            #expect(published.all.contains { $0.sysID == id && $0.sequence == other })
+            release.set(true)
+            for event in try await inFlight.value { a.notify(event) }
+            try await a.catchUp()
+            #expect(try #require(a.shared.publishedUpTo) >= other)
+            #expect(!a.shared.behind(other))
+        }
+    }
+
+    @Test("the number of a write that failed on this instance is read from the log again", .timeLimit(.minutes(2)))
+    func ownWriteFailed() async throws {
+        try await Self.withTwoInstances { a, _ in
+            let incident = try a.table("incident")
+            let drawn = Box<Int>()
+            struct Refused: Error {}
+            await #expect(throws: Refused.self) {
+                try await a.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
+                    let event = try await a.appendEvent(
+                        table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
+                        caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
+                    )
+                    drawn.set(event.sequence)
+                    throw Refused()
+                }
+            }
+            let number = try #require(drawn.current)
+            #expect(a.shared.behind(number))
+            // Rolled back: the next write passes the gap once the log says it can no longer commit.
+            let id = try await a.insert(into: "incident", values: ["short_description": "after"], caller: Callers.admin)
+            try await a.catchUp()
+            #expect(try #require(a.shared.publishedUpTo) > number)
+            #expect(try await a.get(id, in: "incident", caller: Callers.admin).record["short_description"] == "after")
+        }
+    }
+
+    @Test("an insert's answer taken from the insert itself is the row as committed; one through a reference is read after it")
+    func answerFromInsert() async throws {
+        try await Self.withTwoInstances { a, _ in
+            let incident = try a.table("incident")
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            #expect(plan.returning != nil)
+            let committed = CommittedRow()
+            let id = try await a.insert(
+                into: "incident", values: ["short_description": "answered", "impact": "1", "urgency": "1"],
+                caller: Callers.admin, answer: CommittedRow.Answer(row: committed, plan: plan)
+            )
+            let answered = try #require(committed.value)
+            let read = try await a.get(id, in: "incident", caller: Callers.admin)
+            #expect(answered.record.sysID == id)
+            #expect(answered.record.table == "incident")
+            #expect(answered.record.values == read.record.values)
+            #expect(answered.record.values["number"]?.hasPrefix("INC") == true)
+            #expect(answered.record.values["priority"] == read.record.values["priority"])
+            #expect(committed.version == "0")
+            #expect(answered.columns.map(\.name) == incident.fields.map(\.name))
+            // Fields through a reference (a join): the row is read after the write, in its transaction.
+            let walked = try CommittedRow.Plan(table: incident, fields: ["number", "caller_id.user_name"], store: a, caller: Callers.admin)
+            #expect(walked.returning == nil)
+            let walkedRow = CommittedRow()
+            let walkedID = try await a.insert(
+                into: "incident", values: ["short_description": "walked", "caller_id": DemoData.userID("abel.tuter")],
+                caller: Callers.admin, answer: CommittedRow.Answer(row: walkedRow, plan: walked)
+            )
+            #expect(walkedRow.value?.record.sysID == walkedID)
+            #expect(walkedRow.value?.record.values["caller_id.user_name"] == "abel.tuter")
+            #expect(walkedRow.version == "0")
+        }
+    }
+
     @Test("numbers stay unique when both instances create at once")
     func numbering() async throws {
         try await Self.withTwoInstances { a, b in

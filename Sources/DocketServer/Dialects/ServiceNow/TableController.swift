@@ -99,7 +99,7 @@ struct TableController {
                 options.idempotency = claim
                 let sysID = try await store.insert(
                     into: table.name, values: values, caller: caller, options: options,
-                    within: { db, id in try await committed.read(id, plan: plan, db: db) }
+                    answer: CommittedRow.Answer(row: committed, plan: plan)
                 )
                 return try await created(sysID, table: table, parameters: parameters, request: request, caller: caller, committed: committed)
             },

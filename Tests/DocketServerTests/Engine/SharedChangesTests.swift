@@ -1,0 +1,54 @@
+import Testing
+
+@testable import DocketServer
+
+/// What makes a request read the event log on a shared database (``SharedChanges/behind(_:)``): a number after
+/// what was published that this process neither published nor drew for a write of its own still under way.
+@Suite("Shared changes: when the log must be read")
+struct SharedChangesTests {
+    @Test("numbers this process drew for writes under way need no read; anyone else's does")
+    func ownNumbers() {
+        let shared = SharedChanges()
+        shared.start(at: 10)
+        #expect(!shared.behind(10))
+        #expect(shared.behind(11))
+        shared.drew(11)
+        shared.drew(12)
+        #expect(!shared.behind(12))
+        // 13 is not this process's: another instance's commit, or one in flight there.
+        #expect(shared.behind(13))
+        // 12 commits first: 11 is still this process's own, in flight.
+        shared.published(12)
+        #expect(!shared.behind(12))
+        #expect(shared.publishedUpTo == 10)
+        shared.published(11)
+        #expect(shared.publishedUpTo == 12)
+        #expect(!shared.behind(12))
+    }
+
+    @Test("a number of a write that failed is the log's to tell again")
+    func abandonedNumbers() {
+        let shared = SharedChanges()
+        shared.start(at: 10)
+        shared.drew(11)
+        shared.drew(12)
+        shared.published(12)
+        #expect(!shared.behind(12))
+        shared.abandoned([11])
+        // 11 may have rolled back or committed after all (a lost COMMIT): only the log can say.
+        #expect(shared.behind(12))
+        #expect(shared.publishedUpTo == 10)
+    }
+
+    @Test("a number published below the mark, or drawn before following began, changes nothing")
+    func belowTheMark() {
+        let shared = SharedChanges()
+        shared.drew(5)
+        shared.start(at: 10)
+        shared.drew(9)
+        shared.published(9)
+        #expect(shared.publishedUpTo == 10)
+        #expect(!shared.behind(10))
+        #expect(shared.behind(11))
+    }
+}
