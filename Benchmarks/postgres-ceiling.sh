@@ -71,7 +71,7 @@ for line in open(sys.argv[1]):
     if m and current is not None:
         current[1] = {int(n): v for n, v in re.findall(r"\$(\d+) = ('(?:[^']|'')*'|NULL)", m.group(1))}
 texts = [re.sub(r"\$(\d+)\b", lambda m: values[int(m.group(1))], text) for text, values in statements]
-inserted = next(t for t in texts if t.startswith("WITH taken AS"))
+inserted = next(t for t in texts if t.startswith("INSERT INTO") and "nextval(" in t)
 sys_id = re.search(r"'([0-9a-f]{32})'", inserted[inserted.index("VALUES"):]).group(0)
 out = []
 for text in texts:

@@ -96,8 +96,9 @@ struct QueryCompiler {
     /// A column of the main table.
     func column(_ name: String) -> SQLFragment { .column(alias, name) }
 
-    /// Whether what was compiled reads the main table alone, under its alias (no join, no other source): its
-    /// columns may then be read from an `INSERT INTO table AS alias … RETURNING`.
+    /// Whether what was compiled reads the main table alone, under its alias (no join, no other source): one of
+    /// the conditions for reading its columns from an `INSERT INTO table AS alias … RETURNING` (a condition may still
+    /// reach other tables through a subquery, so the caller must have none either: ``RecordStore/selectPlan``).
     var readsTableAlone: Bool { source == nil && joins.isEmpty }
 
     /// Restricts a query on a child table to its classes (`incident` and whatever extends it).

@@ -39,7 +39,10 @@ extension RecordStore {
                 + (returning.map { " AS " + .identifier($0.alias) } ?? "") + " (" + columns(stored).joined(", ")
                 + ") VALUES (" + row(stored).joined(", ") + ")"
             if let returning, let answer {
-                try answer.row.fill(try await db.rows(statement + " RETURNING " + returning.columns), plan: answer.plan)
+                try answer.row.fill(
+                    try await db.rows(statement + " RETURNING " + returning.columns), plan: answer.plan,
+                    sysID: values["sys_id", default: ""]
+                )
             } else {
                 try await db.run(statement)
             }
@@ -49,7 +52,7 @@ extension RecordStore {
         guard let taken = try rows.first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
             throw NumberCounterMissing(table: numbering.table)
         }
-        if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan) }
+        if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
         values["number"] = taken
         return table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
     }

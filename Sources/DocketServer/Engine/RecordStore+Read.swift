@@ -246,7 +246,8 @@ extension RecordStore {
         let conditions: [SQLFragment]
         let order: SQLFragment
         /// When the plan's columns may be read from an insert of its table (`INSERT INTO table AS alias …
-        /// RETURNING columns`): PostgreSQL, the caller's read access unconditional, the table read alone.
+        /// RETURNING columns`): PostgreSQL, the caller's read access unconditional, no query condition, the table's
+        /// own fields only, read from the table alone.
         let returning: Returning?
 
         struct Returning: Sendable {

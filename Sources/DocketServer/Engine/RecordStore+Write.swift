@@ -38,10 +38,10 @@ extension RecordStore {
     }
 
     /// Creates a record; returns its sys_id. `within` runs in the same transaction after the row is written
-    /// (attachment content is stored this way).
+    /// (attachment content is stored this way). `answer`: the row as committed, for the write's answer: taken from
+    /// the insert itself where its plan allows (``CommittedRow/Plan/returning``) and nothing may change the row
+    /// after it (no `within`), else read in the transaction after everything else.
     @discardableResult
-    /// `answer`: the row as committed, for the answer (read from the insert itself where its plan allows, else in
-    /// the transaction after everything else).
     func insert(
         into tableName: String, values input: [String: String], caller: Caller, options: WriteOptions = .init(),
         answer: CommittedRow.Answer? = nil, within: (@Sendable (SQLExecutor, String) async throws -> Void)? = nil
@@ -102,10 +102,12 @@ extension RecordStore {
             if options.allowed(for: caller).suppressAutoSysFields {
                 values.merge(prepared.systemValues) { _, given in given }
             }
-            // The schema's own tables are changed again below (SchemaAdministration): their answer is read after.
+            // The row is taken from the insert only when nothing below changes it: not for the schema's own tables
+            // (SchemaAdministration changes them again), not with a `within`, and only for the plan's own table.
+            let fromInsert = within == nil && !SchemaAdministration.tables.contains(table.name)
+                && answer?.plan.row.select.table === table
             let stored = try await self.insertRow(
-                into: table, values: &values, db: db,
-                answer: SchemaAdministration.tables.contains(table.name) ? nil : answer
+                into: table, values: &values, db: db, answer: fromInsert ? answer : nil
             )
             // Create rules with conditions are judged on the row as it would be committed (an attachment is only
             // created on a record the caller may change); a refusal rolls the insert back.
@@ -535,13 +537,17 @@ extension RecordStore {
     }
 }
 
-/// A row read back inside a write's transaction (``RecordStore/readBack(_:in:fields:caller:db:)``), handed out of
-/// the write's `within` closure.
+/// A row as a write's transaction committed it, for the write's answer: read back inside the transaction
+/// (``RecordStore/readBack(_:in:fields:caller:db:)``), or taken from an insert's `RETURNING` (``fill(_:plan:sysID:)``).
 final class CommittedRow: Sendable {
     private let row = Mutex<(columns: [ResultColumn], record: Record)?>(nil)
     private let modCount = Mutex<String?>(nil)
-    /// The row of this run of the transaction came from its insert (``fill(_:plan:)``): ``read(_:plan:db:)`` keeps it.
-    private let filled = Mutex(false)
+    /// The record whose row came from its insert (``fill(_:plan:sysID:)``): ``read(_:plan:db:)`` keeps that row for
+    /// it. A run of the transaction that failed after its insert leaves another sys_id here, so the next run's row is
+    /// never mistaken for it.
+    private let filled = Mutex<String?>(nil)
+    /// Whether the row was taken from the insert (for tests).
+    var tookInsertRow: Bool { filled.withLock { $0 != nil } }
     func set(_ value: (columns: [ResultColumn], record: Record)?) { row.withLock { $0 = value } }
 
     /// A row to fill with what an insert committed, and how to read it.
@@ -569,19 +575,20 @@ final class CommittedRow: Sendable {
         var returning: RecordStore.SelectPlan.Returning? { version == nil ? row.select.returning : nil }
     }
 
-    /// Takes the row from its insert's `RETURNING` (the plan's ``Plan/returning`` columns): an insert's row is
-    /// what the transaction commits, as nothing after it in the insert's transaction changes it.
-    func fill(_ rows: [ResultRow], plan: Plan) throws {
+    /// Takes the row of `sysID` from its insert's `RETURNING` (the plan's ``Plan/returning`` columns): an insert's
+    /// row is what the transaction commits where nothing after it in the transaction changes it (see
+    /// ``RecordStore/insert(into:values:caller:options:answer:within:)``).
+    func fill(_ rows: [ResultRow], plan: Plan, sysID: String) throws {
         let record = try plan.row.select.records(rows).first
         set(record.map { (plan.row.select.columns, $0) })
         modCount.withLock { $0 = record?.values["sys_mod_count"] }
-        filled.withLock { $0 = true }
+        filled.withLock { $0 = sysID }
     }
 
     /// Reads the row as the plan's caller sees it with its fields, and its version (also when the fields leave it out).
-    /// Nothing when this run of the transaction already took it from its insert (``fill(_:plan:)``).
+    /// Nothing when the row of `sysID` was taken from its insert (``fill(_:plan:sysID:)``).
     func read(_ sysID: String, plan: Plan, db: SQLExecutor) async throws {
-        if filled.withLock({ $0 }) { return }
+        if filled.withLock({ $0 == sysID }) { return }
         let row = try await plan.row.run(sysID, db: db)
         set(row)
         var version = row?.record.values["sys_mod_count"]

@@ -17,13 +17,17 @@ final class SharedChanges: Sendable {
         /// Numbers this process drew for its own writes whose transactions have not ended (or whose events are not
         /// yet published), with when each was drawn: this process publishes them itself, so a reader of the log
         /// has nothing to find there. Counted only for ``ownWindow``: one left behind by a path that never
-        /// settles it costs reads again after that, never an event.
+        /// settles it may delay publishing what is below it by that long, and never loses an event.
         var own: [Int: ContinuousClock.Instant] = [:]
     }
 
     /// How long a number this process drew counts as its own to publish (``drew(_:)``): far beyond any write's
     /// transaction, short enough that a number never settled holds nothing up for long.
-    static let ownWindow = Duration.seconds(10)
+    let ownWindow: Duration
+
+    init(ownWindow: Duration = .seconds(10)) {
+        self.ownWindow = ownWindow
+    }
 
     private let state = Mutex(State())
     private let reading = AsyncLock()
@@ -71,14 +75,17 @@ final class SharedChanges: Sendable {
     /// this process still under way. Such a number is another process's (or a write of this one that failed):
     /// committed since, or in flight, or rolled back, which only the log can tell. A number this process drew is
     /// published by the write itself when it commits, so while every number after `applied` is this process's
-    /// own (one docketd under load), requests do not read the log.
+    /// own (one docketd under load), requests do not read the log. A number drawn outside
+    /// ``RecordStore/writeEvents(scope:_:)``, or longer than ``ownWindow`` ago, is not counted as this process's.
     func behind(_ newest: Int) -> Bool {
         state.withLock { state in
             let applied = state.applied ?? 0
             let upper = max(newest, state.above.max() ?? applied)
             guard upper > applied else { return false }
-            let window = ContinuousClock.now - Self.ownWindow
-            state.own = state.own.filter { $0.key > applied && $0.value > window }
+            let window = ContinuousClock.now - ownWindow
+            if state.own.contains(where: { $0.key <= applied || $0.value <= window }) {
+                state.own = state.own.filter { $0.key > applied && $0.value > window }
+            }
             let known = state.above.count { $0 <= upper } + state.own.keys.count { $0 <= upper && !state.above.contains($0) }
             return upper - applied > known
         }
@@ -121,9 +128,11 @@ final class EventDraws: Sendable {
 
 extension RecordStore {
     /// Runs a write that appends events and returns them, keeping the numbers it draws as this process's own while
-    /// it runs (``SharedChanges/drew(_:)``), so that requests answered meanwhile need not read the log for them. The
-    /// caller publishes the returned events (``notify(_:)``); numbers drawn by runs of the transaction that did not
-    /// commit, or by a write that failed, are handed back to the log (``SharedChanges/abandoned(_:)``).
+    /// it runs (``SharedChanges/drew(_:)``), so that requests answered meanwhile need not read the log for them.
+    /// The caller must publish every returned event (``notify(_:)``) as soon as it can: until then its number keeps
+    /// requests from reading the log for what is below it (for ``SharedChanges/ownWindow`` at most). Numbers drawn
+    /// by runs of the transaction that did not commit, or by a write that failed, are handed back to the log
+    /// (``SharedChanges/abandoned(_:)``).
     func writeEvents(
         scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> [ChangeEvent]
     ) async throws -> [ChangeEvent] {

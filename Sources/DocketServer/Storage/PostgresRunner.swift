@@ -36,7 +36,8 @@ struct PostgresRunner: SQLRunner {
             // PostgreSQL's text cannot hold NUL: it becomes U+FFFD (SQLite keeps it), so such input is stored or
             // matched like any other text instead of failing the statement.
             case let value as String:
-                bindings.append(UntypedText(value.contains("\u{0}") ? value.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : value))
+                // (`utf8.contains(0)`: a byte scan; `contains("\u{0}")` is Foundation's search, a profile's 1 % of a POST.)
+                bindings.append(UntypedText(value.utf8.contains(0) ? value.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : value))
                 signature.append("t")
             case let value as Int:
                 bindings.append(UntypedText(String(value)))

@@ -40,6 +40,30 @@ struct SharedChangesTests {
         #expect(shared.publishedUpTo == 10)
     }
 
+    @Test("a number published by a catch-up while this process still counts it as its own is counted once")
+    func publishedByCatchUp() {
+        let shared = SharedChanges()
+        shared.start(at: 10)
+        shared.drew(11)
+        shared.drew(12)
+        shared.published(12)
+        // 12 is both published and (until the write's own publish clears it) drawn: 11 still in flight.
+        shared.drew(12)
+        #expect(!shared.behind(12))
+        #expect(shared.behind(13))
+    }
+
+    @Test("a number drawn longer ago than the window hides nothing any more")
+    func windowPassed() {
+        let shared = SharedChanges(ownWindow: .zero)
+        shared.start(at: 10)
+        shared.drew(11)
+        #expect(shared.behind(11))
+        shared.published(11)
+        #expect(!shared.behind(11))
+        #expect(shared.publishedUpTo == 11)
+    }
+
     @Test("a number published below the mark, or drawn before following began, changes nothing")
     func belowTheMark() {
         let shared = SharedChanges()

@@ -92,7 +92,7 @@ struct TableController {
         return try await IdempotentWrites(store: store).run(
             request, values: values, caller: caller, logger: context.logger,
             write: { claim in
-                // The answer is the row as this write committed it, read in its transaction (compiled before it).
+                // The answer is the row as this write committed it: from the insert, or read in its transaction (compiled before it).
                 let committed = CommittedRow()
                 let plan = try CommittedRow.Plan(table: table, fields: fields, store: store, caller: caller)
                 var options = options(parameters, caller: caller)
