@@ -163,6 +163,9 @@ extension RecordStore {
         let newest = try await shared.head.value { try await self.newestSequence() }
         guard shared.behind(newest) else { return }
         try await shared.exclusively {
+            // Requests that found the log ahead together read it one after another: what the one before read may
+            // have covered this one's head already.
+            guard self.shared.behind(newest) else { return }
             var cursor = self.shared.current
             var waiting = false
             while true {
