@@ -475,9 +475,17 @@ struct WebLists {
         state.page = 1
         let value = state.parameters()
         guard value.utf8.count <= 4000 else { throw WebError(.badRequest, "This list is too long to keep; shorten its query.") }
+        var updated = false
         if let existing {
-            try await store.update(existing.sysID, in: "sys_user_preference", values: ["value": value], caller: caller)
-        } else {
+            do {
+                try await store.update(existing.sysID, in: "sys_user_preference", values: ["value": value], caller: caller)
+                updated = true
+            } catch let error as EngineError where error.code == .notFound {
+                // A save at the same time saw another one first and removed this one: this save keeps its own (the
+                // next save leaves one).
+            }
+        }
+        if !updated {
             _ = try await store.insert(
                 into: "sys_user_preference",
                 values: ["name": Self.preferenceName(tableName), "value": value, "description": "The web UI's list of \(tableName)"],
