@@ -26,7 +26,7 @@ extension RecordStore {
         func row(_ fields: [FieldDefinition]) -> [SQLFragment] {
             fields.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }
         }
-        let returning = db.dialect == .postgres ? answer?.plan.returning : nil
+        let returning = db.dialect.insertAnswersRow ? answer?.plan.returning : nil
         let given = table.fields.filter { $0.type.isStored && $0.name != "number" && !values[$0.name, default: ""].isEmpty }
         guard let numbering, let insert = db.dialect.insertTakingNumber(
             into: table.physicalTable, columns: columns(given), values: row(given),

@@ -135,7 +135,7 @@ extension RecordStore {
         let order = try compiler.orderBy(query.orderBy)
         // A row of the table as inserted is read from the insert itself when nothing but its class (which an
         // insert of the table meets) stands between the caller and its columns.
-        let returning = dialect == .postgres && access == nil && condition == nil && compiler.readsTableAlone
+        let returning = dialect.insertAnswersRow && access == nil && condition == nil && compiler.readsTableAlone
             && ProjectionCache.keepable(fields, of: table)
             ? SelectPlan.Returning(alias: compiler.alias, columns: projection.expressions) : nil
         return SelectPlan(

@@ -83,6 +83,9 @@ final class SQLiteWriter: Sendable {
         do {
             _ = try writer.rows("PRAGMA journal_mode=WAL", [])
             _ = try writer.rows("PRAGMA synchronous=NORMAL", [])
+            // Each write after a transaction's first runs in a savepoint, whose journal (the pages it changes, as
+            // they were) is a temporary file by default: a write(2) per page. Kept in memory, bounded by one write.
+            _ = try writer.rows("PRAGMA temp_store=MEMORY", [])
             return writer
         } catch {
             writer.close()
@@ -202,7 +205,8 @@ final class SQLiteWriter: Sendable {
         }
     }
 
-    /// One transaction: `first`, then as many writes as are waiting (up to ``batchLimit``), each in a savepoint.
+    /// One transaction: `first`, then up to half of the writes waiting (at most ``batchLimit`` in all), each in a
+    /// savepoint.
     private func transaction(startingWith first: any QueuedWrite) async {
         if isClosed {
             first.finish(StorageUnavailable.closed)
@@ -267,7 +271,12 @@ final class SQLiteWriter: Sendable {
         // Writes refused on their own: answered after the commit, since what refused them may be an earlier write
         // of this transaction that is not committed yet.
         var refused: [(write: any QueuedWrite, error: any Error)] = []
-        while done.count + refused.count < Self.batchLimit, let write = next(joining: true) {
+        // At most half of the writes in hand (this one and those waiting now) share the transaction: the others
+        // run in the next while this one's answers go out and their callers' next requests are read. Taking every
+        // waiting write made the two alternate (the writer busy while every request waited in it, then request work
+        // while it waited for writes): 16 callers writing at once kept the machine 68 % busy, against 80 %.
+        let limit = Swift.min(Self.batchLimit, Swift.max(1, (state.withLock { $0.queue.count } + 2) / 2))
+        while done.count + refused.count < limit, let write = next(joining: true) {
             do {
                 try await db.run("SAVEPOINT docket_write")
             } catch {

@@ -21,6 +21,16 @@ enum StorageDialect: Sendable {
         }
     }
 
+    /// Whether a record's insert answers with its row as inserted (`INSERT INTO t AS alias … RETURNING <the
+    /// columns of its read>`; ``SelectPlan/Returning``), one round trip fewer than a read after it. PostgreSQL only:
+    /// on SQLite the read after the insert runs on the writer's own connection, with no round trip to save.
+    var insertAnswersRow: Bool {
+        switch self {
+        case .sqlite: return false
+        case .postgres: return true
+        }
+    }
+
     /// The event log's columns an append writes, in the order ``appendingEvent(_:)`` takes their values.
     static let eventColumns = [
         "table_name", "root_table", "record_id", "operation", "fields", "user_name", "created_on", "values_after", "values_before",

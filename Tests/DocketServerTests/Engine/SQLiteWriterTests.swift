@@ -215,31 +215,49 @@ struct SQLiteWriterTests {
             try await Self.waitForQueue(storage, count: 2)
             let three = Task { try await storage.write { db in try await db.integer("SELECT SUM(n) FROM t") } }
             try await Self.waitForQueue(storage, count: 3)
+            // Three more (writing 0), so that the four before them are at most half of those in hand.
+            let more = try await Self.queue(3, storage: storage, after: 3)
             release.yield()
             try await holder.value
             try await one.value
             await #expect(throws: Refused.self) { try await failing.value }
             // The third saw the first's row and not the failed one's.
             #expect(try await three.value == 101)
+            for write in more { try await write.value }
             #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 101)
         }
     }
 
-    @Test("when the shared commit fails, every write in it fails and none is committed; the writer goes on")
+    @Test("a transaction takes at most half of the writes in hand; when its commit fails, every write in it fails and none is committed, and the others are committed in the next")
     func sharedCommitFails() async throws {
         try await Self.withStorage { storage in
             try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }
             let (holder, release) = await Self.holdWriter(storage)
-            let behind = (1...3).map { n in Task { try await storage.write { db in try await db.run(SQLFragment("INSERT INTO t (n) VALUES (\(n))")) } } }
-            try await Self.waitForQueue(storage, count: 3)
+            // Six in hand: the holder and five waiting. The holder's transaction takes the first two of them.
+            var behind: [Task<Void, any Error>] = []
+            for n in 1...5 {
+                behind.append(Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (" + .bind(n) + ")") } })
+                try await Self.waitForQueue(storage, count: n)
+            }
             storage.faults.failNext { $0 == "COMMIT" }
             release.yield()
             await #expect(throws: StorageUnavailable.self) { try await holder.value }
-            for write in behind { await #expect(throws: StorageUnavailable.self) { try await write.value } }
-            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") } == 0)
+            for write in behind.prefix(2) { await #expect(throws: StorageUnavailable.self) { try await write.value } }
+            for write in behind.suffix(3) { try await write.value }
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 3 + 4 + 5)
             try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (7)") }
-            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 7)
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 3 + 4 + 5 + 7)
         }
+    }
+
+    /// Queues `count` writes of 0 behind the `waiting` ones already queued, and waits until they are queued.
+    static func queue(_ count: Int, storage: SQLiteStorage, after waiting: Int) async throws -> [Task<Void, any Error>] {
+        var writes: [Task<Void, any Error>] = []
+        for index in 1...count {
+            writes.append(Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (0)") } })
+            try await waitForQueue(storage, count: waiting + index)
+        }
+        return writes
     }
 
     @Test("when a failed write's savepoint cannot be rolled back, it alone fails: the writes before it in its transaction run again and are committed once")
@@ -267,10 +285,13 @@ struct SQLiteWriterTests {
                 }
             }
             try await Self.waitForQueue(storage, count: 1)
+            // One more (writing 0), so that the failing one shares the holder's transaction.
+            let more = try await Self.queue(1, storage: storage, after: 1)
             storage.faults.failNext { $0.hasPrefix("ROLLBACK TO") }
             release.yield()
             try await holder.value
             await #expect(throws: Refused.self) { try await failing.value }
+            for write in more { try await write.value }
             #expect(runs.withLock { $0 } == 2)
             #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 100)
         }
@@ -290,6 +311,8 @@ struct SQLiteWriterTests {
             try await Self.waitForQueue(storage, count: 2)
             let two = Task { try await storage.write { db in try await db.run("INSERT INTO t (n) VALUES (2)") } }
             try await Self.waitForQueue(storage, count: 3)
+            // Three more (writing 0), so that the four before them share one transaction.
+            let more = try await Self.queue(3, storage: storage, after: 3)
             release.yield()
             // The holder runs again after the loss: its second run does not wait.
             release.finish()
@@ -303,8 +326,9 @@ struct SQLiteWriterTests {
                 #expect(StorageUnavailable.classify(error) == nil, "\(error)")
                 #expect("\(error)".contains("no thirteen"))
             }
+            for write in more { try await write.value }
             #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 103)
-            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") } == 3)
+            #expect(try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t") } == 3 + 3)
         }
     }
 
