@@ -41,12 +41,28 @@ struct AccessRule: Sendable {
 /// The access rules of an instance. Admins pass every rule; everybody else needs a rule that grants the
 /// operation, or is denied (reads of lists are filtered instead, as ServiceNow does).
 struct AccessPolicy: Sendable {
-    var rules: [AccessRule]
+    let rules: [AccessRule]
+    /// The positions in ``rules`` of each table's rules, in order: a table's are found without looking at every
+    /// rule (every request asks, several times).
+    private let positions: [String: [Int]]
 
-    /// The rules that grant `operation` on `table` to `caller`.
+    init(rules: [AccessRule]) {
+        self.rules = rules
+        positions = rules.indices.reduce(into: [:]) { positions, index in positions[rules[index].table, default: []].append(index) }
+    }
+
+    /// The rules that grant `operation` on `table` to `caller`, in the order they are written.
     func rules(for operation: AccessOperation, on table: SchemaCatalog.Table, caller: Caller) -> [AccessRule] {
-        var granted = rules.filter {
-            $0.operations.contains(operation) && table.ancestry.contains($0.table) && caller.hasAnyRole($0.roles)
+        var found: [Int] = []
+        for ancestor in table.ancestry {
+            if let indices = positions[ancestor] { found += indices }
+        }
+        // Each ancestor's positions are in order; those of several are put back in the rules' order.
+        if table.ancestry.count > 1 { found.sort() }
+        var granted: [AccessRule] = []
+        for index in found {
+            let rule = rules[index]
+            if rule.operations.contains(operation) && caller.hasAnyRole(rule.roles) { granted.append(rule) }
         }
         // A custom table created through sys_db_object comes with a role, `<table>_user`, that may do
         // everything on it (ServiceNow's "create access controls" default).
@@ -59,7 +75,7 @@ struct AccessPolicy: Sendable {
 
     /// The rules written on `table` itself (not on a table it extends) that grant `operation` to `caller`.
     func ownRules(for operation: AccessOperation, on table: SchemaCatalog.Table, caller: Caller) -> [AccessRule] {
-        rules.filter { $0.operations.contains(operation) && $0.table == table.name && caller.hasAnyRole($0.roles) }
+        (positions[table.name] ?? []).map { rules[$0] }.filter { $0.operations.contains(operation) && caller.hasAnyRole($0.roles) }
     }
 
     /// The role that grants access to a custom root table (`u_widget` → `u_widget_user`); nil for base tables.

@@ -174,8 +174,10 @@ extension RecordStore {
             expressions.append(expression + " AS " + .identifier("c\(columns.count)"))
             columns.append(ResultColumn(name: name, field: field))
         }
-        let list = expressions.joined(", ")
-        return ProjectionCache.Projection(columns: columns, select: "SELECT " + list + " FROM ", expressions: list)
+        // Run for every read of these columns: rendered with one append, not one per name (a table's every field is
+        // hundreds of pieces).
+        let list = expressions.joined(", ").compacted()
+        return ProjectionCache.Projection(columns: columns, select: ("SELECT " + list + " FROM ").compacted(), expressions: list)
     }
 
     /// The columns of selects that name no dot-walk, for each table and list of fields: the same for every

@@ -86,6 +86,30 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
 
     func parenthesized() -> SQLFragment { "(" + self + ")" }
 
+    /// The same SQL with each run of literal text and plain identifiers joined into one piece of text, so that
+    /// rendering it takes one append where it took one for each piece: for fragments kept and run many times (a
+    /// read's columns, ``RecordStore/ProjectionCache``). Its ``identifiers`` and ``rawText`` see the joined names
+    /// as text.
+    func compacted() -> SQLFragment {
+        var result = SQLFragment()
+        var run = ""
+        for piece in pieces {
+            switch piece {
+            case .raw(let text): run += text
+            case .identifier(let name) where Self.isPlain(name):
+                run += "\""
+                run += name
+                run += "\""
+            default:
+                if !run.isEmpty { result.pieces.append(.raw(run)) }
+                run = ""
+                result.pieces.append(piece)
+            }
+        }
+        if !run.isEmpty { result.pieces.append(.raw(run)) }
+        return result
+    }
+
     func serialize(to serializer: inout SQLSerializer) {
         for piece in pieces {
             switch piece {

@@ -42,8 +42,22 @@ extension SQLFragment {
     /// n-th value `?n`), with its values as SQLite's own; written here directly, without SQLKit's serializer and its
     /// boxed values, since every statement of every request passes through it.
     func sqlite() throws -> (text: String, binds: [SQLiteData]) {
+        // One allocation for the text, not one for each time it outgrows its buffer.
+        var size = 0
+        var count = 0
+        for piece in pieces {
+            switch piece {
+            case .raw(let raw): size += raw.utf8.count
+            case .identifier(let name): size += name.utf8.count + 2
+            case .bind:
+                size += 4
+                count += 1
+            }
+        }
         var text = ""
+        text.reserveCapacity(size)
         var binds: [SQLiteData] = []
+        binds.reserveCapacity(count)
         for piece in pieces {
             switch piece {
             case .raw(let raw): text += raw

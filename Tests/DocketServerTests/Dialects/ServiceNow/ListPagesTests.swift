@@ -15,10 +15,10 @@ struct ListPagesTests {
 
     /// Plans a failure of the next page read (a `SELECT … LIMIT`): a request answered from a kept page leaves it
     /// planned; one that reads meets it (503).
-    /// Fails the next read of a page: a compiled query (its columns are identifiers, which the raw text leaves out), so
-    /// that a background reader's statement (the notifier's, with a LIMIT of its own) does not take the fault.
+    /// Fails the next read of a page: a compiled query (its columns quoted, the first named `_id`), so that a
+    /// background reader's statement (the notifier's, with a LIMIT of its own) does not take the fault.
     static func failNextPageRead(_ faulty: FaultyStorage) {
-        faulty.failNext { $0.hasPrefix("SELECT . AS ") && $0.contains(" LIMIT ") }
+        faulty.failNext { $0.hasPrefix("SELECT \"") && $0.contains(" AS \"_id\"") && $0.contains(" LIMIT ") }
     }
 
     @Test("the same page again is the kept rendering, byte for byte, without reading it; another page or caller is read")
