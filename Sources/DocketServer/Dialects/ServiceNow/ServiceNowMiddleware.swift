@@ -100,14 +100,28 @@ struct ServiceNowMiddleware: RouterMiddleware {
 
     /// A request that declares no body: `Content-Length: 0`, or neither a length nor chunked transfer encoding.
     private static func hasNoBody(_ request: Request) -> Bool {
-        if let length = request.headers[.contentLength] { return length.trimmingCharacters(in: .whitespaces) == "0" }
+        if let length = request.headers[.contentLength] { return trimmed(length[...]) == "0" }
         return request.headers[.transferEncoding] == nil
     }
 
     /// `application/json`, `application/<anything>+json`, `text/json`, with or without parameters.
     static func isJSON(_ contentType: String) -> Bool {
-        let essence = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        let essence = essence(of: contentType)
         return essence == "application/json" || essence == "text/json" || (essence.hasPrefix("application/") && essence.hasSuffix("+json"))
+    }
+
+    /// A media type without its parameters (`application/json; charset=utf-8` → `application/json`).
+    static func essence(of contentType: String) -> Substring {
+        trimmed(contentType.prefix { $0 != ";" })
+    }
+
+    /// Without the spaces and tabs around it (a header value's optional white space), and without Foundation's
+    /// character sets: this runs for every request.
+    private static func trimmed(_ text: Substring) -> Substring {
+        var text = text
+        while let first = text.first, first == " " || first == "\t" { text.removeFirst() }
+        while let last = text.last, last == " " || last == "\t" { text.removeLast() }
+        return text
     }
 
     /// The media types a browser may send to another origin without a preflight request.
@@ -120,7 +134,7 @@ struct ServiceNowMiddleware: RouterMiddleware {
     private static func checkAttachmentUpload(_ request: Request) throws {
         guard request.method == .post else { return }
         let type = request.headers[.contentType]?.lowercased() ?? ""
-        let essence = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        let essence = String(essence(of: type))
         guard essence.isEmpty || simpleTypes.contains(essence) else { return }
         if isCrossOrigin(request) {
             throw ServiceNowError(
