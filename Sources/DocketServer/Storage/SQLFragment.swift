@@ -43,7 +43,8 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
         })
     }
 
-    /// The literal text, without identifiers or bound values (for matching statements in tests).
+    /// The literal text, without identifiers or bound values (for matching statements in tests); in a
+    /// ``compacted()`` fragment, plain identifiers are part of the text.
     var rawText: String {
         pieces.compactMap { piece -> String? in
             if case .raw(let text) = piece { return text }

@@ -83,9 +83,6 @@ final class SQLiteWriter: Sendable {
         do {
             _ = try writer.rows("PRAGMA journal_mode=WAL", [])
             _ = try writer.rows("PRAGMA synchronous=NORMAL", [])
-            // Each write after a transaction's first runs in a savepoint, whose journal (the pages it changes, as
-            // they were) is a temporary file by default: a write(2) per page. Kept in memory, bounded by one write.
-            _ = try writer.rows("PRAGMA temp_store=MEMORY", [])
             return writer
         } catch {
             writer.close()
@@ -205,8 +202,8 @@ final class SQLiteWriter: Sendable {
         }
     }
 
-    /// One transaction: `first`, then up to half of the writes waiting (at most ``batchLimit`` in all), each in a
-    /// savepoint.
+    /// One transaction: `first`, then up to half of the writes waiting (at most ``batchLimit`` in all), each after
+    /// `first` in a savepoint.
     private func transaction(startingWith first: any QueuedWrite) async {
         if isClosed {
             first.finish(StorageUnavailable.closed)
@@ -271,10 +268,11 @@ final class SQLiteWriter: Sendable {
         // Writes refused on their own: answered after the commit, since what refused them may be an earlier write
         // of this transaction that is not committed yet.
         var refused: [(write: any QueuedWrite, error: any Error)] = []
-        // At most half of the writes in hand (this one and those waiting now) share the transaction: the others
-        // run in the next while this one's answers go out and their callers' next requests are read. Taking every
-        // waiting write made the two alternate (the writer busy while every request waited in it, then request work
-        // while it waited for writes): 16 callers writing at once kept the machine 68 % busy, against 80 %.
+        // Half of the writes in hand, rounded up (this one and half of those waiting now), share the transaction:
+        // the others run in the next while this one's answers go out and their callers' next requests are read.
+        // Taking every waiting write made the two alternate (the writer busy while every request waited in it, then
+        // request work while it waited for writes): 16 callers writing at once kept the machine 68 % busy
+        // (docs/performance.md).
         let limit = Swift.min(Self.batchLimit, Swift.max(1, (state.withLock { $0.queue.count } + 2) / 2))
         while done.count + refused.count < limit, let write = next(joining: true) {
             do {

@@ -67,7 +67,9 @@ struct DatabaseCopyTests {
         let next = try await moved.insert(into: "incident", values: ["short_description": "After the move"], caller: Callers.john)
         let nextNumber = try await moved.get(next, in: "incident", caller: Callers.admin).record["number"]
         #expect(nextNumber > number)
-        #expect(try await moved.latestSequence() == lastSequence + 1)
+        // The log's newest number, not its settled mark: on PostgreSQL that waits for every transaction of the
+        // database in flight, other suites' (in other schemas) included.
+        #expect(try await moved.newestSequence() == lastSequence + 1)
         // Users log in with the passwords they had.
         let account = try await UserDirectory(store: moved).account(userName: "john.doe")
         #expect(try await hasher.verify("password", hash: try #require(account).passwordHash))

@@ -215,7 +215,7 @@ struct SQLiteWriterTests {
             try await Self.waitForQueue(storage, count: 2)
             let three = Task { try await storage.write { db in try await db.integer("SELECT SUM(n) FROM t") } }
             try await Self.waitForQueue(storage, count: 3)
-            // Three more (writing 0), so that the four before them are at most half of those in hand.
+            // Three more (writing 0), so that the four before them are half of those in hand (the holder and six waiting), rounded up.
             let more = try await Self.queue(3, storage: storage, after: 3)
             release.yield()
             try await holder.value
@@ -228,7 +228,7 @@ struct SQLiteWriterTests {
         }
     }
 
-    @Test("a transaction takes at most half of the writes in hand; when its commit fails, every write in it fails and none is committed, and the others are committed in the next")
+    @Test("a transaction takes half of the writes in hand, rounded up; when its commit fails, every write in it fails and none is committed, and the others are committed in the next")
     func sharedCommitFails() async throws {
         try await Self.withStorage { storage in
             try await storage.write { db in try await db.run("CREATE TABLE t (n INTEGER)") }

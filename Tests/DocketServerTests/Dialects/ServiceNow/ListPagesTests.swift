@@ -14,9 +14,9 @@ struct ListPagesTests {
     static let page = "/api/now/table/incident?sysparm_limit=20&sysparm_display_value=all&sysparm_query=ORDERBYnumber"
 
     /// Plans a failure of the next page read (a `SELECT … LIMIT`): a request answered from a kept page leaves it
-    /// planned; one that reads meets it (503).
-    /// Fails the next read of a page: a compiled query (its columns quoted, the first named `_id`), so that a
-    /// background reader's statement (the notifier's, with a LIMIT of its own) does not take the fault.
+    /// planned; one that reads meets it (503). The read is told by its compiled query (its columns quoted, the first
+    /// named `_id`), so that a background reader's statement (the notifier's, with a LIMIT of its own) does not take
+    /// the fault.
     static func failNextPageRead(_ faulty: FaultyStorage) {
         faulty.failNext { $0.hasPrefix("SELECT \"") && $0.contains(" AS \"_id\"") && $0.contains(" LIMIT ") }
     }
