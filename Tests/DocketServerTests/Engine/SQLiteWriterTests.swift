@@ -37,7 +37,8 @@ struct SQLiteWriterTests {
         try await Self.withStorage { storage in
             // Any SQLiteNIO connection serialises in SQLite's dialect; this one runs nothing.
             let connection = try await SQLiteConnection.open(storage: .memory, logger: Logger(label: "test"))
-            for fragment in fragments {
+            // A fragment compacted (its text and plain names joined into one piece) is the same SQL with the same values.
+            for fragment in fragments + fragments.map({ $0.compacted() }) {
                 let (expectedText, expectedBinds) = connection.sql().serialize(fragment)
                 let (text, binds) = try fragment.sqlite()
                 #expect(text == expectedText)
@@ -48,6 +49,14 @@ struct SQLiteWriterTests {
                 }
                 #expect(binds == expected)
             }
+            for fragment in fragments {
+                #expect(connection.sql().serialize(fragment.compacted()).sql == connection.sql().serialize(fragment).sql)
+                #expect(try fragment.compacted().sqlite().text == fragment.sqlite().text)
+            }
+            // Joined: everything but the values and the name that needs escaping.
+            let compacted = fragments[1].compacted()
+            #expect(compacted.pieces.count < fragments[1].pieces.count)
+            #expect(compacted.identifiers == ["odd\"name"])
             try await connection.close()
         }
     }
