@@ -47,10 +47,13 @@ let package = Package(
         .target(
             name: "DocketModel", dependencies: [.product(name: "OrderedCollections", package: "swift-collections")]
         ),
+        // Sets SQLite's one global option the server changes (how much of a savepoint journal stays in memory),
+        // through a C function: `sqlite3_config` takes a variable argument list, which Swift cannot call.
+        .target(name: "CDocketSQLite"),
         .target(
             name: "DocketServer",
             dependencies: [
-                "DocketModel",
+                "DocketModel", "CDocketSQLite",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
@@ -152,7 +155,7 @@ let package = Package(
         .testTarget(
             name: "DocketServerTests",
             dependencies: [
-                "DocketServer", "DocketKit", "DocketTestSupport",
+                "DocketServer", "DocketKit", "DocketTestSupport", "CDocketSQLite",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "GraphQL", package: "GraphQL"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

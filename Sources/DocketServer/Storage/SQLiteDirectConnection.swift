@@ -6,6 +6,7 @@ import Synchronization
 // copy of the library as the readers, since two copies in one process each keep their own table of the file's POSIX
 // locks, and closing a file in one drops the locks the other holds (SQLite's "how to corrupt", 2.2.1).
 import VaporCSQLite
+import CDocketSQLite
 
 /// The writer's SQLite connection, driven through SQLite's C API on the calling thread, with its prepared statements
 /// kept. SQLiteNIO runs each statement as a job on its thread pool (two thread switches) and prepares it anew every
@@ -47,6 +48,7 @@ final class SQLiteDirectConnection: Sendable {
     /// Opens the database file at `path` (creating it), read-write, with extended result codes, waiting at most
     /// `busyTimeoutMilliseconds` for a lock another connection holds.
     static func open(path: String, busyTimeoutMilliseconds: Int32) throws -> SQLiteDirectConnection {
+        _ = SQLiteLibrary.configured
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI | SQLITE_OPEN_EXRESCODE
         let code = sqlite_nio_sqlite3_open_v2(path, &handle, flags, nil)
@@ -290,4 +292,20 @@ struct SQLiteDirectError: Error, CustomStringConvertible {
         [SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_READONLY, SQLITE_FULL, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_NOMEM]
             .contains(primary)
     }
+}
+
+/// What the server sets in SQLite for the whole process, before the library is first used.
+enum SQLiteLibrary {
+    /// A savepoint journal (the pages a write changes, kept so that a write that fails can be undone alone while
+    /// the writes sharing its transaction commit) stays in memory up to this size; larger ones spill to a temporary
+    /// file. SQLite's default, 64 KiB, made most transactions of the writer's group commit create, write and delete
+    /// a file in /var/tmp: 72 files and 13 MB in three seconds of POSTs (docs/performance.md). No larger than
+    /// 128 KiB: on a spill SQLite writes what it kept in memory with one call, and its Unix file layer writes at most
+    /// 128 KiB - 1 bytes per call (`seekAndWriteFd`), so a larger threshold fails the spill (SQLITE_FULL; the test
+    /// `savepointJournalInMemory` spills past it). Only the writer connection writes: this much is held once.
+    static let statementJournalSpill: Int32 = 128 * 1024
+
+    /// Whether the spill threshold was set: SQLite takes it only before its first use in the process (in the server,
+    /// ``SQLiteStorage/open(path:readers:logger:)`` is that use); after, SQLite's default stays.
+    static let configured: Bool = docket_sqlite_set_statement_journal_spill(statementJournalSpill) == SQLITE_OK
 }

@@ -1,3 +1,4 @@
+import CDocketSQLite
 import Foundation
 import Logging
 import NIOCore
@@ -5,6 +6,7 @@ import SQLKit
 import SQLiteKit
 import Synchronization
 import Testing
+import VaporCSQLite
 
 @testable import DocketServer
 
@@ -418,4 +420,55 @@ struct SQLiteWriterTests {
             throw error
         }
     }
+
+    #if os(Linux)
+    /// Files this process holds open that were deleted at once: SQLite's temporary files (made with `O_TMPFILE`,
+    /// named `#<inode>` in the temporary folder).
+    static func openTemporaryFiles() -> Int {
+        let links = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        return links.count { fd in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + fd) else { return false }
+            return target.contains("/#") && target.hasSuffix("(deleted)")
+        }
+    }
+
+    @Test(
+        "a write's savepoint journal stays in memory up to the spill threshold set in SQLite (64 KiB by default), and a larger one spills to a file",
+        .enabled(if: SQLiteLibrary.configured, "SQLite was in use before the threshold could be set")
+    )
+    func savepointJournalInMemory() async throws {
+        try await Self.withStorage { storage in
+            // Once SQLite is in use it refuses the option: the C function reached `sqlite3_config`.
+            #expect(docket_sqlite_set_statement_journal_spill(SQLiteLibrary.statementJournalSpill) == SQLITE_MISUSE)
+            // About one page per row: changing n rows journals about n pages (4 KiB each) of the write's savepoint.
+            try await storage.write { db in
+                try await db.run("CREATE TABLE t (n INTEGER PRIMARY KEY, s TEXT)")
+                for n in 1...1_500 { try await db.run("INSERT INTO t (n, s) VALUES (" + .bind(n) + ", " + .bind(String(repeating: "a", count: 3_000)) + ")") }
+            }
+            // Each write after the first of a transaction runs in a savepoint (SQLiteWriter); here the savepoint is
+            // the test's own, so that the journal is written whether or not other writes share the transaction.
+            // 20 pages, 80 KiB: past SQLite's default, within the threshold.
+            let small = try await storage.write { db in
+                try await db.run("SAVEPOINT journal_test")
+                try await db.run("UPDATE t SET s = " + .bind(String(repeating: "b", count: 3_000)) + " WHERE n <= 20")
+                let files = Self.openTemporaryFiles()
+                try await db.run("RELEASE journal_test")
+                return files
+            }
+            #expect(small == 0)
+            // 1,500 pages, 6 MiB: spills (and the spill works: SQLite fails it when the threshold is above 128 KiB), so
+            // that a large write never holds all it changes in memory.
+            let large = try await storage.write { db in
+                try await db.run("SAVEPOINT journal_test")
+                try await db.run("UPDATE t SET s = " + .bind(String(repeating: "c", count: 3_000)))
+                let files = Self.openTemporaryFiles()
+                try await db.run("RELEASE journal_test")
+                return files
+            }
+            #expect(large >= 1)
+            let count = try await storage.read { db in try await db.integer("SELECT COUNT(*) FROM t WHERE s LIKE 'c%'") }
+            #expect(count == 1_500)
+        }
+    }
+    #endif
 }
