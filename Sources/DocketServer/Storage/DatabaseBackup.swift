@@ -195,7 +195,6 @@ public enum DatabaseBackup {
         _ path: String, logger: Logger, _ body: (SQLiteConnection) async throws -> T
     ) async throws -> T {
         let connection: SQLiteConnection
-        _ = SQLiteLibrary.configured
         do {
             connection = try await SQLiteConnection.open(storage: .file(path: path), logger: logger)
         } catch {

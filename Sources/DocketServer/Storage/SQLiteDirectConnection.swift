@@ -48,7 +48,6 @@ final class SQLiteDirectConnection: Sendable {
     /// Opens the database file at `path` (creating it), read-write, with extended result codes, waiting at most
     /// `busyTimeoutMilliseconds` for a lock another connection holds.
     static func open(path: String, busyTimeoutMilliseconds: Int32) throws -> SQLiteDirectConnection {
-        _ = SQLiteLibrary.configured
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_URI | SQLITE_OPEN_EXRESCODE
         let code = sqlite_nio_sqlite3_open_v2(path, &handle, flags, nil)
@@ -294,18 +293,18 @@ struct SQLiteDirectError: Error, CustomStringConvertible {
     }
 }
 
-/// What the server sets in SQLite for the whole process, before the library is first used.
+/// What the server sets in SQLite for the whole process. Set in C when the program is loaded (`Sources/CDocketSQLite`),
+/// since SQLite takes it only before its first use, and `sqlite3_config` is not thread-safe.
 enum SQLiteLibrary {
     /// A savepoint journal (the pages a write changes, kept so that a write that fails can be undone alone while
     /// the writes sharing its transaction commit) stays in memory up to this size; larger ones spill to a temporary
     /// file. SQLite's default, 64 KiB, made most transactions of the writer's group commit create, write and delete
-    /// a file in /var/tmp: 72 files and 13 MB in three seconds of POSTs (docs/performance.md). No larger than
-    /// 128 KiB: on a spill SQLite writes what it kept in memory with one call, and its Unix file layer writes at most
-    /// 128 KiB - 1 bytes per call (`seekAndWriteFd`), so a larger threshold fails the spill (SQLITE_FULL; the test
-    /// `savepointJournalInMemory` spills past it). Only the writer connection writes: this much is held once.
-    static let statementJournalSpill: Int32 = 128 * 1024
+    /// a file in /var/tmp: 72 files and 13 MB in three seconds of POSTs (docs/performance.md). 128 KiB less a byte:
+    /// on a spill SQLite writes what it kept (up to this size) in one call, and its Unix file layer writes at most
+    /// 128 KiB - 1 bytes per call (`seekAndWriteFd`), so that 128 KiB or more fails the spill with SQLITE_FULL (the
+    /// test `savepointJournalInMemory` spills past it). Only the writer connection writes: this much is held once.
+    static let statementJournalSpill = Int32(DOCKET_SQLITE_STATEMENT_JOURNAL_SPILL)
 
-    /// Whether the spill threshold was set: SQLite takes it only before its first use in the process (in the server,
-    /// ``SQLiteStorage/open(path:readers:logger:)`` is that use); after, SQLite's default stays.
-    static let configured: Bool = docket_sqlite_set_statement_journal_spill(statementJournalSpill) == SQLITE_OK
+    /// Whether SQLite took the threshold (it does unless something used SQLite before the program's own code ran).
+    static var configured: Bool { docket_sqlite_statement_journal_spill_result() == SQLITE_OK }
 }

@@ -148,7 +148,7 @@ final class SQLiteStorage: Storage {
     /// Opens (creating if needed) the database file at `path`.
     static func open(path: String, readers readerCount: Int = 4, logger: Logger) async throws -> SQLiteStorage {
         if !SQLiteLibrary.configured {
-            logger.debug("SQLite was in use before the storage opened: savepoint journals spill to disk at SQLite's default size")
+            logger.warning("SQLite did not take its savepoint journal setting: journals over 64 KiB go to temporary files")
         }
         let inUse: DatabaseFileLock?
         switch DatabaseFileLock.take(.using, database: path) {
