@@ -22,11 +22,11 @@ actor AsyncLock {
         }
         let id = nextID
         nextID += 1
-        let expiry = Task { [weak self] in
-            try await Task.sleep(for: timeout)
-            await self?.fail(id, with: StorageUnavailable(reason: "writes have waited \(timeout) for the one before them"))
+        let expiry = Alarms.shared.set(after: timeout) { [weak self] in
+            guard let self else { return }
+            Task { await self.fail(id, with: StorageUnavailable(reason: "writes have waited \(timeout) for the one before them")) }
         }
-        defer { expiry.cancel() }
+        defer { Alarms.shared.cancel(expiry) }
         try await withTaskCancellationHandler {
             try Task.checkCancellation()
             try await withCheckedThrowingContinuation { continuation in waiters.append((id, continuation)) }

@@ -15,13 +15,14 @@ func bounded<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () asyn
     }
 }
 
-/// The state of one ``bounded(_:_:)``: whichever of the body, the deadline and the caller's cancellation comes first
-/// resumes the caller; the others find it resumed.
+/// The state of one ``bounded(_:_:)``: whichever of the body, the deadline (an alarm, ``Alarms``) and the caller's
+/// cancellation comes first resumes the caller; the others find it resumed.
 private final class BoundedRace<T: Sendable>: Sendable {
     private struct State {
         var continuation: CheckedContinuation<T?, any Error>?
         var finished: Result<T?, any Error>?
-        var tasks: [Task<Void, Never>] = []
+        var work: Task<Void, Never>?
+        var alarm: Alarms.Alarm?
     }
 
     private let state = Mutex(State())
@@ -42,29 +43,28 @@ private final class BoundedRace<T: Sendable>: Sendable {
                 finish(.failure(error))
             }
         }
-        let timer = Task {
-            do {
-                try await Task.sleep(for: limit)
-            } catch {
-                return
-            }
-            finish(.success(nil))
-        }
+        let alarm = Alarms.shared.set(after: limit) { self.finish(.success(nil)) }
         let late = state.withLock { state -> Bool in
-            state.tasks = [work, timer]
+            state.work = work
+            state.alarm = alarm
             return state.finished != nil
         }
-        if late { for task in [work, timer] { task.cancel() } }
+        if late {
+            work.cancel()
+            Alarms.shared.cancel(alarm)
+        }
     }
 
     func finish(_ result: Result<T?, any Error>) {
-        let (continuation, tasks) = state.withLock { state -> (CheckedContinuation<T?, any Error>?, [Task<Void, Never>]) in
-            guard state.finished == nil else { return (nil, []) }
+        let (continuation, work, alarm) = state.withLock {
+            state -> (CheckedContinuation<T?, any Error>?, Task<Void, Never>?, Alarms.Alarm?) in
+            guard state.finished == nil else { return (nil, nil, nil) }
             state.finished = result
             defer { state.continuation = nil }
-            return (state.continuation, state.tasks)
+            return (state.continuation, state.work, state.alarm)
         }
-        for task in tasks { task.cancel() }
+        work?.cancel()
+        if let alarm { Alarms.shared.cancel(alarm) }
         continuation?.resume(with: result)
     }
 }

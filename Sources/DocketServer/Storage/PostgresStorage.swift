@@ -179,52 +179,78 @@ final class PostgresStorage: Storage {
 
     /// A lease that gives up after `timeout`, or sooner once the probe started after ``probeAfter`` finds the
     /// server unreachable: the pool's own wait is cancelled (postgres-nio withdraws the request), and the caller
-    /// learns that the database did not answer in time.
+    /// learns that the database did not answer in time. The deadlines are alarms (``Alarms``), not sleeping tasks:
+    /// a lease costs one task besides the caller's.
     private static func lease<T: Sendable>(
         _ client: PostgresClient, within timeout: Duration, onSlowLease: @escaping @Sendable () -> Void,
         isDown: @escaping @Sendable () -> StorageUnavailable?, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
-        // 0: waiting for a connection; 1: leased (the timer stands down); 2: given up (a lease that comes after
+        // 0: waiting for a connection; 1: leased (the alarms stand down); 2: given up (a lease that comes after
         // is returned unused). Decided once, so a body never starts after its request was answered 503.
         let state = LeaseState()
         let unavailable = StorageUnavailable(reason: "no connection to PostgreSQL within \(timeout)")
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask {
-                try await client.withConnection { connection in
-                    guard state.value.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged else {
-                        throw unavailable
-                    }
-                    return try await body(connection)
+        let lease = Task {
+            try await client.withConnection { connection in
+                guard state.value.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged else {
+                    throw unavailable
                 }
+                return try await body(connection)
             }
-            group.addTask {
-                try await Task.sleep(for: probeAfter)
-                if state.value.load(ordering: .acquiring) == 1 { return nil }
-                onSlowLease()
-                // Until the deadline, or until the probe finds the server unreachable: then at once.
-                let deadline = ContinuousClock.now + (timeout - probeAfter)
-                var reason = unavailable
-                while ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(100))
-                    if state.value.load(ordering: .acquiring) == 1 { return nil }
-                    if let down = isDown() {
-                        reason = down
-                        break
-                    }
-                }
-                guard state.value.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged else { return nil }
-                throw reason
-            }
-            defer { group.cancelAll() }
-            while let result = try await group.next() {
-                if let result { return result }
-            }
-            throw CancellationError()
+        }
+        let deadline = ContinuousClock.now + timeout
+        @Sendable func giveUp(_ reason: StorageUnavailable) {
+            guard state.value.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged else { return }
+            state.gaveUp(reason)
+            lease.cancel()
+        }
+        // Until the deadline, or until the probe finds the server unreachable: then at once.
+        @Sendable func check() {
+            guard state.value.load(ordering: .acquiring) == 0 else { return }
+            if let down = isDown() { return giveUp(down) }
+            if ContinuousClock.now >= deadline { return giveUp(unavailable) }
+            state.alarm(after: min(.milliseconds(100), deadline - ContinuousClock.now), check)
+        }
+        state.alarm(after: probeAfter) {
+            guard state.value.load(ordering: .acquiring) == 0 else { return }
+            onSlowLease()
+            check()
+        }
+        defer { state.end() }
+        do {
+            // The lease's task always ends before this returns (postgres-nio ends a cancelled wait at once), so
+            // `body` never outlives the call.
+            return try await withTaskCancellationHandler { try await lease.value } onCancel: { lease.cancel() }
+        } catch {
+            if let reason = state.reason { throw reason }
+            throw error
         }
     }
 
+    /// Where a lease stands (``lease(_:within:onSlowLease:isDown:_:)``), and its alarm.
     private final class LeaseState: Sendable {
         let value = Atomic<Int>(0)
+        private let watch = Mutex<(alarm: Alarms.Alarm?, reason: StorageUnavailable?, ended: Bool)>((nil, nil, false))
+
+        /// Sets the lease's next alarm (none once it ended).
+        func alarm(after delay: Duration, _ action: @escaping @Sendable () -> Void) {
+            watch.withLock { watch in
+                guard !watch.ended else { return }
+                watch.alarm = Alarms.shared.set(after: delay, action)
+            }
+        }
+
+        func gaveUp(_ reason: StorageUnavailable) { watch.withLock { $0.reason = reason } }
+        var reason: StorageUnavailable? { watch.withLock { $0.reason } }
+
+        /// The call returns: its alarm is called off.
+        func end() {
+            let alarm = watch.withLock { watch -> Alarms.Alarm? in
+                watch.ended = true
+                defer { watch.alarm = nil }
+                return watch.alarm
+            }
+            if let alarm { Alarms.shared.cancel(alarm) }
+        }
     }
 
     /// Checks, on a connection of its own, whether the server answers. When it does not, requests fail at once

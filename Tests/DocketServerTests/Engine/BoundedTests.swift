@@ -64,3 +64,74 @@ struct BoundedTests {
         gate.open()
     }
 }
+
+/// ``Alarms``: the deadlines of the request path, watched by one task.
+@Suite("Alarms")
+struct AlarmsTests {
+    /// Waits (at most 10 s) until `condition` holds.
+    private func eventually(_ condition: () -> Bool) async throws {
+        for _ in 0..<2_000 where !condition() { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
+    @Test("an alarm goes off once, not before its delay; one called off never does; the watch stops when none is set and starts again")
+    func goesOffOnce() async throws {
+        let alarms = Alarms(resolution: .milliseconds(5))
+        let fired = Mutex<[String]>([])
+        let start = ContinuousClock.now
+        let firedAt = Mutex<ContinuousClock.Instant?>(nil)
+        alarms.set(after: .milliseconds(60)) {
+            firedAt.withLock { $0 = .now }
+            fired.withLock { $0.append("kept") }
+        }
+        let off = alarms.set(after: .milliseconds(30)) { fired.withLock { $0.append("called off") } }
+        #expect(alarms.cancel(off))
+        #expect(!alarms.cancel(off))
+        try await eventually { alarms.pending == 0 }
+        #expect(fired.withLock { $0 } == ["kept"])
+        #expect(try #require(firedAt.withLock { $0 }) - start >= .milliseconds(60))
+        // Once it went off, calling it off says so.
+        let gone = alarms.set(after: .milliseconds(1)) { fired.withLock { $0.append("again") } }
+        try await eventually { fired.withLock { $0.count } == 2 }
+        #expect(!alarms.cancel(gone))
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(fired.withLock { $0 } == ["kept", "again"])
+    }
+
+    @Test("alarms set and called off from many tasks at once: exactly those not called off go off, each once")
+    func concurrent() async throws {
+        let alarms = Alarms(resolution: .milliseconds(5))
+        final class Counts: Sendable { let value = Mutex<[Int: Int]>([:]) }
+        let box = Counts()
+        await withTaskGroup(of: Void.self) { group in
+            for index in 0..<400 {
+                group.addTask {
+                    let alarm = alarms.set(after: .milliseconds(index % 7 * 3)) { box.value.withLock { $0[index, default: 0] += 1 } }
+                    if index % 2 == 0 {
+                        // Called off in time (the delay is long) or found gone off (a delay of 0): never both.
+                        if !alarms.cancel(alarm) { box.value.withLock { $0[index, default: 0] += 100 } }
+                    }
+                }
+            }
+        }
+        try await eventually { alarms.pending == 0 }
+        try await Task.sleep(for: .milliseconds(30))
+        let seen = box.value.withLock { $0 }
+        for index in 0..<400 {
+            if index % 2 == 1 {
+                #expect(seen[index] == 1, "alarm \(index) went off \(seen[index] ?? 0) times")
+            } else {
+                // Called off: it did not go off; or it had gone off before (then once, and cancel said so).
+                #expect(seen[index] == nil || seen[index] == 101, "alarm \(index): \(seen[index] ?? 0)")
+            }
+        }
+    }
+
+    @Test("alarms due together go off in the order of their deadlines")
+    func order() async throws {
+        let alarms = Alarms(resolution: .milliseconds(100))
+        let fired = Mutex<[Int]>([])
+        for delay in [30, 10, 20] { alarms.set(after: .milliseconds(delay)) { fired.withLock { $0.append(delay) } } }
+        try await eventually { fired.withLock { $0.count } == 3 }
+        #expect(fired.withLock { $0 } == [10, 20, 30])
+    }
+}
