@@ -139,10 +139,6 @@ final class PostgresStorage: Storage {
         var configuration = location.clientConfiguration
         configuration.options.maximumConnections = connections
         configuration.options.connectTimeout = .seconds(3)
-        // Every connection is kept open: postgres-nio arms an idle timer (a task group of two tasks and a sleep) each
-        // time a connection above the minimum goes back to the pool, which under load was every lease; the pool
-        // fills to its maximum at the first burst of requests in any case.
-        configuration.options.minimumConnections = connections
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let (started, starting) = AsyncStream<Void>.makeStream()
         // Detached: postgres-nio's run() ends at the graceful shutdown of the service whose task-locals it sees. A
