@@ -198,9 +198,11 @@ final class PostgresStorage: Storage {
             }
         }
         let deadline = ContinuousClock.now + timeout
+        // Called from one alarm at a time. The reason is kept before the lease is given up, so that a connection
+        // handed over in between (refused by the body's check) still reports it.
         @Sendable func giveUp(_ reason: StorageUnavailable) {
-            guard state.value.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged else { return }
             state.gaveUp(reason)
+            guard state.value.compareExchange(expected: 0, desired: 2, ordering: .acquiringAndReleasing).exchanged else { return }
             lease.cancel()
         }
         // Until the deadline, or until the probe finds the server unreachable: then at once.
@@ -221,7 +223,8 @@ final class PostgresStorage: Storage {
             // `body` never outlives the call.
             return try await withTaskCancellationHandler { try await lease.value } onCancel: { lease.cancel() }
         } catch {
-            if let reason = state.reason { throw reason }
+            // Given up: the body never ran, and the error is the give-up's (or the pool's answer to the cancellation).
+            if state.value.load(ordering: .acquiring) == 2 { throw state.reason ?? unavailable }
             throw error
         }
     }

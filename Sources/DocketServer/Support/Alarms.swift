@@ -65,6 +65,9 @@ final class Alarms: Sendable {
     /// How many alarms are set (for tests).
     var pending: Int { state.withLock { $0.entries.count } }
 
+    /// Whether the watching task runs (for tests).
+    var isWatching: Bool { state.withLock { $0.watching } }
+
     private func watch() async {
         while true {
             // Not cancellable (detached, never cancelled): a sleep that ends early only looks sooner.

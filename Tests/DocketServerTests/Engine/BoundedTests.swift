@@ -86,12 +86,15 @@ struct AlarmsTests {
         let off = alarms.set(after: .milliseconds(30)) { fired.withLock { $0.append("called off") } }
         #expect(alarms.cancel(off))
         #expect(!alarms.cancel(off))
-        try await eventually { alarms.pending == 0 }
+        try await eventually { fired.withLock { $0.count } == 1 }
         #expect(fired.withLock { $0 } == ["kept"])
         #expect(try #require(firedAt.withLock { $0 }) - start >= .milliseconds(60))
-        // Once it went off, calling it off says so.
+        // With no alarm set the watch ends; the next alarm starts it again.
+        try await eventually { !alarms.isWatching }
+        #expect(!alarms.isWatching)
         let gone = alarms.set(after: .milliseconds(1)) { fired.withLock { $0.append("again") } }
         try await eventually { fired.withLock { $0.count } == 2 }
+        // Once it went off, calling it off says so.
         #expect(!alarms.cancel(gone))
         try await Task.sleep(for: .milliseconds(50))
         #expect(fired.withLock { $0 } == ["kept", "again"])
