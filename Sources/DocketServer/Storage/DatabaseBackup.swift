@@ -112,7 +112,8 @@ public enum DatabaseBackup {
             )
         case .failure(.failed(let reason)): throw Failure("Whether docketd has \(targetURL.path) open cannot be told: \(reason).")
         }
-        defer { withExtendedLifetime(replacing) {} }
+        // Let go as soon as the restore ends, not whenever the lock object is freed.
+        defer { replacing.release() }
         if FileManager.default.fileExists(atPath: targetURL.path), !force, try await holdsData(targetURL.path, logger: logger) {
             throw Failure(
                 "\(targetURL.path) already holds a database. Stop docketd, then give --force to replace it with the backup."

@@ -151,7 +151,16 @@ final class SQLiteStorage: Storage {
             logger.warning("SQLite did not take its savepoint journal setting: journals over 64 KiB go to temporary files")
         }
         let inUse: DatabaseFileLock?
-        switch DatabaseFileLock.take(.using, database: path) {
+        // A restore that has just finished may hold the lock a moment longer: a process being started meanwhile by
+        // another thread of the same program holds a copy of every descriptor until it runs its own program (and
+        // closes them). Only a lock still held after a second means a restore under way.
+        var attempt = DatabaseFileLock.take(.using, database: path)
+        let patience = ContinuousClock.now + .seconds(1)
+        while case .failure(.held) = attempt, ContinuousClock.now < patience {
+            try await Task.sleep(for: .milliseconds(20))
+            attempt = DatabaseFileLock.take(.using, database: path)
+        }
+        switch attempt {
         case .success(let lock): inUse = lock
         case .failure(.held): throw SQLiteStorageError.beingRestored(path)
         case .failure(.failed(let reason)):
