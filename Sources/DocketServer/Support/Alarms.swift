@@ -41,7 +41,12 @@ final class Alarms: Sendable {
     /// the alarm is called off first.
     @discardableResult
     func set(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> Alarm {
-        let deadline = ContinuousClock.now + delay
+        set(at: ContinuousClock.now + delay, action)
+    }
+
+    /// Runs `action` at `deadline` (see ``set(after:_:)``).
+    @discardableResult
+    func set(at deadline: ContinuousClock.Instant, _ action: @escaping @Sendable () -> Void) -> Alarm {
         let (id, start) = state.withLock { state -> (Int, Bool) in
             let id = state.nextID
             state.nextID &+= 1

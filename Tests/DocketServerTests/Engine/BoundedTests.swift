@@ -136,7 +136,9 @@ struct AlarmsTests {
     func order() async throws {
         let alarms = Alarms(resolution: .milliseconds(100))
         let fired = Mutex<[Int]>([])
-        for delay in [30, 10, 20] { alarms.set(after: .milliseconds(delay)) { fired.withLock { $0.append(delay) } } }
+        // Deadlines from one instant, so their order does not depend on how fast they are set.
+        let base = ContinuousClock.now
+        for delay in [30, 10, 20] { alarms.set(at: base + .milliseconds(delay)) { fired.withLock { $0.append(delay) } } }
         try await eventually { fired.withLock { $0.count } == 3 }
         #expect(fired.withLock { $0 } == [10, 20, 30])
     }

@@ -15,7 +15,7 @@ struct PostgresLeaseTests {
         var isSet: Bool { value.withLock { $0 } }
     }
 
-    @Test("every connection held: a read gets StorageUnavailable at the lease's limit without running; a cancelled one ends at once; then the pool serves again")
+    @Test("every connection held: a read gets StorageUnavailable at the lease's limit without running; a cancelled one ends by its cancellation; then the pool serves again")
     func givesUp() async throws {
         guard case .postgres(let location) = try #require(TestDatabase.freshPostgres()) else { return }
         let storage = try await PostgresStorage.open(location, connections: 2, logger: Logger(label: "test"))
@@ -41,16 +41,18 @@ struct PostgresLeaseTests {
             let start = ContinuousClock.now
             await #expect(throws: StorageUnavailable.self) { try await storage.read { _ in ran.set() } }
             let waited = ContinuousClock.now - start
+            // Not before the limit (a busy machine can only make it later).
             #expect(waited >= PostgresStorage.leaseTimeout - .milliseconds(100), "gave up after \(waited)")
-            #expect(waited < PostgresStorage.leaseTimeout + .seconds(3), "gave up after \(waited)")
 
             let cancelled = Task { try await storage.read { _ in ran.set() } }
             try await Task.sleep(for: .milliseconds(300))
-            let cancelledAt = ContinuousClock.now
             cancelled.cancel()
-            let outcome = await cancelled.result
-            #expect(throws: (any Error).self) { try outcome.get() }
-            #expect(ContinuousClock.now - cancelledAt < .seconds(2))
+            // Ended by its cancellation (the pool's "request cancelled"), not by the lease's limit (which answers
+            // StorageUnavailable): no timing needed.
+            switch await cancelled.result {
+            case .success: Issue.record("a cancelled read ran")
+            case .failure(let error): #expect(!(error is StorageUnavailable), "ended by \(error)")
+            }
             #expect(!ran.isSet)
 
             gate.open()
