@@ -49,26 +49,50 @@ extension RecordStore {
         table: SchemaCatalog.Table, sysID: String, operation: ChangeEvent.Operation, fields: [String],
         values: [String: String], previous: [String: String], caller: Caller, now: String, db: SQLExecutor
     ) async throws -> ChangeEvent {
-        func loggable(_ row: [String: String]) -> [String: String] {
-            row.filter { table.field($0.key)?.type != .password }
-        }
-        var event = ChangeEvent(
-            sequence: 0, table: table.name, rootTable: table.root, sysID: sysID, operation: operation, fields: fields,
-            userName: caller.userName, time: now, values: loggable(values), previous: loggable(previous)
+        var event = Self.event(
+            table: table, sysID: sysID, operation: operation, fields: fields, values: values, previous: previous,
+            caller: caller, now: now
         )
         // Other processes sharing the database learn of it at commit (see ``RecordStore/catchUp()``).
-        event.sequence = try await db.integer(db.dialect.appendingEvent([
-            .bind(event.table), .bind(event.rootTable), .bind(sysID), .bind(operation.rawValue), .bind(fields.joined(separator: ",")),
-            .bind(caller.userName), .bind(now), .bind(Self.json(event.values)), .bind(Self.json(event.previous)),
-        ]))
-        if let draws = EventDraws.current {
-            draws.add(event.sequence)
-            shared.drew(event.sequence)
-        }
+        event.sequence = try await db.integer(db.dialect.appendingEvent(Self.eventValues(of: event, after: .bind(Self.json(event.values)))))
+        drew(event.sequence)
         return event
     }
 
-    private static func json(_ row: [String: String]) -> String {
+    /// A change as the log keeps it, not yet numbered: passwords (even hashed) never enter the log, their field
+    /// names do, their values do not.
+    static func event(
+        table: SchemaCatalog.Table, sysID: String, operation: ChangeEvent.Operation, fields: [String],
+        values: [String: String], previous: [String: String], caller: Caller, now: String
+    ) -> ChangeEvent {
+        func loggable(_ row: [String: String]) -> [String: String] {
+            row.filter { table.field($0.key)?.type != .password }
+        }
+        return ChangeEvent(
+            sequence: 0, table: table.name, rootTable: table.root, sysID: sysID, operation: operation, fields: fields,
+            userName: caller.userName, time: now, values: loggable(values), previous: loggable(previous)
+        )
+    }
+
+    /// The values of ``StorageDialect/eventColumns`` for `event`, with `after` for its row after the change (the
+    /// JSON text of `values_after`: a bind, or an expression of the statement that appends it).
+    static func eventValues(of event: ChangeEvent, after: SQLFragment) -> [SQLFragment] {
+        [
+            .bind(event.table), .bind(event.rootTable), .bind(event.sysID), .bind(event.operation.rawValue),
+            .bind(event.fields.joined(separator: ",")), .bind(event.userName), .bind(event.time), after,
+            .bind(Self.json(event.previous)),
+        ]
+    }
+
+    /// Keeps the sequence a write of this process drew (``SharedChanges/drew(_:)``).
+    func drew(_ sequence: Int) {
+        if let draws = EventDraws.current {
+            draws.add(sequence)
+            shared.drew(sequence)
+        }
+    }
+
+    static func json(_ row: [String: String]) -> String {
         String(decoding: JSONValue(members: row.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) }).serialized(), as: UTF8.self)
     }
 
@@ -175,11 +199,15 @@ protocol ChangeObserver: Sendable {
 /// ``RecordStore/notify(_:)``), and, where several server instances share the database, with their commits read
 /// from the log (``RecordStore/catchUp()``), so followers never need to know where an event came from.
 final class EventBroadcaster: Sendable {
-    /// What followers receive: committed events, and ticks (a shared clock for heartbeats and credential checks,
-    /// so that idle followers cost no timer each).
+    /// What followers receive: committed events, ticks (a shared clock for heartbeats and credential checks,
+    /// so that idle followers cost no timer each), and wake-ups.
     enum Signal: Sendable {
         case event(ChangeEvent)
         case tick
+        /// Something a follower may be waiting for changed without an event: a write of this process that drew a
+        /// number failed (``SharedChanges/abandoned(_:)``), so the log decides what became of the number; or the
+        /// moment a follower waits for a missing number live is over (``EventLogFollower/Iterator/gapGrace``).
+        case wake
     }
 
     /// Where a follower is in the log (the last sequence it took), for the lag metrics; set by the follower with a
@@ -252,6 +280,11 @@ final class EventBroadcaster: Sendable {
         for continuation in streams { continuation.finish() }
     }
 
+    /// Wakes one follower (see ``Signal/wake``).
+    func wake(_ token: Int) {
+        followers.withLock { $0.streams[token] }?.continuation.yield(.wake)
+    }
+
     func stop(_ token: Int) {
         followers.withLock { $0.streams.removeValue(forKey: token) }?.continuation.finish()
     }
@@ -277,6 +310,11 @@ final class EventBroadcaster: Sendable {
         published.add(1, ordering: .releasing)
         for observer in observers.withLock({ $0 }) { observer.observe(event) }
         for follower in followers.withLock({ Array($0.streams.values) }) { follower.continuation.yield(.event(event)) }
+    }
+
+    /// Wakes every follower without a tick (see ``Signal/wake``).
+    func wake() {
+        for follower in followers.withLock({ Array($0.streams.values) }) { follower.continuation.yield(.wake) }
     }
 
     /// Wakes every follower (see ``Signal/tick``).
@@ -362,8 +400,10 @@ extension RecordStore {
 /// How the seam holds: iteration starts following the broadcaster *before* it reads the log, so an event
 /// committed during the replay is either in what the replay read or in the followed stream (or both: then it is
 /// skipped by its sequence). A live event whose sequence is not the next one expected (events published out of
-/// order by concurrent commits, or dropped from a follower's bounded buffer while it was slow) first has the
-/// missing ones read from the log. On SQLite one connection writes, so sequences commit in order and everything
+/// order by concurrent commits, or dropped from a follower's bounded buffer while it was slow) is held until the
+/// missing ones come: live, when they are numbers this process drew for writes still under way (a write that fails
+/// wakes the follower), or where the log is shared (PostgreSQL) when they come within a moment (``Iterator/gapGrace``);
+/// otherwise they are read from the log. On SQLite one connection writes, so sequences commit in order and everything
 /// below a committed sequence is already readable. On PostgreSQL writers commit in any order, so a read of the log
 /// stops before a missing number that a transaction still in flight may commit, and the follower reads again after
 /// a pause (1 ms, doubling to 50 ms) until that transaction commits or rolls back (``RecordStore/eventPage(after:limit:stoppingAtGaps:)``):
@@ -419,8 +459,21 @@ struct EventLogFollower: AsyncSequence, Sendable {
         var pending: [ChangeEvent] = []
         var pendingIndex = 0
         var replaying = true
-        /// A live event waiting until the events before it were read from the log.
-        var held: ChangeEvent?
+        /// Live events come before the ones before them (writers commit in any order), oldest first: each waits
+        /// until the events before it came live or were read from the log. At most ``heldLimit``.
+        var held: [ChangeEvent] = []
+        /// Beyond it, only the newest is held, and the log is read for those before it (``readsBeforeWaiting``).
+        static let heldLimit = 256
+        /// Live events were let go (``heldLimit``): the log is read for what is missing before the newest held,
+        /// even where it is this process's own (a number let go may not be counted as published yet).
+        var readsBeforeWaiting = false
+        /// Where the log may be shared by several processes (PostgreSQL, also with one docketd), how long a number
+        /// missing before a held event is waited for live before the log is read for it: the event of a write of this process comes as it commits, and catching up
+        /// (``RecordStore/catchUp()``, before each request and on each notification) publishes other processes'
+        /// events here as it reads them. At most one alarm's resolution later (``Alarms``).
+        static let gapGrace = Duration.milliseconds(5)
+        /// The gap waited for (the cursor it follows) and until when.
+        var grace: (cursor: Int, until: ContinuousClock.Instant)?
         /// Whether the start was checked against the replay limit.
         var startChecked = false
         /// Pauses in a row while waiting for a number in flight (``pause()``).
@@ -486,30 +539,35 @@ struct EventLogFollower: AsyncSequence, Sendable {
                     }
                     continue
                 }
-                if let event = held {
+                if let event = held.first {
                     if event.sequence <= cursor {
-                        held = nil
+                        held.removeFirst()
+                        continue
                     } else if event.sequence == cursor + 1 {
-                        held = nil
+                        held.removeFirst()
                         cursor = event.sequence
                         return .event(event)
-                    } else {
+                    } else if readsBeforeWaiting || !store.shared.drewAll(cursor + 1 ..< event.sequence), !waitsForGap() {
                         // Events before it are missing here: read from the log (they may still be in flight).
+                        readsBeforeWaiting = false
                         let page = try await read()
                         if page.events.isEmpty {
                             if page.waiting {
                                 if try await pause() { return .tick }
                             } else {
                                 // Nothing committed in between: the numbers were skipped, not the events.
-                                held = nil
+                                held.removeFirst()
                                 cursor = event.sequence
                                 return .event(event)
                             }
                         } else {
                             pauses = 0
                         }
+                        continue
                     }
-                    continue
+                    // The numbers missing before it were drawn by writes of this process still under way (their
+                    // events come here live as they commit; a write that fails wakes followers instead), or may come
+                    // live a moment later (``gapGrace``): the log is not read for them.
                 }
                 switch await following.events.next() {
                 case nil: return nil
@@ -519,9 +577,31 @@ struct EventLogFollower: AsyncSequence, Sendable {
                     if ticks == lastTick { continue }
                     lastTick = ticks
                     return .tick
-                case .event(let event): if event.sequence > cursor { held = event }
+                case .wake: continue
+                case .event(let event):
+                    guard event.sequence > cursor else { continue }
+                    // In order, once (the log and the live stream may both bring one).
+                    let index = held.firstIndex { $0.sequence >= event.sequence } ?? held.endIndex
+                    if index < held.endIndex, held[index].sequence == event.sequence { continue }
+                    held.insert(event, at: index)
+                    if held.count > Self.heldLimit {
+                        held.removeFirst(held.count - 1)
+                        readsBeforeWaiting = true
+                    }
                 }
             }
+        }
+
+        /// Whether to wait live a moment longer for the numbers missing after the cursor (``gapGrace``): the first
+        /// time a gap after this cursor is seen, with an alarm that wakes this follower when the moment is over.
+        private mutating func waitsForGap() -> Bool {
+            guard store.storage.isShared, !readsBeforeWaiting else { return false }
+            let now = ContinuousClock.now
+            if let grace, grace.cursor == cursor { return now < grace.until }
+            grace = (cursor, now + Self.gapGrace)
+            let (broadcaster, token) = (following.broadcaster, following.token)
+            _ = Alarms.shared.set(after: Self.gapGrace) { broadcaster.wake(token) }
+            return true
         }
 
         /// Reads the next batch after the cursor into `pending`.

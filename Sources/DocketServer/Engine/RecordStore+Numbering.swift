@@ -18,9 +18,13 @@ extension RecordStore {
     /// trip, no lock held: ``NumberSequences``), on SQLite from its counter row.
     /// `answer`: where the row as inserted goes, read from the insert itself (`RETURNING`) when its plan allows
     /// (``CommittedRow/Plan/returning``); otherwise it is read later, as the plan says.
+    /// `event`: the record's insert event, appended by the insert's own statement where the storage can
+    /// (``StorageDialect/insertAppendingEvent(_:returnsRows:event:)``) and then returned numbered; nil when the
+    /// caller is to append it (``appendEvent(table:sysID:operation:fields:values:previous:caller:now:db:)``).
     func insertRow(
-        into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor, answer: CommittedRow.Answer? = nil
-    ) async throws -> [FieldDefinition] {
+        into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor, answer: CommittedRow.Answer? = nil,
+        event: InsertEvent? = nil
+    ) async throws -> (fields: [FieldDefinition], event: ChangeEvent?) {
         let numbering = table.field("number") != nil && values["number", default: ""].isEmpty ? numberOwner(of: table) : nil
         func columns(_ fields: [FieldDefinition]) -> [SQLFragment] { fields.map { .identifier($0.name) } }
         func row(_ fields: [FieldDefinition]) -> [SQLFragment] {
@@ -28,6 +32,42 @@ extension RecordStore {
         }
         let returning = db.dialect.insertAnswersRow ? answer?.plan.returning : nil
         let given = table.fields.filter { $0.type.isStored && $0.name != "number" && !values[$0.name, default: ""].isEmpty }
+        // The fields the row holds once written: with the number the insert draws.
+        let written = table.fields.filter {
+            $0.type.isStored && (!values[$0.name, default: ""].isEmpty || (numbering != nil && $0.name == "number"))
+        }
+        // The event, less the number the insert draws (added by the statement, and here once it is known).
+        let folded = !db.dialect.insertAppendsEvent ? nil : event.map { event -> ChangeEvent in
+            var after = values.filter { table.field($0.key)?.type.isStored == true }
+            if numbering != nil { after["number"] = nil }
+            for entry in event.journals { after[entry.field] = entry.text }
+            return Self.event(
+                table: table, sysID: values["sys_id", default: ""], operation: .insert,
+                fields: written.map(\.name) + event.journals.map(\.field), values: after, previous: [:],
+                caller: event.caller, now: event.now
+            )
+        }
+        /// The statement with the event appended by it, where the storage can.
+        /// `drawsNumber`: the statement draws the number (and returns it as `number`).
+        func appending(_ insert: SQLFragment, returnsRows: Bool, drawsNumber: Bool) -> SQLFragment? {
+            guard let event = folded, drawsNumber || numbering == nil else { return nil }
+            let json = Self.json(event.values)
+            let after: SQLFragment = !drawsNumber ? .bind(json)
+                : "('{\"number\":' || to_json(" + db.dialect.insertedColumn("number") + "::text)::text || "
+                    + .bind(json == "{}" ? "}" : "," + json.dropFirst()) + ")"
+            return db.dialect.insertAppendingEvent(insert, returnsRows: returnsRows, event: Self.eventValues(of: event, after: after))
+        }
+        /// Numbers the event from the statement's row (nil when the statement did not append it).
+        func numbered(_ rows: [ResultRow], appended: Bool) throws -> ChangeEvent? {
+            guard appended, var event = folded else { return nil }
+            guard let sequence = try rows.first?.value(at: "docket_event_seq", kind: .integer).intValue else {
+                throw EventNotAppended(table: table.name)
+            }
+            event.sequence = sequence
+            if numbering != nil { event.values["number"] = values["number"] }
+            drew(sequence)
+            return event
+        }
         guard let numbering, let insert = db.dialect.insertTakingNumber(
             into: table.physicalTable, columns: columns(given), values: row(given),
             sequence: NumberSequences.name(of: numbering.table), prefix: numbering.prefix, digits: numbering.digits,
@@ -35,26 +75,30 @@ extension RecordStore {
         ) else {
             if let numbering { values["number"] = try await allocateNumber(numbering, db: db) }
             let stored = table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
-            let statement: SQLFragment = "INSERT INTO " + .identifier(table.physicalTable)
+            var statement: SQLFragment = "INSERT INTO " + .identifier(table.physicalTable)
                 + (returning.map { " AS " + .identifier($0.alias) } ?? "") + " (" + columns(stored).joined(", ")
                 + ") VALUES (" + row(stored).joined(", ") + ")"
-            if let returning, let answer {
-                try answer.row.fill(
-                    try await db.rows(statement + " RETURNING " + returning.columns), plan: answer.plan,
-                    sysID: values["sys_id", default: ""]
-                )
-            } else {
-                try await db.run(statement)
-            }
-            return stored
+            if let returning { statement += " RETURNING " + returning.columns }
+            let folding = appending(statement, returnsRows: returning != nil, drawsNumber: false)
+            let rows = try await db.rows(folding ?? statement)
+            if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
+            return (stored, try numbered(rows, appended: folding != nil))
         }
-        let rows = try await db.rows(insert)
+        let folding = appending(insert, returnsRows: true, drawsNumber: true)
+        let rows = try await db.rows(folding ?? insert)
         guard let taken = try rows.first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
             throw NumberCounterMissing(table: numbering.table)
         }
         if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
         values["number"] = taken
-        return table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }
+        return (table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }, try numbered(rows, appended: folding != nil))
+    }
+
+    /// What a record's insert event needs besides the row (``insertRow(into:values:db:answer:event:)``).
+    struct InsertEvent: Sendable {
+        var journals: [(field: String, text: String)]
+        var caller: Caller
+        var now: String
     }
 
     /// Where a table's records take their numbers: the nearest table of its ancestry with a number prefix.
@@ -95,4 +139,10 @@ extension RecordStore {
         let digits = String(value)
         return prefix + String(repeating: "0", count: max(0, owner.digits - digits.count)) + digits
     }
+}
+
+/// Unreachable: an insert that appends its event answered without the event's sequence.
+struct EventNotAppended: Error, CustomStringConvertible {
+    let table: String
+    var description: String { "The insert into \(table) answered without its event's sequence" }
 }

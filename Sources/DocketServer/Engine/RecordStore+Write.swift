@@ -106,8 +106,12 @@ extension RecordStore {
             // (SchemaAdministration changes them again), not with a `within`, and only for the plan's own table.
             let fromInsert = within == nil && !SchemaAdministration.tables.contains(table.name)
                 && answer?.plan.row.select.table === table
-            let stored = try await self.insertRow(
-                into: table, values: &values, db: db, answer: fromInsert ? answer : nil
+            // The event is appended by the insert itself where the storage can (one round trip fewer), when nothing
+            // below changes the row (as for `fromInsert`, whatever the answer's plan).
+            let foldsEvent = within == nil && !SchemaAdministration.tables.contains(table.name)
+            let (stored, folded) = try await self.insertRow(
+                into: table, values: &values, db: db, answer: fromInsert ? answer : nil,
+                event: foldsEvent ? InsertEvent(journals: prepared.journals, caller: caller, now: now) : nil
             )
             // Create rules with conditions are judged on the row as it would be committed (an attachment is only
             // created on a record the caller may change); a refusal rolls the insert back.
@@ -120,13 +124,18 @@ extension RecordStore {
             }
             try await within?(db, sysID)
             if let answer { try await answer.row.read(sysID, plan: answer.plan, db: db) }
-            var after = values.filter { table.field($0.key)?.type.isStored == true }
-            for entry in prepared.journals { after[entry.field] = entry.text }
-            var events = [try await self.appendEvent(
-                table: table, sysID: sysID, operation: .insert,
-                fields: stored.map(\.name) + prepared.journals.map(\.field), values: after, previous: [:],
-                caller: caller, now: now, db: db
-            )]
+            var events: [ChangeEvent]
+            if let folded {
+                events = [folded]
+            } else {
+                var after = values.filter { table.field($0.key)?.type.isStored == true }
+                for entry in prepared.journals { after[entry.field] = entry.text }
+                events = [try await self.appendEvent(
+                    table: table, sysID: sysID, operation: .insert,
+                    fields: stored.map(\.name) + prepared.journals.map(\.field), values: after, previous: [:],
+                    caller: caller, now: now, db: db
+                )]
+            }
             if let run, let history = try await self.recordHistory(
                 run, of: events[0], table: table, caller: caller, time: values["sys_updated_on"] ?? now, now: now, db: db
             ) {

@@ -58,6 +58,18 @@ final class SharedChanges: Sendable {
         }
     }
 
+    /// Whether every number of `range` (at most 64) was drawn by a write of this process still under way
+    /// (``drew(_:)``, within ``ownWindow``): its event is published here when the write commits, and its write calls
+    /// ``abandoned(_:)`` and wakes followers when it fails, so a follower of the log waits for it live instead of
+    /// reading the log for it.
+    func drewAll(_ range: Range<Int>) -> Bool {
+        guard !range.isEmpty, range.count <= 64 else { return false }
+        return state.withLock { state in
+            let window = ContinuousClock.now - ownWindow
+            return range.allSatisfy { state.own[$0].map { $0 > window } ?? false }
+        }
+    }
+
     /// Records that this process published its own event `sequence`.
     func published(_ sequence: Int) {
         state.withLock { state in
@@ -142,12 +154,20 @@ extension RecordStore {
         do {
             events = try await EventDraws.$current.withValue(draws) { try await storage.write(scope: scope, body) }
         } catch {
-            shared.abandoned(draws.all)
+            abandoned(draws.all)
             throw error
         }
         let committed = Set(events.map(\.sequence))
-        shared.abandoned(draws.all.filter { !committed.contains($0) })
+        abandoned(draws.all.filter { !committed.contains($0) })
         return events
+    }
+
+    /// Hands numbers drawn by a write that did not commit them back to the log (``SharedChanges/abandoned(_:)``),
+    /// and wakes followers that may be waiting for them live.
+    func abandoned(_ sequences: [Int]) {
+        guard !sequences.isEmpty else { return }
+        shared.abandoned(sequences)
+        broadcaster.wake()
     }
 
     /// Publishes what other processes committed since this one last looked: every event of the log after

@@ -31,6 +31,10 @@ enum StorageDialect: Sendable {
         }
     }
 
+    /// Whether an insert appends its record's event in the same statement
+    /// (``insertAppendingEvent(_:returnsRows:event:)``): PostgreSQL only.
+    var insertAppendsEvent: Bool { self == .postgres }
+
     /// The event log's columns an append writes, in the order ``appendingEvent(_:)`` takes their values.
     static let eventColumns = [
         "table_name", "root_table", "record_id", "operation", "fields", "user_name", "created_on", "values_after", "values_before",
@@ -58,6 +62,26 @@ enum StorageDialect: Sendable {
             return "SELECT docket_append_event(" + values.joined(", ") + ") AS seq"
         }
     }
+
+    /// An insert (`INSERT …`, with or without `RETURNING`) that also appends its record's event in the same
+    /// statement, one round trip fewer than the two apart: its rows are the insert's (`RETURNING`'s columns, or
+    /// none named) with the event's sequence as `docket_event_seq`. `event`: the values of ``eventColumns`` for
+    /// ``appendingEvent(_:)``, whose `values_after` may name the inserted row's columns (``insertedColumn(_:)``).
+    /// PostgreSQL only (nil on SQLite, where the append costs no round trip).
+    func insertAppendingEvent(_ insert: SQLFragment, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
+        switch self {
+        case .sqlite: return nil
+        case .postgres:
+            // The data-modifying WITH runs its insert before the outer query reads its row: the event is appended
+            // after the row, as when the two are apart.
+            return "WITH docket_inserted AS (" + insert + (returnsRows ? "" : " RETURNING 1 AS docket_inserted_row")
+                + ") SELECT docket_inserted.*, docket_append_event(" + event.joined(", ")
+                + ") AS docket_event_seq FROM docket_inserted"
+        }
+    }
+
+    /// A column of the row inserted by ``insertAppendingEvent(_:returnsRows:event:)``, in its `RETURNING`.
+    func insertedColumn(_ name: String) -> SQLFragment { "docket_inserted." + .identifier(name) }
 
     /// The PostgreSQL function behind ``appendingEvent(_:)``.
     static let appendEventFunction = """

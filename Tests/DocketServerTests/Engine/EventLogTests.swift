@@ -181,4 +181,100 @@ struct EventLogTests {
             #expect(sequences == Array((start + 1)...(start + 21)).map { Optional($0) })
         }
     }
+
+    @Test("an insert's event is the one the log keeps: its number, its fields, odd text and journal entries alike (on PostgreSQL the insert appends it itself)", .timeLimit(.minutes(2)))
+    func insertEventAsLogged() async throws {
+        try await TestApp.withStore { store in
+            let start = try await store.latestSequence()
+            // The events as the writes published them (not read back from the log).
+            let published = PublishedEvents()
+            store.broadcaster.add(observer: published)
+            let odd = "quote \" backslash \\ apostrophe ' newline \n tab \t ü 雪 🚀 {\"number\":\"x\"} $1"
+            let numbered = try await store.insert(
+                into: "incident", values: ["short_description": odd, "comments": "first \"comment\"", "impact": "1"], caller: Callers.admin
+            )
+            // Given its number: nothing is drawn.
+            let given = try await store.insert(
+                into: "incident", values: ["short_description": "given", "number": "INC9990001"], caller: Callers.admin
+            )
+            let live = published.events.withLock { $0 }.filter { $0.sequence > start }
+            let logged = try await store.events(after: start)
+            #expect(logged == live)
+            #expect(logged.map(\.sysID) == [numbered, given])
+            let row = try await store.get(numbered, in: "incident", caller: Callers.admin).record
+            #expect(logged.first?.values["number"] == row["number"])
+            #expect(row["number"].hasPrefix("INC"))
+            #expect(logged.first?.values["short_description"] == odd)
+            #expect(logged.first?.values["comments"] == "first \"comment\"")
+            #expect(logged.first?.fields.contains("number") == true)
+            #expect(logged.first?.fields.contains("comments") == true)
+            #expect(logged.last?.values["number"] == "INC9990001")
+            // A write that fails after its row was inserted (here its journal entry) leaves neither row nor event.
+            store.storage.faults.failNext { $0.hasPrefix("INSERT INTO sys_journal_field") }
+            await #expect(throws: (any Error).self) {
+                try await store.insert(
+                    into: "incident", values: ["short_description": "rolled back", "comments": "never"], caller: Callers.admin
+                )
+            }
+            let after = try await store.events(after: start)
+            #expect(after.count == 2)
+            let rolledBack = try await store.list(
+                RecordQuery(table: "incident", query: try EncodedQuery("short_description=rolled back"), count: true), caller: Callers.admin
+            )
+            #expect(rolledBack.records.isEmpty)
+        }
+    }
+
+    @Test("a follower waits live for numbers this process drew for writes still under way, and reads the log once one of them failed", .timeLimit(.minutes(2)))
+    func ownNumbersInFlight() async throws {
+        try await TestApp.withStore { store in
+            // SQLite: one connection writes, and draws nothing ahead of its commit.
+            guard store.storage.isShared else { return }
+            // Counts the reads of the log (each begins with the pruned mark), failing none.
+            let reads = Atomic<Int>(0)
+            store.storage.faults.failNext { sql in
+                if sql.contains("event_log_pruned_through") { reads.add(1, ordering: .sequentiallyConsistent) }
+                return false
+            }
+            func event(_ sequence: Int) -> ChangeEvent {
+                ChangeEvent(
+                    sequence: sequence, table: "incident", rootTable: "task", sysID: "follower\(sequence)", operation: .insert,
+                    fields: [], userName: "admin", time: "2026-12-02 08:00:00", values: [:], previous: [:]
+                )
+            }
+            let start = try await store.latestSequence()
+            let follower = store.subscribe(after: start)
+            var iterator = follower.makeAsyncIterator()
+            // The replay finds nothing after the start: one read.
+            // Three writes of this process commit in the reverse order of their numbers.
+            store.shared.drew(start + 1)
+            store.shared.drew(start + 2)
+            store.broadcaster.publish(event(start + 3))
+            store.broadcaster.publish(event(start + 2))
+            store.broadcaster.publish(event(start + 1))
+            #expect(try await iterator.next()?.sequence == start + 1)
+            #expect(try await iterator.next()?.sequence == start + 2)
+            #expect(try await iterator.next()?.sequence == start + 3)
+            #expect(reads.load(ordering: .sequentiallyConsistent) == 1)
+            // A write of this process that drew a number is under way: the follower waits for it without reading.
+            store.shared.drew(start + 4)
+            store.broadcaster.publish(event(start + 5))
+            let next = Task { [iterator] in
+                var iterator = iterator
+                return try await iterator.next()?.sequence
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(reads.load(ordering: .sequentiallyConsistent) == 1)
+            // It failed: the follower is woken, reads the log, finds the number was never committed, and goes on.
+            store.abandoned([start + 4])
+            #expect(try await next.value == start + 5)
+            #expect(reads.load(ordering: .sequentiallyConsistent) == 2)
+        }
+    }
+}
+
+/// Keeps every event the broadcaster publishes.
+private final class PublishedEvents: ChangeObserver {
+    let events = Mutex<[ChangeEvent]>([])
+    func observe(_ event: ChangeEvent) { events.withLock { $0.append(event) } }
 }
