@@ -52,9 +52,7 @@ extension RecordStore {
         func appending(_ insert: SQLFragment, returnsRows: Bool, drawsNumber: Bool) -> SQLFragment? {
             guard let event = folded, drawsNumber || numbering == nil else { return nil }
             let json = Self.json(event.values)
-            let after: SQLFragment = !drawsNumber ? .bind(json)
-                : "('{\"number\":' || to_json(" + db.dialect.insertedColumn("number") + "::text)::text || "
-                    + .bind(json == "{}" ? "}" : "," + json.dropFirst()) + ")"
+            let after: SQLFragment = drawsNumber ? db.dialect.withInsertedNumber(json) : .bind(json)
             return db.dialect.insertAppendingEvent(insert, returnsRows: returnsRows, event: Self.eventValues(of: event, after: after))
         }
         /// Numbers the event from the statement's row (nil when the statement did not append it).

@@ -66,7 +66,7 @@ enum StorageDialect: Sendable {
     /// An insert (`INSERT …`, with or without `RETURNING`) that also appends its record's event in the same
     /// statement, one round trip fewer than the two apart: its rows are the insert's (`RETURNING`'s columns, or
     /// none named) with the event's sequence as `docket_event_seq`. `event`: the values of ``eventColumns`` for
-    /// ``appendingEvent(_:)``, whose `values_after` may name the inserted row's columns (``insertedColumn(_:)``).
+    /// ``appendingEvent(_:)``, whose `values_after` may take the inserted row's number (``withInsertedNumber(_:)``).
     /// PostgreSQL only (nil on SQLite, where the append costs no round trip).
     func insertAppendingEvent(_ insert: SQLFragment, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
         switch self {
@@ -80,8 +80,12 @@ enum StorageDialect: Sendable {
         }
     }
 
-    /// A column of the row inserted by ``insertAppendingEvent(_:returnsRows:event:)``, in its `RETURNING`.
-    func insertedColumn(_ name: String) -> SQLFragment { "docket_inserted." + .identifier(name) }
+    /// The JSON object `json` (text, bound) with the `number` the statement of
+    /// ``insertAppendingEvent(_:returnsRows:event:)`` drew added first: its `values_after`.
+    func withInsertedNumber(_ json: String) -> SQLFragment {
+        "('{\"number\":' || to_json(docket_inserted." + .identifier("number") + "::text)::text || "
+            + .bind(json == "{}" ? "}" : "," + json.dropFirst()) + ")"
+    }
 
     /// The PostgreSQL function behind ``appendingEvent(_:)``.
     static let appendEventFunction = """
