@@ -19,6 +19,8 @@ final class SharedChanges: Sendable {
         /// has nothing to find there. Counted only for ``ownWindow``: one left behind by a path that never
         /// settles it may delay publishing what is below it by that long, and never loses an event.
         var own: [Int: ContinuousClock.Instant] = [:]
+        /// The highest head of the log a caller of ``behind(_:)`` has seen.
+        var newest = 0
     }
 
     /// How long a number this process drew counts as its own to publish (``drew(_:)``): far beyond any write's
@@ -30,9 +32,13 @@ final class SharedChanges: Sendable {
     }
 
     private let state = Mutex(State())
-    private let reading = AsyncLock()
     /// Reads of the log's head, shared by requests that arrive together.
-    let head = SharedRead()
+    let head = SharedRead<Int>()
+    /// Reads of the log itself (``RecordStore/catchUp()``), one at a time, each shared by every caller that asked
+    /// for one while the one before it ran.
+    let log = SharedRead<Void>()
+    /// How many times ``RecordStore/catchUp()`` read the log (for tests).
+    let logReads = Atomic<Int>(0)
 
     /// Starts following at `sequence` (the log's settled head when the engine opened).
     func start(at sequence: Int) { state.withLock { $0.applied = sequence } }
@@ -80,6 +86,9 @@ final class SharedChanges: Sendable {
         }
     }
 
+    /// ``behind(_:)`` with the highest head any caller has seen.
+    fileprivate var behindSeen: Bool { behind(state.withLock { $0.newest }) }
+
     fileprivate var current: Int { state.withLock { $0.applied ?? 0 } }
 
     /// Whether the log needs reading with `newest` its head: a number after what was published (up to `newest` or
@@ -91,6 +100,7 @@ final class SharedChanges: Sendable {
     /// ``RecordStore/writeEvents(scope:_:)``, or longer than ``ownWindow`` ago, is not counted as this process's.
     func behind(_ newest: Int) -> Bool {
         state.withLock { state in
+            state.newest = max(state.newest, newest)
             let applied = state.applied ?? 0
             let upper = max(newest, state.above.max() ?? applied)
             guard upper > applied else { return false }
@@ -122,10 +132,6 @@ final class SharedChanges: Sendable {
     /// The last sequence published here with nothing missing before it, or nil where only this process writes
     /// (it publishes each commit itself).
     var publishedUpTo: Int? { state.withLock { $0.applied } }
-
-    fileprivate func exclusively<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        try await reading.withLock(body)
-    }
 }
 
 /// The event numbers one write of this process drew, over all the runs of its transaction (``RecordStore/writeEvents(scope:_:)``).
@@ -178,14 +184,19 @@ extension RecordStore {
     ///
     /// Events above a number still in flight are published too (followers read what they miss from the log, and
     /// wait there for the number in flight); the mark stays below that number until it commits or can no longer.
+    ///
+    /// The read of the log is shared (``SharedChanges/log``): a caller waits for one that started after it asked,
+    /// whose snapshot therefore holds every commit answered before the call. Callers that found the log ahead while
+    /// a read ran share the next one: under writes on several instances, where a number of another's is nearly
+    /// always in flight, the log is read once per read's length rather than once per request.
     func catchUp() async throws {
         guard shared.isFollowing else { return }
         let newest = try await shared.head.value { try await self.newestSequence() }
         guard shared.behind(newest) else { return }
-        try await shared.exclusively {
-            // Requests that found the log ahead together read it one after another: what the one before read may
-            // have covered this one's head already.
-            guard self.shared.behind(newest) else { return }
+        try await shared.log.value {
+            // What the read before this one published may have covered every head seen so far.
+            guard self.shared.behindSeen else { return }
+            self.shared.logReads.add(1, ordering: .relaxed)
             var cursor = self.shared.current
             var waiting = false
             while true {
@@ -213,17 +224,17 @@ extension RecordStore {
 /// One read shared by every caller that asked for it before it started: a caller never gets a value read
 /// before it asked (it would miss a commit answered just before), and concurrent callers cost one read between
 /// them. While a read runs, new callers queue for the next one, which starts when it ends.
-final class SharedRead: Sendable {
+final class SharedRead<Value: Sendable>: Sendable {
     private struct State {
-        var running: (id: Int, task: Task<Int, any Error>)?
-        var queued: (id: Int, task: Task<Int, any Error>)?
+        var running: (id: Int, task: Task<Value, any Error>)?
+        var queued: (id: Int, task: Task<Value, any Error>)?
         var nextID = 0
     }
 
     private let state = Mutex(State())
 
-    func value(_ read: @escaping @Sendable () async throws -> Int) async throws -> Int {
-        let task = state.withLock { state -> Task<Int, any Error> in
+    func value(_ read: @escaping @Sendable () async throws -> Value) async throws -> Value {
+        let task = state.withLock { state -> Task<Value, any Error> in
             if let queued = state.queued { return queued.task }
             let id = state.nextID
             state.nextID += 1

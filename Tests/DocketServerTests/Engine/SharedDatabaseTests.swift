@@ -175,6 +175,55 @@ struct SharedDatabaseTests {
         }
     }
 
+    @Test(
+        "catch-ups that find another instance's number in flight share reads of the log, and each sees every commit made before it asked",
+        .timeLimit(.minutes(2))
+    )
+    func catchUpsShareReads() async throws {
+        try await Self.withTwoInstances { a, b in
+            let published = Published()
+            a.broadcaster.add(observer: published)
+            let incident = try b.table("incident")
+            let drawn = Box<Int>()
+            let release = Box<Bool>()
+            // A write of B holds its event's number, uncommitted, until released: A finds the log ahead of what it
+            // published at every catch-up meanwhile.
+            let inFlight = Task {
+                try await b.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
+                    let event = try await b.appendEvent(
+                        table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
+                        caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
+                    )
+                    drawn.set(event.sequence)
+                    _ = try await release.wait()
+                    return [event]
+                }
+            }
+            let held = try await drawn.wait()
+            let first = try await b.insert(into: "incident", values: ["short_description": "first from B"], caller: Callers.admin)
+            let reads = a.shared.logReads.load(ordering: .relaxed)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<16 { group.addTask { try await a.catchUp() } }
+                try await group.waitForAll()
+            }
+            #expect(published.all.contains { $0.sysID == first })
+            // Sixteen callers, one read running and one queued behind it (and whatever B's notification adds):
+            // before reads were shared, each caller read the log itself, B's number in flight keeping it ahead.
+            #expect(a.shared.logReads.load(ordering: .relaxed) - reads <= 4)
+            #expect(a.shared.behind(held))
+            // A commit made after the reads above is seen by the next catch-up: its read started after it asked.
+            let second = try await b.insert(into: "incident", values: ["short_description": "second from B"], caller: Callers.admin)
+            try await a.catchUp()
+            #expect(published.all.contains { $0.sysID == second })
+            release.set(true)
+            for event in try await inFlight.value { b.notify(event) }
+            let newest = try await b.newestSequence()
+            try await a.catchUp()
+            #expect(try #require(a.shared.publishedUpTo) >= newest)
+            #expect(published.all.contains { $0.sequence == held })
+        }
+    }
+
     @Test("the number of a write that failed on this instance is read from the log again", .timeLimit(.minutes(2)))
     func ownWriteFailed() async throws {
         try await Self.withTwoInstances { a, _ in

@@ -20,7 +20,7 @@ struct SharedReadTests {
     @Test("fifty callers at once cost a few reads, not fifty")
     func coalesces() async throws {
         let source = Source()
-        let shared = SharedRead()
+        let shared = SharedRead<Int>()
         let values = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<50 { group.addTask { try await shared.value { try await source.read() } } }
             return try await group.reduce(into: [Int]()) { $0.append($1) }
@@ -32,7 +32,7 @@ struct SharedReadTests {
     @Test("a caller that asks while a read runs gets the next read, never the running one")
     func neverStale() async throws {
         let source = Source()
-        let shared = SharedRead()
+        let shared = SharedRead<Int>()
         let first = Task { try await shared.value { try await source.read() } }
         // Wait until the first read has started, then ask.
         while source.reads.load(ordering: .relaxed) == 0 { await Task.yield() }
