@@ -26,7 +26,9 @@ struct SharedChangesService: Service {
 
 /// Brings the engine up to date with other instances' commits before a request is answered (see
 /// ``RecordStore/catchUp()``): on a shared database, one indexed `MAX(seq)` read (``SharedRead``, shared by the
-/// requests that arrive while the previous one runs; ``PostgresStorage/latestEventSequence()``), nothing otherwise.
+/// requests that arrive while the previous one runs; ``PostgresStorage/latestEventSequence()``) and, when another
+/// instance committed since, a read of the log shared the same way (at most ``SharedChanges/readLimit``); nothing
+/// on a database only this process writes.
 struct SharedChangesResponder: HTTPResponder {
     typealias Context = DocketRequestContext
     let store: RecordStore

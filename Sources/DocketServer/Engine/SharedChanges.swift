@@ -37,6 +37,8 @@ final class SharedChanges: Sendable {
     /// Reads of the log itself (``RecordStore/catchUp()``), one at a time, each shared by every caller that asked
     /// for one while the one before it ran.
     let log = SharedRead<Void>()
+    /// How long ``RecordStore/catchUp()`` waits for a read of the log: as long as for a connection of the pool.
+    static let readLimit = Duration.seconds(4)
     /// How many times ``RecordStore/catchUp()`` read the log (for tests).
     let logReads = Atomic<Int>(0)
 
@@ -193,30 +195,40 @@ extension RecordStore {
         guard shared.isFollowing else { return }
         let newest = try await shared.head.value { try await self.newestSequence() }
         guard shared.behind(newest) else { return }
-        try await shared.log.value {
-            // What the read before this one published may have covered every head seen so far.
-            guard self.shared.behindSeen else { return }
-            self.shared.logReads.add(1, ordering: .relaxed)
-            var cursor = self.shared.current
-            var waiting = false
-            while true {
-                let page = try await self.eventPage(after: cursor, limit: 1_000, stoppingAtGaps: false)
-                let fresh = page.events.filter { !self.shared.wasPublished($0.sequence) }
-                if fresh.contains(where: { SchemaCatalog.sourceTables.contains($0.table) }) {
-                    try await self.reloadCatalog()
-                }
-                // Events this process wrote itself may come again: observers forget idempotently and followers
-                // skip sequences they passed.
-                for event in fresh { self.broadcaster.publish(event) }
-                if !waiting {
-                    self.shared.advance(published: fresh.map(\.sequence), through: page.settledThrough)
-                    waiting = page.waiting
-                } else {
-                    self.shared.advance(published: fresh.map(\.sequence), through: 0)
-                }
-                guard page.events.count == 1_000, let last = page.events.last else { break }
-                cursor = last.sequence
+        // Bounded as the head's read is: a read that does not end holds up every request waiting for it. The read
+        // itself goes on for those that come later; it must never call catchUp() (it would wait for itself).
+        let read: Void? = try await bounded(SharedChanges.readLimit) {
+            try await self.shared.log.value { try await self.readOthersCommits() }
+        }
+        guard read != nil else {
+            throw StorageUnavailable(reason: "the event log was not read within \(SharedChanges.readLimit)")
+        }
+    }
+
+    /// The read behind ``catchUp()``, one at a time (``SharedChanges/log``).
+    private func readOthersCommits() async throws {
+        // What the read before this one published may have covered every head seen so far.
+        guard shared.behindSeen else { return }
+        shared.logReads.add(1, ordering: .relaxed)
+        var cursor = shared.current
+        var waiting = false
+        while true {
+            let page = try await eventPage(after: cursor, limit: 1_000, stoppingAtGaps: false)
+            let fresh = page.events.filter { !shared.wasPublished($0.sequence) }
+            if fresh.contains(where: { SchemaCatalog.sourceTables.contains($0.table) }) {
+                try await reloadCatalog()
             }
+            // Events this process wrote itself may come again: observers forget idempotently and followers
+            // skip sequences they passed.
+            for event in fresh { broadcaster.publish(event) }
+            if !waiting {
+                shared.advance(published: fresh.map(\.sequence), through: page.settledThrough)
+                waiting = page.waiting
+            } else {
+                shared.advance(published: fresh.map(\.sequence), through: 0)
+            }
+            guard page.events.count == 1_000, let last = page.events.last else { break }
+            cursor = last.sequence
         }
     }
 }
