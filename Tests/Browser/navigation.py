@@ -37,6 +37,9 @@ import web_ui
 from web_ui import PAGE_CHANGES
 
 PAGE_BUDGET_S = 2.0
+# The first page of a tab also pays for the browser's first connection (over https its TLS and HTTP/2 set-up) and
+# the server's first requests: on a loaded two-core machine that alone has taken over 2 s.
+FIRST_PAGE_BUDGET_S = 5.0
 
 
 def make_certificates(folder):
@@ -132,8 +135,9 @@ class Tab:
         if self.js("return !!window.__docketMarker"):
             self.restored += 1
         self.timings.append((what, elapsed))
-        if elapsed > PAGE_BUDGET_S:
-            sys.exit(f"page {len(self.timings)} ({what}) took {elapsed:.2f} s, over {PAGE_BUDGET_S} s")
+        budget = FIRST_PAGE_BUDGET_S if len(self.timings) == 1 else PAGE_BUDGET_S
+        if elapsed > budget:
+            sys.exit(f"page {len(self.timings)} ({what}) took {elapsed:.2f} s, over {budget} s")
         self.mark()
         return elapsed
 
