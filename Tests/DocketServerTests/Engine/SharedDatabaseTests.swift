@@ -135,6 +135,28 @@ struct SharedDatabaseTests {
         }
     }
 
+    /// Starts a write on `store` that draws an event number and holds it, uncommitted, until `release` is set;
+    /// returns once the number is drawn. The task's value: the write's event, to publish (``RecordStore/notify(_:)``).
+    static func holdNumber(
+        on store: RecordStore
+    ) async throws -> (number: Int, release: Box<Bool>, write: Task<[ChangeEvent], any Error>) {
+        let incident = try store.table("incident")
+        let drawn = Box<Int>()
+        let release = Box<Bool>()
+        let write = Task {
+            try await store.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
+                let event = try await store.appendEvent(
+                    table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
+                    caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
+                )
+                drawn.set(event.sequence)
+                _ = try await release.wait()
+                return [event]
+            }
+        }
+        return (try await drawn.wait(), release, write)
+    }
+
     @Test(
         "a catch-up passes over this instance's own writes in flight, never over another instance's commits",
         .timeLimit(.minutes(2))
@@ -143,22 +165,8 @@ struct SharedDatabaseTests {
         try await Self.withTwoInstances { a, b in
             let published = Published()
             a.broadcaster.add(observer: published)
-            let incident = try a.table("incident")
-            let drawn = Box<Int>()
-            let release = Box<Bool>()
             // A write of A holds its event's number, uncommitted, until released.
-            let inFlight = Task {
-                try await a.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
-                    let event = try await a.appendEvent(
-                        table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
-                        caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
-                    )
-                    drawn.set(event.sequence)
-                    _ = try await release.wait()
-                    return [event]
-                }
-            }
-            let own = try await drawn.wait()
+            let (own, release, inFlight) = try await Self.holdNumber(on: a)
             // Only A's own number is after what A published: nothing to read.
             #expect(!a.shared.behind(own))
             let id = try await b.insert(into: "incident", values: ["short_description": "from B"], caller: Callers.admin)
@@ -176,30 +184,16 @@ struct SharedDatabaseTests {
     }
 
     @Test(
-        "catch-ups that find another instance's number in flight share reads of the log, and each sees every commit made before it asked",
+        "catch-ups that find another instance's number in flight share reads of the log, and publish its commits made before and after them",
         .timeLimit(.minutes(2))
     )
     func catchUpsShareReads() async throws {
         try await Self.withTwoInstances { a, b in
             let published = Published()
             a.broadcaster.add(observer: published)
-            let incident = try b.table("incident")
-            let drawn = Box<Int>()
-            let release = Box<Bool>()
             // A write of B holds its event's number, uncommitted, until released: A finds the log ahead of what it
             // published at every catch-up meanwhile.
-            let inFlight = Task {
-                try await b.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
-                    let event = try await b.appendEvent(
-                        table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
-                        caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
-                    )
-                    drawn.set(event.sequence)
-                    _ = try await release.wait()
-                    return [event]
-                }
-            }
-            let held = try await drawn.wait()
+            let (held, release, inFlight) = try await Self.holdNumber(on: b)
             let first = try await b.insert(into: "incident", values: ["short_description": "first from B"], caller: Callers.admin)
             let reads = a.shared.logReads.load(ordering: .relaxed)
             try await withThrowingTaskGroup(of: Void.self) { group in
