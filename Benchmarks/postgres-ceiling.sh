@@ -71,7 +71,9 @@ for line in open(sys.argv[1]):
     if m and current is not None:
         current[1] = {int(n): v for n, v in re.findall(r"\$(\d+) = ('(?:[^']|'')*'|NULL)", m.group(1))}
 texts = [re.sub(r"\$(\d+)\b", lambda m: values[int(m.group(1))], text) for text, values in statements]
-inserted = next(t for t in texts if t.startswith("INSERT INTO") and "nextval(" in t)
+# The insert that draws the number: on its own, or inside the statement that also appends the event (since
+# 2026-12-02: `WITH docket_inserted AS (INSERT …) SELECT …, docket_append_event(…)`, run without BEGIN and COMMIT).
+inserted = next(t for t in texts if "INSERT INTO" in t and "nextval(" in t)
 sys_id = re.search(r"'([0-9a-f]{32})'", inserted[inserted.index("VALUES"):]).group(0)
 out = []
 for text in texts:

@@ -21,9 +21,12 @@ extension RecordStore {
     /// `event`: the record's insert event, appended by the insert's own statement where the storage can
     /// (``StorageDialect/insertAppendingEvent(_:returnsRows:event:)``) and then returned numbered; nil when the
     /// caller is to append it (``appendEvent(table:sysID:operation:fields:values:previous:caller:now:db:)``).
+    /// `endsWrite`: the caller runs no statement after this one and nothing of its own that can fail: when the
+    /// insert also appends the event and gives the answer, it is run as the transaction's last statement
+    /// (``SQLExecutor/lastRows(_:)``).
     func insertRow(
         into table: SchemaCatalog.Table, values: inout [String: String], db: SQLExecutor, answer: CommittedRow.Answer? = nil,
-        event: InsertEvent? = nil
+        event: InsertEvent? = nil, endsWrite: Bool = false
     ) async throws -> (fields: [FieldDefinition], event: ChangeEvent?) {
         let numbering = table.field("number") != nil && values["number", default: ""].isEmpty ? numberOwner(of: table) : nil
         func columns(_ fields: [FieldDefinition]) -> [SQLFragment] { fields.map { .identifier($0.name) } }
@@ -66,6 +69,12 @@ extension RecordStore {
             drew(sequence)
             return event
         }
+        /// Runs the insert; as the write's last statement (``SQLExecutor/lastRows(_:)``) when the caller says that
+        /// nothing follows it (`endsWrite`), the statement appends the event (`appends`), and the answer, if one is
+        /// asked for, comes from the insert.
+        func run(_ statement: SQLFragment, last appends: Bool) async throws -> [ResultRow] {
+            endsWrite && appends && (answer == nil || returning != nil) ? try await db.lastRows(statement) : try await db.rows(statement)
+        }
         guard let numbering, let insert = db.dialect.insertTakingNumber(
             into: table.physicalTable, columns: columns(given), values: row(given),
             sequence: NumberSequences.name(of: numbering.table), prefix: numbering.prefix, digits: numbering.digits,
@@ -78,12 +87,12 @@ extension RecordStore {
                 + ") VALUES (" + row(stored).joined(", ") + ")"
             if let returning { statement += " RETURNING " + returning.columns }
             let folding = appending(statement, returnsRows: returning != nil, drawsNumber: false)
-            let rows = try await db.rows(folding ?? statement)
+            let rows = try await run(folding ?? statement, last: folding != nil)
             if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
             return (stored, try numbered(rows, appended: folding != nil))
         }
         let folding = appending(insert, returnsRows: true, drawsNumber: true)
-        let rows = try await db.rows(folding ?? insert)
+        let rows = try await run(folding ?? insert, last: folding != nil)
         guard let taken = try rows.first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
             throw NumberCounterMissing(table: numbering.table)
         }

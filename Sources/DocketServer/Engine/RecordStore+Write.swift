@@ -109,14 +109,26 @@ extension RecordStore {
             // The event is appended by the insert itself where the storage can (one round trip fewer), when nothing
             // below changes the row (as for `fromInsert`, whatever the answer's plan).
             let foldsEvent = within == nil && !SchemaAdministration.tables.contains(table.name)
+            // Create rules with conditions are judged on the row as it would be committed (below); worked out here,
+            // so that the insert knows whether anything may follow it.
+            let verdict = caller.isAdmin ? AccessVerdict.allowed : try self.accessVerdict(
+                .create, on: table, sysID: sysID, fields: Set(prepared.values.keys), caller: caller, dialect: db.dialect
+            )
+            var allowedAlready = false
+            if case .allowed = verdict { allowedAlready = true }
+            // Nothing below runs a statement or can fail: the insert may be the transaction's last statement (and,
+            // when nothing ran before it, run on its own: ``SQLExecutor/lastRows(_:)``).
+            let endsWrite = foldsEvent && allowedAlready && prepared.journals.isEmpty && run == nil
+                && (answer == nil || fromInsert)
             let (stored, folded) = try await self.insertRow(
                 into: table, values: &values, db: db, answer: fromInsert ? answer : nil,
-                event: foldsEvent ? InsertEvent(journals: prepared.journals, caller: caller, now: now) : nil
+                event: foldsEvent ? InsertEvent(journals: prepared.journals, caller: caller, now: now) : nil,
+                endsWrite: endsWrite
             )
-            // Create rules with conditions are judged on the row as it would be committed (an attachment is only
-            // created on a record the caller may change); a refusal rolls the insert back.
+            // A refusal rolls the insert back (an attachment is only created on a record the caller may change).
             try await self.checkAccess(
-                .create, on: table, sysID: sysID, fields: Set(prepared.values.keys), caller: caller, db: db
+                .create, on: table, sysID: sysID, fields: Set(prepared.values.keys), caller: caller, db: db,
+                verdict: verdict
             )
             try await self.appendJournals(prepared.journals, to: sysID, table: table, caller: caller, now: now, db: db)
             if SchemaAdministration.tables.contains(table.name) {
@@ -481,17 +493,25 @@ extension RecordStore {
         )
     }
 
-    /// Throws unless a rule lets the caller `operation` this record, changing only `fields`.
+    /// Throws unless a rule lets the caller `operation` this record, changing only `fields`. `verdict`: the rules'
+    /// verdict (``accessVerdict(_:on:sysID:fields:caller:dialect:)``) when the caller worked it out already.
     func checkAccess(
         _ operation: AccessOperation, on table: SchemaCatalog.Table, sysID: String, fields: Set<String>,
-        caller: Caller, db: SQLExecutor
+        caller: Caller, db: SQLExecutor, verdict: AccessVerdict? = nil
     ) async throws {
         if caller.isAdmin { return }
         // Traced as `access.check`; a refusal is an answer, not a failure of the span.
         let allowed = try await Traces.span("access.check") { span in
             span?.attributes["docket.access.operation"] = operation.rawValue
             span?.attributes["docket.table"] = table.name
-            let allowed = try await self.allows(operation, on: table, sysID: sysID, fields: fields, caller: caller, db: db)
+            let allowed: Bool
+            switch try verdict ?? self.accessVerdict(
+                operation, on: table, sysID: sysID, fields: fields, caller: caller, dialect: db.dialect
+            ) {
+            case .allowed: allowed = true
+            case .refused: allowed = false
+            case .query(let query): allowed = try await db.integer(query) != 0
+            }
             span?.attributes["docket.access.allowed"] = allowed
             return allowed
         }
@@ -507,24 +527,32 @@ extension RecordStore {
         }
     }
 
-    private func allows(
+    /// What the rules say about the caller doing `operation` to a record, changing only `fields`: allowed or refused
+    /// whatever the record holds, or as a count of the record among those the rules' conditions let through.
+    enum AccessVerdict: Sendable {
+        case allowed
+        case refused
+        case query(SQLFragment)
+    }
+
+    /// The rules' verdict on a caller who is not an administrator (``AccessVerdict``); runs no statement.
+    func accessVerdict(
         _ operation: AccessOperation, on table: SchemaCatalog.Table, sysID: String, fields: Set<String>,
-        caller: Caller, db: SQLExecutor
-    ) async throws -> Bool {
+        caller: Caller, dialect: StorageDialect
+    ) throws -> AccessVerdict {
         let rules = policy.rules(for: operation, on: table, caller: caller).filter { rule in
             rule.writableFields.map { fields.isSubset(of: $0) } ?? true
         }
-        guard !rules.isEmpty else { return false }
+        guard !rules.isEmpty else { return .refused }
         var compiler = QueryCompiler(
-            catalog: catalog, policy: AccessPolicy(rules: rules), dialect: db.dialect, caller: caller, table: table,
+            catalog: catalog, policy: AccessPolicy(rules: rules), dialect: dialect, caller: caller, table: table,
             parentPolicy: policy
         )
-        guard let filter = try compiler.accessFilter(operation) else { return true }
-        let matches = try await db.integer(
+        guard let filter = try compiler.accessFilter(operation) else { return .allowed }
+        return .query(
             "SELECT COUNT(*) FROM " + compiler.from + " WHERE " + compiler.column("sys_id") + " = " + .bind(sysID)
                 + " AND " + filter
         )
-        return matches != 0
     }
 
     private func appendJournals(

@@ -114,14 +114,22 @@ private struct MeasuredRunner: SQLRunner {
     let traced: (any Tracer, ServiceContext)?
 
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        try await measure(sql) { try await base.rows(sql) }
+    }
+
+    func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        try await measure(sql) { try await base.lastRows(sql) }
+    }
+
+    private func measure(_ sql: SQLFragment, _ run: () async throws -> [ResultRow]) async throws -> [ResultRow] {
         let start = ContinuousClock.now
         defer { metrics.statement(kind, took: ContinuousClock.now - start) }
-        guard let (tracer, parent) = traced else { return try await base.rows(sql) }
+        guard let (tracer, parent) = traced else { return try await run() }
         let span = tracer.startSpan("db.statement", context: parent, ofKind: .client)
         span.attributes["db.query.text"] = sql.tracedText()
         defer { span.end() }
         do {
-            let rows = try await base.rows(sql)
+            let rows = try await run()
             span.attributes["db.response.returned_rows"] = Int64(rows.count)
             return rows
         } catch {

@@ -61,6 +61,13 @@ extension Storage {
 /// Executes serialised statements on one connection of some driver.
 protocol SQLRunner: Sendable {
     func rows(_ sql: SQLFragment) async throws -> [ResultRow]
+    /// Runs `sql` as the last statement of the transaction it is in (``SQLExecutor/lastRows(_:)``): a runner whose
+    /// transaction has not begun yet may run it on its own, which commits it (``DeferredTransaction``).
+    func lastRows(_ sql: SQLFragment) async throws -> [ResultRow]
+}
+
+extension SQLRunner {
+    func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] { try await rows(sql) }
 }
 
 /// A connection and its dialect, handed to engine code for the span of one read or one transaction.
@@ -74,20 +81,32 @@ struct SQLExecutor: Sendable {
     /// Runs a statement that returns no rows.
     func run(_ sql: SQLFragment) async throws { _ = try await runner.rows(sql) }
 
+    /// Runs a statement and returns its rows, telling the storage that the transaction runs no statement after it
+    /// (the caller has checked that nothing after it can fail or run SQL): where it is also the transaction's
+    /// first, it runs on its own, without `BEGIN` and `COMMIT` (``DeferredTransaction``), and has committed when
+    /// it returns. Elsewhere the same as ``rows(_:)``.
+    func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] { try await runner.lastRows(sql) }
+
     /// Runs `body` in a transaction on this connection: `dialect.beginTransaction`, then the statements of
     /// `first` (a lock to take), then `body`; committed when it returns, rolled back when anything throws. When
     /// the rollback fails too, ``RollbackFailed`` says so: the connection may still be inside the transaction
     /// (holding its locks) and must not be used again.
+    ///
+    /// With nothing to run `first`, the transaction begins with the body's first statement
+    /// (``DeferredTransaction``): a body that runs none costs no round trip, and one whose only statement is run
+    /// with ``lastRows(_:)`` runs it on its own, one round trip instead of three.
     func transaction<T: Sendable>(
         first: [SQLFragment] = [], _ body: @Sendable (SQLExecutor) async throws -> T
     ) async throws -> T {
-        try await run(SQLFragment(dialect.beginTransaction))
+        let deferred = DeferredTransaction(base: runner, begin: SQLFragment(dialect.beginTransaction))
+        if !first.isEmpty { try await deferred.begin() }
         do {
             for statement in first { try await run(statement) }
-            let result = try await body(self)
-            try await run("COMMIT")
+            let result = try await body(SQLExecutor(runner: deferred, dialect: dialect))
+            if deferred.isOpen { try await run("COMMIT") }
             return result
         } catch let failure {
+            guard deferred.isOpen else { throw failure }
             do {
                 try await run("ROLLBACK")
             } catch {
@@ -101,6 +120,66 @@ struct SQLExecutor: Sendable {
     func integer(_ sql: SQLFragment) async throws -> Int {
         try await rows(sql).first?.first.intValue ?? 0
     }
+}
+
+/// A transaction that begins with its first statement (``SQLExecutor/transaction(first:_:)``). Its body runs its
+/// statements one after another on one connection. `BEGIN` goes before the first of them, unless that one is run
+/// as the transaction's last (``SQLExecutor/lastRows(_:)``): then it runs on its own, which commits it, and the
+/// transaction is over.
+final class DeferredTransaction: SQLRunner {
+    private enum Phase {
+        /// Nothing run yet: no `BEGIN` sent.
+        case waiting
+        /// `BEGIN` sent: the transaction ends with `COMMIT` or `ROLLBACK`.
+        case open
+        /// Its only statement ran on its own: committed if it succeeded, nothing done if it failed.
+        case over
+    }
+
+    private let base: any SQLRunner
+    private let beginStatement: SQLFragment
+    private let phase = Mutex(Phase.waiting)
+
+    init(base: any SQLRunner, begin: SQLFragment) {
+        self.base = base
+        self.beginStatement = begin
+    }
+
+    /// Whether `BEGIN` was sent: the transaction must end with `COMMIT` or `ROLLBACK`.
+    var isOpen: Bool { phase.withLock { $0 == .open } }
+
+    /// Sends `BEGIN` unless it was sent.
+    func begin() async throws {
+        switch phase.withLock({ $0 }) {
+        case .waiting:
+            _ = try await base.rows(beginStatement)
+            phase.withLock { $0 = .open }
+        case .open:
+            break
+        case .over:
+            throw StatementAfterLast()
+        }
+    }
+
+    func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        try await begin()
+        return try await base.rows(sql)
+    }
+
+    func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] {
+        let alone = phase.withLock { phase in
+            guard phase == .waiting else { return false }
+            phase = .over
+            return true
+        }
+        return try await alone ? base.rows(sql) : rows(sql)
+    }
+}
+
+/// A statement came after the one its transaction ran as its last (``SQLExecutor/lastRows(_:)``), which had
+/// committed on its own: a fault of the engine's code, never of a request.
+struct StatementAfterLast: Error, CustomStringConvertible {
+    var description: String { "A statement came after the one run as its transaction's last" }
 }
 
 /// Runs `body` to its end even when the calling task is cancelled: a transaction that began must commit or roll
@@ -220,6 +299,7 @@ struct StorageUnavailable: Error, CustomStringConvertible, Sendable {
 final class StatementFaults: Sendable {
     private let armed = Atomic<Bool>(false)
     private let planned = Mutex<[(matches: @Sendable (String) -> Bool, error: (any Error)?)]>([])
+    private let observers = Mutex<[@Sendable (String) -> Void]>([])
 
     /// Fails the next statement whose SQL text (without its bound values) satisfies `matches`, once, as an
     /// unreachable database would, or with `error` when given (a statement the database refused).
@@ -228,13 +308,21 @@ final class StatementFaults: Sendable {
         armed.store(true, ordering: .sequentiallyConsistent)
     }
 
+    /// Hands the SQL text of every statement the storage runs from now on to `seen` (tests that count a write's
+    /// statements), before it runs.
+    func observe(_ seen: @escaping @Sendable (String) -> Void) {
+        observers.withLock { $0.append(seen) }
+        armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
     func check(_ sql: SQLFragment) throws {
         guard armed.load(ordering: .relaxed) else { return }
         let text = sql.rawText
+        for seen in observers.withLock({ $0 }) { seen(text) }
         let hit = planned.withLock { planned -> (any Error)?? in
             guard let index = planned.firstIndex(where: { $0.matches(text) }) else { return .none }
             let error = planned.remove(at: index).error
-            if planned.isEmpty { armed.store(false, ordering: .sequentiallyConsistent) }
+            if planned.isEmpty, observers.withLock({ $0.isEmpty }) { armed.store(false, ordering: .sequentiallyConsistent) }
             return .some(error)
         }
         guard case .some(let error) = hit else { return }

@@ -210,10 +210,20 @@ struct OutageTests {
                 try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"during"}"#), "create"
             )
             faulty.setDown(false)
-            // The commit itself fails: the write is rolled back and reported as not done.
+            // The commit itself fails: the write is rolled back and reported as not done. (With a comment, the
+            // create is two statements, so also on PostgreSQL it commits with COMMIT.)
             faulty.failNext { $0 == "COMMIT" }
             Self.expectUnavailable(
-                try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"at commit"}"#), "commit"
+                try await client.send(
+                    .post, "/api/now/table/incident", json: #"{"short_description":"at commit","comments":"noted"}"#
+                ),
+                "commit"
+            )
+            #expect(try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount] == before)
+            // The insert fails: on PostgreSQL a plain create is that one statement, run on its own (no COMMIT).
+            faulty.failNext { $0.hasPrefix("WITH docket_inserted") || $0.hasPrefix("INSERT INTO  (") }
+            Self.expectUnavailable(
+                try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"at insert"}"#), "insert"
             )
             #expect(try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount] == before)
             let done = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"after"}"#)
@@ -228,7 +238,8 @@ struct OutageTests {
             faulty.failNext { $0 == "COMMIT" }
             faulty.failNext { $0 == "ROLLBACK" }
             Self.expectUnavailable(
-                try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"lost"}"#), "commit"
+                try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"lost","comments":"noted"}"#),
+                "commit"
             )
             let done = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"after"}"#)
             #expect(done.status == .created)

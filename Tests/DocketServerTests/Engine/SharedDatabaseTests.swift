@@ -283,6 +283,62 @@ struct SharedDatabaseTests {
         }
     }
 
+    @Test("a create that its insert does whole runs that one statement alone, seen at once by the other instance; one with more to do runs in a transaction")
+    func loneInsert() async throws {
+        try await Self.withTwoInstances { a, b in
+            let incident = try a.table("incident")
+            let seen = Mutex<[String]>([])
+            a.storage.faults.observe { text in seen.withLock { $0.append(text) } }
+            // The statements of one write (not the reads of the log's head before it).
+            func statements(_ write: () async throws -> String) async throws -> (id: String, statements: [String]) {
+                seen.withLock { $0 = [] }
+                let id = try await write()
+                return (id, seen.withLock { $0 }.filter { $0 != StorageDialect.newestEventSequenceSQL })
+            }
+            // The first write of a process does once what later ones need (the table's number sequence).
+            _ = try await a.insert(into: "incident", values: ["short_description": "first"], caller: Callers.admin)
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            let committed = CommittedRow()
+            let lone = try await statements {
+                try await a.insert(
+                    into: "incident", values: ["short_description": "alone"], caller: Callers.admin,
+                    answer: CommittedRow.Answer(row: committed, plan: plan)
+                )
+            }
+            #expect(lone.statements.count == 1, "\(lone.statements)")
+            #expect(lone.statements.first?.hasPrefix("WITH docket_inserted") == true)
+            #expect(committed.value?.record.values["short_description"] == "alone")
+            try await b.catchUp()
+            #expect(try await b.get(lone.id, in: "incident", caller: Callers.admin).record["short_description"] == "alone")
+            // A comment is a second statement (the journal): BEGIN … COMMIT around both.
+            let journal = try await statements {
+                try await a.insert(
+                    into: "incident", values: ["short_description": "noted", "comments": "first note"], caller: Callers.admin
+                )
+            }
+            #expect(journal.statements.first == "BEGIN")
+            #expect(journal.statements.last == "COMMIT")
+            #expect(journal.statements.count == 4)
+            // A caller whose create rule has conditions has them judged on the inserted row, in the transaction.
+            let john = try await statements {
+                try await a.insert(into: "incident", values: ["short_description": "john's"], caller: Callers.john)
+            }
+            #expect(try await a.get(john.id, in: "incident", caller: Callers.john).record["short_description"] == "john's")
+            // The lone statement fails: nothing is committed, its number is read from the log again, and the next
+            // write goes on.
+            a.storage.faults.failNext { $0.hasPrefix("WITH docket_inserted") }
+            let count: SQLFragment = "SELECT COUNT(*) FROM " + .identifier(incident.physicalTable)
+            let before = try await a.storage.read { db in try await db.integer(count) }
+            await #expect(throws: StorageUnavailable.self) {
+                try await a.insert(into: "incident", values: ["short_description": "lost"], caller: Callers.admin)
+            }
+            #expect(try await a.storage.read { db in try await db.integer(count) } == before)
+            let next = try await a.insert(into: "incident", values: ["short_description": "next"], caller: Callers.admin)
+            try await b.catchUp()
+            #expect(try await b.get(next, in: "incident", caller: Callers.admin).record["short_description"] == "next")
+        }
+    }
+
     @Test("numbers stay unique when both instances create at once")
     func numbering() async throws {
         try await Self.withTwoInstances { a, b in

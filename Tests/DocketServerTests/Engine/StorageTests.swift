@@ -45,6 +45,27 @@ struct StorageTests {
         }
     }
 
+    @Test("a write whose only statement is its last commits it (on PostgreSQL on its own); a failing one commits nothing")
+    func loneLastStatement() async throws {
+        try await Self.withStorage { storage in
+            let scope = WriteScope.rows(table: "t", sysIDs: [])
+            let rows = try await storage.write(scope: scope) { db in
+                try await db.lastRows("INSERT INTO t (n) VALUES (5) RETURNING n")
+            }
+            #expect(rows.first?.first.intValue == 5)
+            await #expect(throws: (any Error).self) {
+                try await storage.write(scope: scope) { db in _ = try await db.lastRows("INSERT INTO no_such_table (n) VALUES (1)") }
+            }
+            // Exclusive writes (a lock taken first), and writes with more statements, commit as before.
+            try await storage.write { db in _ = try await db.lastRows("INSERT INTO t (n) VALUES (1)") }
+            try await storage.write(scope: scope) { db in
+                try await db.run("INSERT INTO t (n) VALUES (10)")
+                _ = try await db.lastRows("INSERT INTO t (n) VALUES (20)")
+            }
+            #expect(try await storage.read { db in try await db.integer("SELECT SUM(n) FROM t") } == 36)
+        }
+    }
+
     @Test("a write from a task cancelled before it began, and a failing write in a cancelled task, leave the storage usable")
     func cancelledBeforeAndFailing() async throws {
         try await Self.withStorage { storage in
