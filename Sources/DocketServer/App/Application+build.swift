@@ -257,7 +257,7 @@ public func buildApplication(
         } ?? []) + (configuration.runsMaintenance ? [EventLogRetentionService(
                 store: store, retention: configuration.eventLogRetention, maximumEvents: configuration.eventLogMaxEvents,
                 loginMemory: configuration.loginThrottle.memory, logger: logger
-            )] : []) + (storage.logSignals().map { [SharedChangesService(store: store, signals: $0, logger: logger)] } ?? []),
+            )] : []) + (storage.logSignals(ignoring: { store.shared.accountedFor($0) }).map { [SharedChangesService(store: store, signals: $0, logger: logger)] } ?? []),
         onServerRunning: onServerRunning,
         logger: logger
     )

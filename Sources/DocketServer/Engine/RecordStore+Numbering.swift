@@ -101,7 +101,7 @@ extension RecordStore {
         return (table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }, try numbered(rows, appended: folding != nil))
     }
 
-    /// What a record's insert event needs besides the row (``insertRow(into:values:db:answer:event:)``).
+    /// What a record's insert event needs besides the row (``insertRow(into:values:db:answer:event:endsWrite:)``).
     struct InsertEvent: Sendable {
         var journals: [(field: String, text: String)]
         var caller: Caller

@@ -116,8 +116,11 @@ extension RecordStore {
             )
             var allowedAlready = false
             if case .allowed = verdict { allowedAlready = true }
-            // Nothing below runs a statement or can fail: the insert may be the transaction's last statement (and,
-            // when nothing ran before it, run on its own: ``SQLExecutor/lastRows(_:)``).
+            // Nothing below runs a statement or refuses the write: the insert may be the transaction's last statement
+            // (and, when nothing ran before it, run on its own: ``SQLExecutor/lastRows(_:)``). What is left after it
+            // reads the insert's own answer (its row, its number, its event's number), which fails only on a fault of
+            // the driver or of this code; the write is then committed and answered 500, its event delivered from
+            // the log (its number was never counted as this process's own).
             let endsWrite = foldsEvent && allowedAlready && prepared.journals.isEmpty && run == nil
                 && (answer == nil || fromInsert)
             let (stored, folded) = try await self.insertRow(

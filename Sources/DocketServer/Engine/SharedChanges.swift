@@ -78,6 +78,16 @@ final class SharedChanges: Sendable {
         }
     }
 
+    /// Whether the event `sequence` needs no catch-up here: published already, or drawn by a write of this process
+    /// still under way (within ``ownWindow``), which publishes it when it commits (and hands it back to the log,
+    /// ``abandoned(_:)``, when it cannot say that it did). The log's notification of such a commit wakes nothing.
+    func accountedFor(_ sequence: Int) -> Bool {
+        state.withLock { state in
+            if sequence <= (state.applied ?? 0) || state.above.contains(sequence) { return true }
+            return state.own[sequence].map { $0 > ContinuousClock.now - ownWindow } ?? false
+        }
+    }
+
     /// Records that this process published its own event `sequence`.
     func published(_ sequence: Int) {
         state.withLock { state in

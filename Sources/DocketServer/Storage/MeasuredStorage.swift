@@ -30,7 +30,7 @@ struct MeasuredStorage: Storage {
     private var systemName: String { dialect == .postgres ? "postgresql" : "sqlite" }
 
     func close() async throws { try await base.close() }
-    func logSignals() -> AsyncStream<Void>? { base.logSignals() }
+    func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? { base.logSignals(ignoring: ignoring) }
     func latestEventSequence() async throws -> Int {
         let span = Traces.start("db.read", kind: .client)
         span?.attributes["db.system.name"] = systemName
@@ -120,6 +120,8 @@ private struct MeasuredRunner: SQLRunner {
     func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] {
         try await measure(sql) { try await base.lastRows(sql) }
     }
+    // A transaction's `BEGIN`, sent just before its first statement (``DeferredTransaction``), is timed with that
+    // statement: the round trip it costs is part of what the first statement waited for.
 
     private func measure(_ sql: SQLFragment, _ run: () async throws -> [ResultRow]) async throws -> [ResultRow] {
         let start = ContinuousClock.now

@@ -495,7 +495,7 @@ final class PostgresStorage: Storage {
 
     /// Listens on a connection of its own; when it breaks, connects again (waiting up to 5 s between tries)
     /// and signals once after each connection, since notifications sent meanwhile were lost.
-    func logSignals() -> AsyncStream<Void>? {
+    func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let (location, logger) = (self.location, self.logger)
         let task = Task {
@@ -520,7 +520,12 @@ final class PostgresStorage: Storage {
                                 )
                                 lostSince = nil
                             }
-                            for try await _ in notifications { continuation.yield() }
+                            // A notification names its event's number (one without, from a database not yet
+                            // migrated, wakes as any other).
+                            for try await notification in notifications {
+                                if let sequence = Int(notification.payload), ignoring(sequence) { continue }
+                                continuation.yield()
+                            }
                         }
                     } catch {
                         if !Task.isCancelled {

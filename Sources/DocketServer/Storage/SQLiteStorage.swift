@@ -214,7 +214,7 @@ final class SQLiteStorage: Storage {
     }
 
     /// Only this process writes an SQLite file: it learns of every change as it commits.
-    func logSignals() -> AsyncStream<Void>? { nil }
+    func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? { nil }
 
     /// Closes every connection once the writes queued before have ended, also for a caller that was cancelled (a
     /// shutdown, a request whose client left): in a cancelled task SQLiteNIO runs no statement, its close included,

@@ -22,4 +22,11 @@ extension SchemaStore {
         try await db.run(SQLFragment(StorageDialect.appendEventFunction))
         try await NumberSequences.createAll(db)
     }
+
+    /// PostgreSQL: the log's notification of a commit carries the event's number (``StorageDialect/appendEventFunction``),
+    /// so that an instance need not catch up on its own commits (``Storage/logSignals(ignoring:)``).
+    static func notifyEventNumbers(_ db: SQLExecutor) async throws {
+        guard db.dialect == .postgres else { return }
+        try await db.run(SQLFragment(StorageDialect.appendEventFunction))
+    }
 }

@@ -42,6 +42,7 @@ enum SchemaStore {
         .once("2026-11-29-case-insensitive-indexes") { db, _ in try await ensureCaseInsensitiveIndexes(db) },
         .once("2026-11-29-problem-transitions") { db, now in try await WorkflowSchema.addMissingActions(db: db, now: now) },
         .once("2026-11-30-concurrent-writes") { db, _ in try await allowConcurrentWrites(db) },
+        .once("2026-12-02-notify-event-number") { db, _ in try await notifyEventNumbers(db) },
     ]
 
     /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).

@@ -21,8 +21,9 @@ protocol Storage: Sendable {
     func close() async throws
     /// Wake-ups whenever some process appended to the event log, for databases that several processes may
     /// share (PostgreSQL); nil where only this process writes (SQLite). A wake-up also follows every
-    /// (re)connection of the listener, since changes may have been missed meanwhile.
-    func logSignals() -> AsyncStream<Void>?
+    /// (re)connection of the listener, since changes may have been missed meanwhile. A notification that names
+    /// an event's number for which `ignoring` is true (this process's own, published by its writer) wakes nothing.
+    func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>?
     /// Failures planned by tests for statements of this storage (nothing is planned otherwise).
     var faults: StatementFaults { get }
     /// The newest sequence in the event log (0 when it is empty), whether or not a smaller one is still in flight.
@@ -56,6 +57,9 @@ extension Storage {
     func latestEventSequence() async throws -> Int {
         try await read { db in try await db.integer(SQLFragment(StorageDialect.newestEventSequenceSQL)) }
     }
+
+    /// Wake-ups for every append to the event log (``logSignals(ignoring:)``, ignoring none).
+    func logSignals() -> AsyncStream<Void>? { logSignals(ignoring: { _ in false }) }
 }
 
 /// Executes serialised statements on one connection of some driver.
@@ -87,8 +91,8 @@ struct SQLExecutor: Sendable {
     /// it returns. Elsewhere the same as ``rows(_:)``.
     func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] { try await runner.lastRows(sql) }
 
-    /// Runs `body` in a transaction on this connection: `dialect.beginTransaction`, then the statements of
-    /// `first` (a lock to take), then `body`; committed when it returns, rolled back when anything throws. When
+    /// Runs `body` in a transaction on this connection: the statements of `first` (a lock to take), then `body`;
+    /// committed when it returns, rolled back when anything throws. `dialect.beginTransaction` opens it. When
     /// the rollback fails too, ``RollbackFailed`` says so: the connection may still be inside the transaction
     /// (holding its locks) and must not be used again.
     ///
@@ -132,7 +136,8 @@ final class DeferredTransaction: SQLRunner {
         case waiting
         /// `BEGIN` sent: the transaction ends with `COMMIT` or `ROLLBACK`.
         case open
-        /// Its only statement ran on its own: committed if it succeeded, nothing done if it failed.
+        /// Its only statement ran on its own: committed if it succeeded, nothing done if the server refused it,
+        /// unknown if the connection broke while it ran (as for a `COMMIT` whose answer never came).
         case over
     }
 

@@ -106,7 +106,8 @@ enum StorageDialect: Sendable {
             EXCEPTION WHEN query_canceled THEN
                 RAISE;
             END;
-            PERFORM pg_notify('docket_' || current_schema(), '');
+            -- The event's number: an instance that drew it (or published it already) need not read the log for it.
+            PERFORM pg_notify('docket_' || current_schema(), drawn::text);
             RETURN drawn;
         END
         $$

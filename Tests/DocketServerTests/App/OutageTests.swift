@@ -53,7 +53,7 @@ final class FaultyStorage: Storage {
     }
 
     func close() async throws { try await base.close() }
-    func logSignals() -> AsyncStream<Void>? { base.logSignals() }
+    func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? { base.logSignals(ignoring: ignoring) }
 
     func latestEventSequence() async throws -> Int {
         try check()

@@ -217,6 +217,6 @@ struct NoStorage: Storage {
     func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T { throw CancellationError() }
     func writeUnordered<T: Sendable>(_ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T { throw CancellationError() }
     func close() async throws {}
-    func logSignals() -> AsyncStream<Void>? { nil }
+    func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? { nil }
     var faults: StatementFaults { StatementFaults() }
 }

@@ -26,6 +26,29 @@ struct SharedChangesTests {
         #expect(!shared.behind(12))
     }
 
+    @Test("a commit's notification needs no catch-up for a number published here or drawn by a write under way")
+    func accountedFor() {
+        let shared = SharedChanges()
+        shared.start(at: 10)
+        #expect(shared.accountedFor(9))
+        #expect(shared.accountedFor(10))
+        #expect(!shared.accountedFor(11))
+        shared.drew(11)
+        shared.drew(13)
+        #expect(shared.accountedFor(11))
+        #expect(!shared.accountedFor(12))
+        shared.published(13)
+        #expect(shared.accountedFor(13))
+        // A write that cannot say whether it committed hands its number back: the log must tell.
+        shared.abandoned([11])
+        #expect(!shared.accountedFor(11))
+        // A number drawn longer ago than the window is no longer counted on.
+        let stale = SharedChanges(ownWindow: .zero)
+        stale.start(at: 10)
+        stale.drew(11)
+        #expect(!stale.accountedFor(11))
+    }
+
     @Test("a number of a write that failed is the log's to tell again")
     func abandonedNumbers() {
         let shared = SharedChanges()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import DocketServer
@@ -47,12 +48,19 @@ struct StorageTests {
 
     @Test("a write whose only statement is its last commits it (on PostgreSQL on its own); a failing one commits nothing")
     func loneLastStatement() async throws {
-        try await Self.withStorage { storage in
+        try await Self.withStorage { base in
+            // Measured as the server measures every storage: the mark of the last statement passes through.
+            let storage = MeasuredStorage(base: base, metrics: ServerMetrics())
+            let sent = Mutex<[String]>([])
+            storage.faults.observe { text in sent.withLock { $0.append(text) } }
             let scope = WriteScope.rows(table: "t", sysIDs: [])
             let rows = try await storage.write(scope: scope) { db in
                 try await db.lastRows("INSERT INTO t (n) VALUES (5) RETURNING n")
             }
             #expect(rows.first?.first.intValue == 5)
+            if storage.dialect == .postgres {
+                #expect(sent.withLock { $0 } == ["INSERT INTO t (n) VALUES (5) RETURNING n"])
+            }
             await #expect(throws: (any Error).self) {
                 try await storage.write(scope: scope) { db in _ = try await db.lastRows("INSERT INTO no_such_table (n) VALUES (1)") }
             }
