@@ -11,14 +11,24 @@ struct SharedChangesService: Service {
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
-            for await _ in signals {
-                do {
-                    try await store.catchUp()
-                } catch is CancellationError {
-                    return
-                } catch {
-                    logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
+            await withDiscardingTaskGroup { group in
+                // The log's notifications, and numbers of this process's own writes handed back to the log
+                // (``SharedChanges/handedBack``), whose notifications were dropped as its own.
+                for stream in [signals, store.shared.handedBack] {
+                    group.addTask { await follow(stream) }
                 }
+            }
+        }
+    }
+
+    private func follow(_ wakes: AsyncStream<Void>) async {
+        for await _ in wakes {
+            do {
+                try await store.catchUp()
+            } catch is CancellationError {
+                return
+            } catch {
+                logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
             }
         }
     }

@@ -29,7 +29,15 @@ final class SharedChanges: Sendable {
 
     init(ownWindow: Duration = .seconds(10)) {
         self.ownWindow = ownWindow
+        (handedBack, handBack) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
+
+    /// Yields when numbers this process drew for writes still under way are handed back to the log
+    /// (``abandoned(_:)``), so that the catch-up (``SharedChangesService``) reads the log for them: a write whose
+    /// `COMMIT` was sent but not answered may have committed after all, and the log's notification of it was
+    /// dropped here as this process's own (``accountedFor(_:)``).
+    let handedBack: AsyncStream<Void>
+    private let handBack: AsyncStream<Void>.Continuation
 
     private let state = Mutex(State())
     /// Reads of the log's head, shared by requests that arrive together.
@@ -61,9 +69,10 @@ final class SharedChanges: Sendable {
     /// decides what became of them, so the next catch-up reads it there.
     func abandoned(_ sequences: [Int]) {
         guard !sequences.isEmpty else { return }
-        state.withLock { state in
-            for sequence in sequences { state.own[sequence] = nil }
+        let wereOwn = state.withLock { state in
+            sequences.reduce(false) { wereOwn, sequence in state.own.removeValue(forKey: sequence) != nil || wereOwn }
         }
+        if wereOwn { handBack.yield() }
     }
 
     /// Whether every number of `range` (at most 64) was drawn by a write of this process still under way
@@ -80,7 +89,8 @@ final class SharedChanges: Sendable {
 
     /// Whether the event `sequence` needs no catch-up here: published already, or drawn by a write of this process
     /// still under way (within ``ownWindow``), which publishes it when it commits (and hands it back to the log,
-    /// ``abandoned(_:)``, when it cannot say that it did). The log's notification of such a commit wakes nothing.
+    /// ``abandoned(_:)``, when it cannot say that it did: ``handedBack`` then wakes the catch-up, which finds it
+    /// in the log if it committed after all). The log's notification of such a commit wakes nothing.
     func accountedFor(_ sequence: Int) -> Bool {
         state.withLock { state in
             if sequence <= (state.applied ?? 0) || state.above.contains(sequence) { return true }

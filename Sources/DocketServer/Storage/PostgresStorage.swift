@@ -520,8 +520,9 @@ final class PostgresStorage: Storage {
                                 )
                                 lostSince = nil
                             }
-                            // A notification names its event's number (one without, from a database not yet
-                            // migrated, wakes as any other).
+                            // A notification names its event's number. One without (from a database not yet
+                            // migrated, or any other NOTIFY on the channel) wakes as any other: a wake-up too many
+                            // costs a read of the log's head, one too few would leave followers behind.
                             for try await notification in notifications {
                                 if let sequence = Int(notification.payload), ignoring(sequence) { continue }
                                 continuation.yield()

@@ -22,7 +22,8 @@ protocol Storage: Sendable {
     /// Wake-ups whenever some process appended to the event log, for databases that several processes may
     /// share (PostgreSQL); nil where only this process writes (SQLite). A wake-up also follows every
     /// (re)connection of the listener, since changes may have been missed meanwhile. A notification that names
-    /// an event's number for which `ignoring` is true (this process's own, published by its writer) wakes nothing.
+    /// an event's number for which `ignoring` is true (published here already, or this process's own, drawn by a
+    /// write still under way that publishes it) wakes nothing.
     func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>?
     /// Failures planned by tests for statements of this storage (nothing is planned otherwise).
     var faults: StatementFaults { get }

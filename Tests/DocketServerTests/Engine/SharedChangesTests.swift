@@ -49,6 +49,30 @@ struct SharedChangesTests {
         #expect(!stale.accountedFor(11))
     }
 
+    @Test("handing back a number this process drew wakes the catch-up; one it never drew or published does not", .timeLimit(.minutes(1)))
+    func handedBack() async throws {
+        let shared = SharedChanges()
+        shared.start(at: 10)
+        let wakes = SharedDatabaseTests.Box<Int>()
+        wakes.set(0)
+        let counting = Task {
+            for await _ in shared.handedBack { wakes.set((wakes.current ?? 0) + 1) }
+        }
+        defer { counting.cancel() }
+        shared.drew(11)
+        shared.abandoned([11])
+        while wakes.current == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        // Nothing of this process's left at 11, 12 never drawn, 13 published: no wake is owed.
+        shared.drew(13)
+        shared.published(13)
+        shared.abandoned([11, 12, 13])
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(wakes.current == 1)
+        shared.drew(14)
+        shared.abandoned([14])
+        while wakes.current == 1 { try await Task.sleep(for: .milliseconds(5)) }
+    }
+
     @Test("a number of a write that failed is the log's to tell again")
     func abandonedNumbers() {
         let shared = SharedChanges()

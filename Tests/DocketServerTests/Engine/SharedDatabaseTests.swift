@@ -15,7 +15,10 @@ struct SharedDatabaseTests {
     /// Two engines on a new copy of the demo database, each with its own storage (connections, caches,
     /// broadcaster), each following the other's notifications as ``SharedChangesService`` does in every docketd (an
     /// instance that hears of no other's commit publishes them to its followers only when a request catches up).
-    static func withTwoInstances(_ test: @Sendable (RecordStore, RecordStore) async throws -> Void) async throws {
+    /// `followingA: false` leaves A without a follower (a test that listens on A itself).
+    static func withTwoInstances(
+        followingA: Bool = true, _ test: @Sendable (RecordStore, RecordStore) async throws -> Void
+    ) async throws {
         let location = try #require(try await TestDatabase.demoPostgres())
         let hasher = PasswordHasher(cost: 4)
         let storageA = try await location.open(logger: Logger(label: "a"))
@@ -23,12 +26,14 @@ struct SharedDatabaseTests {
         let (a, _) = try await RecordStore.open(storage: storageA, logger: Logger(label: "a"), hashPassword: hasher.hash)
         let (b, _) = try await RecordStore.open(storage: storageB, logger: Logger(label: "b"), hashPassword: hasher.hash)
         var followers: [Task<Void, Never>] = []
-        for (storage, store) in [(storageA, a), (storageB, b)] {
+        for (storage, store) in followingA ? [(storageA, a), (storageB, b)] : [(storageB, b)] {
             let shared = store.shared
             let signals = try #require(storage.logSignals(ignoring: { shared.accountedFor($0) }) as AsyncStream<Void>?)
-            followers.append(Task {
-                for await _ in signals { try? await store.catchUp() }
-            })
+            for wakes in [signals, shared.handedBack] {
+                followers.append(Task {
+                    for await _ in wakes { try? await store.catchUp() }
+                })
+            }
         }
         do {
             try await test(a, b)
@@ -125,9 +130,16 @@ struct SharedDatabaseTests {
 
     @Test("the log's notification of an instance's own commit wakes nothing there; another instance's commit does", .timeLimit(.minutes(2)))
     func ownCommitsWakeNothing() async throws {
-        try await Self.withTwoInstances { a, b in
+        // A has no other follower: nothing but this test's listener catches up there.
+        try await Self.withTwoInstances(followingA: false) { a, b in
             let shared = a.shared
-            let signals = try #require(a.storage.logSignals(ignoring: { shared.accountedFor($0) }) as AsyncStream<Void>?)
+            // Each notification's number and whether it was dropped, in the order they came.
+            let decisions = Mutex<[(sequence: Int, dropped: Bool)]>([])
+            let signals = try #require(a.storage.logSignals(ignoring: { sequence in
+                let dropped = shared.accountedFor(sequence)
+                decisions.withLock { $0.append((sequence, dropped)) }
+                return dropped
+            }) as AsyncStream<Void>?)
             let wakes = Box<Int>()
             wakes.set(0)
             let counting = Task {
@@ -138,16 +150,59 @@ struct SharedDatabaseTests {
             while wakes.current == 0 { try await Task.sleep(for: .milliseconds(5)) }
             // Writes of A that commit with COMMIT (a comment makes a create two statements): A drew their numbers
             // before they committed, so their notifications find them accounted for.
+            let before = try await a.newestSequence()
             for index in 0..<4 {
                 _ = try await a.insert(
                     into: "incident", values: ["short_description": "own \(index)", "comments": "note"], caller: Callers.admin
                 )
             }
             _ = try await b.insert(into: "incident", values: ["short_description": "B's"], caller: Callers.admin)
+            let head = try await a.newestSequence()
+            #expect(head == before + 5)
+            while !decisions.withLock({ $0.contains { $0.sequence == head } }) { try await Task.sleep(for: .milliseconds(5)) }
             while wakes.current == 1 { try await Task.sleep(for: .milliseconds(5)) }
             // Time for any late notification of A's own commits to arrive (none may wake).
             try await Task.sleep(for: .milliseconds(300))
+            let seen = decisions.withLock { $0 }
+            #expect(seen.map(\.sequence) == Array(before + 1...head))
+            #expect(seen.filter(\.dropped).map(\.sequence) == Array(before + 1..<head), "A's own commits")
+            #expect(seen.last?.dropped == false, "B's commit")
             #expect(wakes.current == 2)
+        }
+    }
+
+    @Test("a number A drew whose write it cannot say committed (a COMMIT not answered) is handed back and wakes A's catch-up, which publishes it", .timeLimit(.minutes(2)))
+    func handedBackWakes() async throws {
+        try await Self.withTwoInstances(followingA: false) { a, b in
+            // A's follower as SharedChangesService runs it, with the notifications it drops recorded.
+            let shared = a.shared
+            let dropped = Mutex<[Int]>([])
+            let signals = try #require(a.storage.logSignals(ignoring: { sequence in
+                let accounted = shared.accountedFor(sequence)
+                if accounted { dropped.withLock { $0.append(sequence) } }
+                return accounted
+            }) as AsyncStream<Void>?)
+            let followers = [signals, shared.handedBack].map { wakes in
+                Task { for await _ in wakes { try? await a.catchUp() } }
+            }
+            defer { for follower in followers { follower.cancel() } }
+            let published = Published()
+            a.broadcaster.add(observer: published)
+            // The commit stands in for one of A's whose COMMIT was sent and never answered: A drew the number
+            // (here before B's insert takes it), so the notification of its commit is dropped on A as A's own.
+            try await a.catchUp()
+            let sequence = try await a.newestSequence() + 1
+            shared.drew(sequence)
+            _ = try await b.insert(into: "incident", values: ["short_description": "in doubt"], caller: Callers.admin)
+            #expect(try await b.newestSequence() == sequence)
+            while !dropped.withLock({ $0.contains(sequence) }) { try await Task.sleep(for: .milliseconds(5)) }
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(!published.all.contains { $0.sequence == sequence })
+            // The write fails without knowing whether it committed: the number goes back to the log, and the
+            // catch-up it wakes finds the commit there.
+            a.abandoned([sequence])
+            while !published.all.contains(where: { $0.sequence == sequence }) { try await Task.sleep(for: .milliseconds(5)) }
+            #expect(published.all.first { $0.sequence == sequence }?.values["short_description"] == "in doubt")
         }
     }
 
