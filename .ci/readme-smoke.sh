@@ -3,10 +3,17 @@
 # README's first screen stays true.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-swift build --product docketd
-swift build --product docket
-bin="$(swift build --show-bin-path)/docketd"
-docket="$(swift build --show-bin-path)/docket"
+# DOCKET_BIN_DIR: the folder of a build made already (CI passes the debug build it tested, and runs this beside
+# other steps that use it); without it, this builds docketd and docket.
+if [ -n "${DOCKET_BIN_DIR:-}" ]; then
+    bin="$DOCKET_BIN_DIR/docketd"
+    docket="$DOCKET_BIN_DIR/docket"
+else
+    swift build --product docketd
+    swift build --product docket
+    bin="$(swift build --show-bin-path)/docketd"
+    docket="$(swift build --show-bin-path)/docket"
+fi
 work="$(mktemp -d)"
 "$bin" --demo --port 0 --data-dir "$work/data" >"$work/stdout" 2>"$work/stderr" &
 server=$!

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A throw-away PostgreSQL cluster for tests and benchmarks.
 #
+#   scripts/postgres-cluster.sh install        installs PostgreSQL from Debian when missing (start does it too)
 #   scripts/postgres-cluster.sh start [PORT]   installs PostgreSQL from Debian when missing, creates a cluster in
 #                                              a new temporary folder and starts it on 127.0.0.1:PORT (default
 #                                              25432, below Linux's range of ports handed to outgoing connections,
@@ -29,11 +30,18 @@ bindir() {
     [ -n "$dir" ] && echo "$dir"
 }
 
-case "${1:-}" in
-start)
+install_postgres() {
     if [ -z "$(bindir)" ]; then
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
     fi
+}
+
+case "${1:-}" in
+install)
+    install_postgres
+    ;;
+start)
+    install_postgres
     bin=$(bindir)
     if [ -f "$state/port" ]; then
         recorded=$(cat "$state/data")
@@ -94,7 +102,7 @@ pause | resume)
     if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$command" >/dev/null; else sh -c "$command" >/dev/null; fi
     ;;
 *)
-    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

@@ -86,7 +86,7 @@ database = {{
     log = open(os.path.join(folder, "glewlwyd.log"), "w")
     process = subprocess.Popen([os.path.join(root, "usr/bin/glewlwyd"), "--config-file", config], stdout=log, stderr=subprocess.STDOUT)
     base = f"http://localhost:{port}"
-    for _ in range(100):
+    for _ in range(300):  # up to 30 s and more: CI runs other suites beside this one
         try:
             requests.get(base + "/api/", timeout=1)
             return process, base

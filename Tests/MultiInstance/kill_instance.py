@@ -117,7 +117,9 @@ def main():
 
             reader_a = threading.Thread(target=sse, args=(port_a, "/api/docket/events?table=incident"), kwargs={"on_event": on_event})
             reader_a.start()
-            for _ in range(100):
+            # Up to 30 s: on a loaded machine (CI runs other suites beside this one) the first request pays for the
+            # password check and the demo's first reads.
+            for _ in range(600):
                 if start_sequence:
                     break
                 time.sleep(0.05)

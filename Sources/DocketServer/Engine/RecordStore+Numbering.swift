@@ -75,6 +75,18 @@ extension RecordStore {
         func run(_ statement: SQLFragment, last appends: Bool) async throws -> [ResultRow] {
             endsWrite && appends && (answer == nil || returning != nil) ? try await db.lastRows(statement) : try await db.rows(statement)
         }
+        /// Reads the insert's answer from its rows (its number, its row, its event's number; the event counted as
+        /// this process's own last, once nothing else can fail). Where the insert ran on its own it has committed: an
+        /// answer that lacks any of them then must not say the write failed (``CommittedWithoutAnswer``). (A value
+        /// that fails to decode fails the statement's run itself, before this, with an outcome the driver cannot tell.)
+        func answered<T>(_ read: () throws -> T) throws -> T {
+            do {
+                return try read()
+            } catch {
+                guard db.committedAlone else { throw error }
+                throw CommittedWithoutAnswer(table: table.name, sysID: values["sys_id", default: ""], cause: error)
+            }
+        }
         guard let numbering, let insert = db.dialect.insertTakingNumber(
             into: table.physicalTable, columns: columns(given), values: row(given),
             sequence: NumberSequences.name(of: numbering.table), prefix: numbering.prefix, digits: numbering.digits,
@@ -88,17 +100,24 @@ extension RecordStore {
             if let returning { statement += " RETURNING " + returning.columns }
             let folding = appending(statement, returnsRows: returning != nil, drawsNumber: false)
             let rows = try await run(folding ?? statement, last: folding != nil)
-            if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
-            return (stored, try numbered(rows, appended: folding != nil))
+            return try answered {
+                if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
+                return (stored, try numbered(rows, appended: folding != nil))
+            }
         }
         let folding = appending(insert, returnsRows: true, drawsNumber: true)
         let rows = try await run(folding ?? insert, last: folding != nil)
-        guard let taken = try rows.first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
-            throw NumberCounterMissing(table: numbering.table)
+        return try answered {
+            guard let taken = try rows.first?.value(at: "number", kind: .text).text, !taken.isEmpty else {
+                throw NumberCounterMissing(table: numbering.table)
+            }
+            if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
+            values["number"] = taken
+            return (
+                table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty },
+                try numbered(rows, appended: folding != nil)
+            )
         }
-        if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: values["sys_id", default: ""]) }
-        values["number"] = taken
-        return (table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty }, try numbered(rows, appended: folding != nil))
     }
 
     /// What a record's insert event needs besides the row (``insertRow(into:values:db:answer:event:endsWrite:)``).
@@ -146,6 +165,16 @@ extension RecordStore {
         let digits = String(value)
         return prefix + String(repeating: "0", count: max(0, owner.digits - digits.count)) + digits
     }
+}
+
+/// An insert that ran on its own committed, and its rows lack what the write reads (a fault of the driver or of this code):
+/// the create is reported as done, its row read afresh, and its event published from the log (its number was
+/// never counted as this process's own).
+struct CommittedWithoutAnswer: Error, CustomStringConvertible {
+    let table: String
+    let sysID: String
+    let cause: any Error
+    var description: String { "The insert into \(table) committed, and its answer could not be read: \(cause)" }
 }
 
 /// Unreachable: an insert that appends its event answered without the event's sequence.

@@ -55,7 +55,35 @@ extension RecordStore {
         let rules = try await businessRules.rules(for: .create, on: table, storage: storage)
         try await ensureNumberSequence(for: table)
         let scope = options.exclusive ? .exclusive : writeScope(of: table, rows: [])
-        let events = try await writeEvents(scope: scope) { db -> [ChangeEvent] in
+        let events: [ChangeEvent]
+        do {
+            events = try await createEvents(
+                table: table, prepared: prepared, caller: caller, options: options, answer: answer, within: within,
+                rules: rules, now: now, scope: scope
+            )
+        } catch let unanswered as CommittedWithoutAnswer {
+            // Committed: answered as done, with the row read afresh (the answer's row stays unread). Its event is
+            // in the log, and this process publishes it from there (every request catches up before its answer).
+            logger.error(
+                "A create committed, and its answer lacked what the write reads; its row is read again",
+                metadata: ["table": "\(unanswered.table)", "sys_id": "\(unanswered.sysID)", "error": "\(unanswered.cause)"]
+            )
+            if SchemaCatalog.sourceTables.contains(table.name) { await reloadCatalogAfterCommit() }
+            do { try await catchUp() } catch { logger.warning("Catching up after a create failed", metadata: ["error": "\(error)"]) }
+            return unanswered.sysID
+        }
+        if SchemaCatalog.sourceTables.contains(table.name) { await reloadCatalogAfterCommit() }
+        for event in events { notify(event) }
+        return events[0].sysID
+    }
+
+    /// The transaction of ``insert(into:values:caller:options:answer:within:)``: its events, once committed.
+    private func createEvents(
+        table: SchemaCatalog.Table, prepared: PreparedWrite, caller: Caller, options: WriteOptions,
+        answer: CommittedRow.Answer?, within: (@Sendable (SQLExecutor, String) async throws -> Void)?,
+        rules: [BusinessRules.Rule], now: String, scope: WriteScope
+    ) async throws -> [ChangeEvent] {
+        try await writeEvents(scope: scope) { db -> [ChangeEvent] in
             let sysID = prepared.sysID ?? SysID.generate()
             // First: a request repeated with its key is answered as the first was, never "already exists".
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: table.name, sysID: sysID, db: db) }
@@ -118,9 +146,9 @@ extension RecordStore {
             if case .allowed = verdict { allowedAlready = true }
             // Nothing below runs a statement or refuses the write: the insert may be the transaction's last statement
             // (and, when nothing ran before it, run on its own: ``SQLExecutor/lastRows(_:)``). What is left after it
-            // reads the insert's own answer (its row, its number, its event's number), which fails only on a fault of
-            // the driver or of this code; the write is then committed and answered 500, its event delivered from
-            // the log (its number was never counted as this process's own).
+            // reads the insert's own answer (its row, its number, its event's number), which lacks one only on a fault
+            // of the driver or of this code; the write has then committed (``CommittedWithoutAnswer``), is answered as
+            // done, and its event is delivered from the log (its number was never counted as this process's own).
             let endsWrite = foldsEvent && allowedAlready && prepared.journals.isEmpty && run == nil
                 && (answer == nil || fromInsert)
             let (stored, folded) = try await self.insertRow(
@@ -158,9 +186,6 @@ extension RecordStore {
             }
             return events
         }
-        if SchemaCatalog.sourceTables.contains(table.name) { await reloadCatalogAfterCommit() }
-        for event in events { notify(event) }
-        return events[0].sysID
     }
 
     /// A new record of a scoped table (one with a `sys_domain` field) belongs to the caller's active enterprise,

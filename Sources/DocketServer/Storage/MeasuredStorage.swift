@@ -120,6 +120,8 @@ private struct MeasuredRunner: SQLRunner {
     func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] {
         try await measure(sql) { try await base.lastRows(sql) }
     }
+
+    var ranAlone: Bool { base.ranAlone }
     // A transaction's `BEGIN`, sent just before its first statement (``DeferredTransaction``), is timed with that
     // statement: the round trip it costs is part of what the first statement waited for.
 

@@ -27,6 +27,11 @@ struct PostgresRunner: SQLRunner {
 
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
         try faults?.check(sql)
+        let rows = try await execute(sql)
+        return faults?.answer(of: sql, rows) ?? rows
+    }
+
+    private func execute(_ sql: SQLFragment) async throws -> [ResultRow] {
         let (text, binds) = connection.sql().serialize(sql)
         var bindings = PostgresBindings(capacity: binds.count)
         // One letter per value, for how it is bound: a text prepared with values of other types is another statement.

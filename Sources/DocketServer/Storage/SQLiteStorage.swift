@@ -92,7 +92,8 @@ struct SQLiteRunner: SQLRunner {
         let (text, data) = try sql.sqlite()
         let collected = Mutex<[ResultRow]>([])
         try await connection.query(text, data) { row in collected.withLock { $0.append(ResultRow(row)) } }
-        return collected.withLock { $0 }
+        let rows = collected.withLock { $0 }
+        return faults?.answer(of: sql, rows) ?? rows
     }
 }
 
@@ -110,7 +111,8 @@ struct SQLiteDirectRunner: SQLRunner {
             throw StorageUnavailable(reason: "the database ended the write's transaction")
         }
         let (text, data) = try sql.sqlite()
-        return try connection.rows(text, data)
+        let rows = try connection.rows(text, data)
+        return faults?.answer(of: sql, rows) ?? rows
     }
 }
 

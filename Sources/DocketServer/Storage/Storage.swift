@@ -69,10 +69,15 @@ protocol SQLRunner: Sendable {
     /// Runs `sql` as the last statement of the transaction it is in (``SQLExecutor/lastRows(_:)``): a runner whose
     /// transaction has not begun yet may run it on its own, which commits it (``DeferredTransaction``).
     func lastRows(_ sql: SQLFragment) async throws -> [ResultRow]
+    /// Whether the statement run with ``lastRows(_:)`` ran on its own (``DeferredTransaction``): once it has
+    /// returned, it has committed, and no rollback can undo it. A runner that wraps another must say what that one
+    /// says (``MeasuredStorage``'s does); the default says no, and a create whose answer is lost is then a failure.
+    var ranAlone: Bool { get }
 }
 
 extension SQLRunner {
     func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] { try await rows(sql) }
+    var ranAlone: Bool { false }
 }
 
 /// A connection and its dialect, handed to engine code for the span of one read or one transaction.
@@ -91,6 +96,10 @@ struct SQLExecutor: Sendable {
     /// first, it runs on its own, without `BEGIN` and `COMMIT` (``DeferredTransaction``), and has committed when
     /// it returns. Elsewhere the same as ``rows(_:)``.
     func lastRows(_ sql: SQLFragment) async throws -> [ResultRow] { try await runner.lastRows(sql) }
+
+    /// Whether the transaction's statement run with ``lastRows(_:)`` ran on its own: after it returned, the write
+    /// has committed, and no rollback can undo it.
+    var committedAlone: Bool { runner.ranAlone }
 
     /// Runs `body` in a transaction on this connection: the statements of `first` (a lock to take), then `body`;
     /// committed when it returns, rolled back when anything throws. `dialect.beginTransaction` opens it. When
@@ -153,6 +162,9 @@ final class DeferredTransaction: SQLRunner {
 
     /// Whether `BEGIN` was sent: the transaction must end with `COMMIT` or `ROLLBACK`.
     var isOpen: Bool { phase.withLock { $0 == .open } }
+
+    /// Whether its only statement was run on its own (``lastRows(_:)``): once that has returned, it has committed.
+    var ranAlone: Bool { phase.withLock { $0 == .over } }
 
     /// Sends `BEGIN` unless it was sent.
     func begin() async throws {
@@ -306,12 +318,33 @@ final class StatementFaults: Sendable {
     private let armed = Atomic<Bool>(false)
     private let planned = Mutex<[(matches: @Sendable (String) -> Bool, error: (any Error)?)]>([])
     private let observers = Mutex<[@Sendable (String) -> Void]>([])
+    private let lostAnswers = Mutex<[@Sendable (String) -> Bool]>([])
 
     /// Fails the next statement whose SQL text (without its bound values) satisfies `matches`, once, as an
     /// unreachable database would, or with `error` when given (a statement the database refused).
     func failNext(_ matches: @escaping @Sendable (String) -> Bool, with error: (any Error)? = nil) {
         planned.withLock { $0.append((matches, error)) }
         armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Runs the next statement whose SQL text satisfies `matches`, once, and then gives none of its rows back, as a
+    /// driver that cannot read an answer would: the statement has done its work (committed, when it ran on its own:
+    /// ``SQLExecutor/lastRows(_:)``), and its caller cannot tell what it returned.
+    func loseAnswerOfNext(_ matches: @escaping @Sendable (String) -> Bool) {
+        lostAnswers.withLock { $0.append(matches) }
+        armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// The rows `sql` returned, or none when ``loseAnswerOfNext(_:)`` planned to lose them.
+    func answer(of sql: SQLFragment, _ rows: [ResultRow]) -> [ResultRow] {
+        guard armed.load(ordering: .relaxed) else { return rows }
+        let text = sql.rawText
+        let lost = lostAnswers.withLock { planned -> Bool in
+            guard let index = planned.firstIndex(where: { $0(text) }) else { return false }
+            planned.remove(at: index)
+            return true
+        }
+        return lost ? [] : rows
     }
 
     /// Hands the SQL text of every statement the storage runs from now on to `seen` (tests that count a write's
@@ -328,7 +361,9 @@ final class StatementFaults: Sendable {
         let hit = planned.withLock { planned -> (any Error)?? in
             guard let index = planned.firstIndex(where: { $0.matches(text) }) else { return .none }
             let error = planned.remove(at: index).error
-            if planned.isEmpty, observers.withLock({ $0.isEmpty }) { armed.store(false, ordering: .sequentiallyConsistent) }
+            if planned.isEmpty, observers.withLock({ $0.isEmpty }), lostAnswers.withLock({ $0.isEmpty }) {
+                armed.store(false, ordering: .sequentiallyConsistent)
+            }
             return .some(error)
         }
         guard case .some(let error) = hit else { return }

@@ -231,6 +231,29 @@ struct OutageTests {
         }
     }
 
+    @Test("a create whose insert committed and whose answer was lost is answered 201 with the row as committed, stored once")
+    func lostAnswer() async throws {
+        try await Self.withFaultyRouter { client, faulty in
+            let count = { try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount].flatMap { Int($0) } }
+            let before = try #require(try await count())
+            // On PostgreSQL the insert is the whole write, commits on its own, and none of its rows come back (its
+            // number, its row, its event's number). On SQLite the write reads nothing from the insert (the row is read
+            // after it, in the transaction), so the same fault changes nothing there.
+            faulty.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") || $0.hasPrefix("INSERT INTO  (") }
+            let created = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"answer lost"}"#)
+            #expect(created.status == .created)
+            let result = try created.json["result"]
+            #expect(result?["short_description"]?.stringValue == "answer lost")
+            let number = try #require(result?["number"]?.stringValue)
+            #expect(number.hasPrefix("INC"))
+            let sysID = try #require(result?["sys_id"]?.stringValue)
+            #expect(created.headers[.location]?.hasSuffix("/api/now/table/incident/\(sysID)") == true)
+            #expect(try await count() == before + 1)
+            let read = try await client.get("/api/now/table/incident/\(sysID)")
+            #expect(try read.json["result"]?["number"]?.stringValue == number)
+        }
+    }
+
     @Test("a transaction whose rollback failed does not leave its connection inside it: the next write works")
     func failedRollback() async throws {
         try await Self.withFaultyRouter { client, faulty in

@@ -447,6 +447,41 @@ struct SharedDatabaseTests {
         }
     }
 
+    @Test("a create whose lone insert committed and whose answer was lost is reported done; its event is published once, from the log", .timeLimit(.minutes(2)))
+    func lostAnswer() async throws {
+        try await Self.withTwoInstances { a, b in
+            let published = Published()
+            a.broadcaster.add(observer: published)
+            // The first write of a process does once what later ones need (the table's number sequence).
+            _ = try await a.insert(into: "incident", values: ["short_description": "first"], caller: Callers.admin)
+            let incident = try a.table("incident")
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            let committed = CommittedRow()
+            // The insert runs on its own (it commits), and none of its rows come back: no number, no row, no event.
+            a.storage.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            let lost = try await a.insert(
+                into: "incident", values: ["short_description": "answer lost"], caller: Callers.admin,
+                answer: CommittedRow.Answer(row: committed, plan: plan)
+            )
+            // Done, with no row to answer from: the caller reads it afresh (the Table API does).
+            #expect(committed.value == nil)
+            let row = try await a.get(lost, in: "incident", caller: Callers.admin).record
+            #expect(row["short_description"] == "answer lost")
+            #expect(row["number"].hasPrefix("INC"))
+            try await b.catchUp()
+            #expect(try await b.get(lost, in: "incident", caller: Callers.admin).record["number"] == row["number"])
+            // Its event reaches A's followers once, from the log, before a later write's.
+            let next = try await a.insert(into: "incident", values: ["short_description": "next"], caller: Callers.admin)
+            while !published.all.contains(where: { $0.sysID == next }) { try await Task.sleep(for: .milliseconds(10)) }
+            let events = published.all.filter { $0.sysID == lost }
+            #expect(events.count == 1)
+            #expect(events.first?.operation == .insert)
+            #expect(events.first?.values["number"] == row["number"])
+            #expect(try #require(events.first).sequence < published.all.first { $0.sysID == next }!.sequence)
+            // A failure of the statement itself is still a failure: nothing committed (the test above, loneInsert).
+        }
+    }
+
     @Test("numbers stay unique when both instances create at once")
     func numbering() async throws {
         try await Self.withTwoInstances { a, b in
