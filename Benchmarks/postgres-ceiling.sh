@@ -23,11 +23,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-bin="${DOCKET_BENCH_BINARY:-}"
-if [ -z "$bin" ]; then
-    swift build -c release --product docketd >&2
-    bin="$(swift build -c release --show-bin-path)/docketd"
-fi
+source Benchmarks/measure.sh
+bin="$(release_docketd)"
 url="$(scripts/postgres-cluster.sh start 55434)"
 state=${DOCKET_PG_STATE:-/tmp/docket-postgres-cluster-$(id -un)}
 port="$(cat "$state/port")"

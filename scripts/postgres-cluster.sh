@@ -15,6 +15,9 @@
 # initdb refuses to run as root, so the cluster belongs to the `postgres` user. It trusts local connections:
 # it is for tests only, listens on loopback only, and is removed by `stop`.
 #
+# The cluster runs with fsync=off (nothing in it needs to survive a crash of the machine, and tests run faster);
+# DOCKET_PG_FSYNC=on starts it with durable commits, as a production server has them (for benchmarks of commits).
+#
 # Where the cluster is recorded: DOCKET_PG_STATE, default a folder per user in /tmp. `start` refuses while the
 # cluster recorded there is set up, running or paused (stop it first, or give another DOCKET_PG_STATE for a second
 # cluster); it never stops a cluster someone else started.
@@ -22,6 +25,8 @@ set -euo pipefail
 
 state=${DOCKET_PG_STATE:-/tmp/docket-postgres-cluster-$(id -un)}
 port="${2:-25432}"
+fsync="${DOCKET_PG_FSYNC:-off}"
+[ "$fsync" = on ] || [ "$fsync" = off ] || { echo "DOCKET_PG_FSYNC is on or off, not '$fsync'" >&2; exit 2; }
 
 bindir() {
     if command -v pg_config >/dev/null && [ -x "$(pg_config --bindir)/initdb" ]; then pg_config --bindir; return; fi
@@ -61,7 +66,7 @@ start)
     run "'$bin/initdb' -D '$data/db' -U postgres -A trust -E UTF8 --locale=C.UTF-8 >'$data/initdb.log' 2>&1"
     # A port someone else holds: the next one (a few times) rather than no cluster.
     for attempt in 1 2 3 4 5; do
-        if run "'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=off\" start >/dev/null"; then
+        if run "'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=$fsync\" start >/dev/null"; then
             break
         fi
         if [ "$attempt" = 5 ] || ! grep -q "could not bind\|could not create any TCP/IP sockets" "$data/server.log"; then
@@ -74,6 +79,7 @@ start)
     echo "$data" >"$state/data"
     echo "$bin" >"$state/bin"
     echo "$port" >"$state/port"
+    echo "$fsync" >"$state/fsync"
     echo "postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
     ;;
 stop)
@@ -94,10 +100,11 @@ pause | resume)
     data=$(cat "$state/data")
     bin=$(cat "$state/bin")
     port=$(cat "$state/port")
+    fsync=$(cat "$state/fsync" 2>/dev/null || echo off)
     if [ "$1" = pause ]; then
         command="'$bin/pg_ctl' -D '$data/db' -m fast -w stop"
     else
-        command="'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=off\" start"
+        command="'$bin/pg_ctl' -D '$data/db' -l '$data/server.log' -w -o \"-p $port -k '$data' -c listen_addresses=127.0.0.1 -c max_connections=1000 -c shared_buffers=64MB -c fsync=$fsync\" start"
     fi
     if [ "$(id -u)" = 0 ]; then su postgres -s /bin/sh -c "$command" >/dev/null; else sh -c "$command" >/dev/null; fi
     ;;

@@ -2,12 +2,16 @@ import Hummingbird
 import Logging
 import ServiceLifecycle
 
-/// Follows the database's notifications: each one makes the engine catch up, so that live streams here carry
-/// changes written through other docketd at once. Not run where only this process writes.
+/// Follows the database's notifications (each instance sends one after its writes commit,
+/// ``PostgresStorage/announce(_:)``): each one makes the engine catch up, so that live streams here carry changes
+/// written through other docketd at once; the log's head is also read every second, for a commit whose
+/// announcement never came. Not run where only this process writes.
 struct SharedChangesService: Service {
     let store: RecordStore
     let signals: AsyncStream<Void>
     let logger: Logger
+    /// How often the log's head is read when no notification came.
+    var pollInterval = Duration.seconds(1)
 
     func run() async throws {
         await cancelWhenGracefulShutdown {
@@ -17,7 +21,28 @@ struct SharedChangesService: Service {
                 for stream in [signals, store.shared.handedBack] {
                     group.addTask { await follow(stream) }
                 }
+                // And every second: an instance that committed and stopped before it announced its commit
+                // (``PostgresStorage/announce(_:)``), or an announcement that could not be sent, is heard this late.
+                group.addTask { await follow(Self.ticks(every: pollInterval)) }
             }
+        }
+    }
+
+    /// Yields every `interval` until cancelled.
+    static func ticks(every interval: Duration) -> AsyncStream<Void> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
+            let task = Task {
+                while true {
+                    do {
+                        try await Task.sleep(for: interval)
+                    } catch {
+                        break
+                    }
+                    continuation.yield()
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
         }
     }
 
@@ -27,6 +52,8 @@ struct SharedChangesService: Service {
                 try await store.catchUp()
             } catch is CancellationError {
                 return
+            } catch is StorageUnavailable {
+                // The storage logs an outage once; the poll would otherwise repeat it every second.
             } catch {
                 logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
             }

@@ -84,8 +84,10 @@ extension RecordStore {
         ]
     }
 
-    /// Keeps the sequence a write of this process drew (``SharedChanges/drew(_:)``).
+    /// Keeps the sequence a write of this process drew (``SharedChanges/drew(_:)``), and for the storage, which
+    /// tells other processes of it once the write has ended (``DrawnEvents``).
     func drew(_ sequence: Int) {
+        DrawnEvents.current?.add(sequence)
         if let draws = EventDraws.current {
             draws.add(sequence)
             shared.drew(sequence)

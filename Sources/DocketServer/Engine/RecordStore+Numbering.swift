@@ -84,6 +84,9 @@ extension RecordStore {
                 return try read()
             } catch {
                 guard db.committedAlone else { throw error }
+                // Its event committed with it, under a number not known here: announced as such, so that every
+                // instance reads the log (``CommitAnnouncer``).
+                DrawnEvents.current?.addUnnumbered()
                 throw CommittedWithoutAnswer(table: table.name, sysID: values["sys_id", default: ""], cause: error)
             }
         }

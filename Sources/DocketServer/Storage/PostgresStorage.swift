@@ -35,6 +35,8 @@ final class PostgresStorage: Storage {
     private let pool: Mutex<Pool>
     /// Statements prepared once per connection (nil with `prepare=off`).
     private let prepared: PreparedStatements?
+    /// Tells other instances of this process's commits (``announce(_:)``).
+    private let announcer = CommitAnnouncer()
 
     /// The connection pool in use and what is known of the server's health.
     private struct Pool {
@@ -348,7 +350,11 @@ final class PostgresStorage: Storage {
         // Exclusive writes queue behind each other here (they would wait for the advisory lock anyway); writes of
         // rows queue only for a connection, leaving the rest of the pool to reads.
         let queue = scope == .exclusive ? writeLock : rowWriters
-        return try await queue.withLock(timeout: Self.leaseTimeout) { try await runToCompletion {
+        // The events the write appends are announced once it has ended: committed (or not known to have failed), so
+        // that other instances read them; rolled back, a wake-up too many, which costs them a read of the log's head.
+        let drawn = DrawnEvents()
+        defer { if let announcement = drawn.announcement { announce(announcement) } }
+        return try await queue.withLock(timeout: Self.leaseTimeout) { try await runToCompletion { try await DrawnEvents.$current.withValue(drawn) {
             var attempt = 1
             while true {
                 do {
@@ -367,7 +373,35 @@ final class PostgresStorage: Storage {
                     attempt += 1
                 }
             }
-        } }
+        } } }
+    }
+
+    /// Wakes the instances listening on this schema's channel (``logSignals(ignoring:)``) for the events of a write
+    /// of this process, after its transaction ended (``CommitAnnouncer``): `pg_notify` in an
+    /// implicit transaction of its own, on a pooled connection. The append no longer notifies in the write's own
+    /// transaction, whose commit would then take PostgreSQL's cluster-wide lock for notifications.
+    func announce(_ announcement: CommitAnnouncer.Announcement) {
+        announcer.announce(announcement, send: { [self] announcement in
+            // Not subject to the statement faults tests plan: it runs beside the statements they aim at.
+            try await withConnection { connection in
+                try await PostgresRunner(connection: connection, logger: logger, prepared: prepared).run(Self.notification(announcement))
+            }
+        }, failed: { [self, logger] error in
+            // A storage closed or a database down: the others find the commit when they read the log next.
+            guard !pool.withLock({ $0.closed }), !(error is StorageUnavailable) else { return }
+            logger.warning(
+                "Could not tell other instances of a commit; they find it within a second",
+                metadata: ["error": "\(Self.describe(error))"]
+            )
+        })
+    }
+
+    /// The notification of `announcement` (its payload is read by ``logSignals(ignoring:)``).
+    /// A `NOTIFY` gives its transaction an id, so its commit writes a record: not waited for here
+    /// (`synchronous_commit` off for that transaction alone), since the notification need not outlive a crash.
+    static func notification(_ announcement: CommitAnnouncer.Announcement) -> SQLFragment {
+        "SELECT set_config('synchronous_commit', 'off', true), pg_notify('" + SQLFragment(channelPrefix)
+            + "' || current_schema(), " + .bind(announcement.payload) + ")"
     }
 
     /// How many times a write runs when it keeps losing a race with another (``isTransient(_:)``).
@@ -520,11 +554,18 @@ final class PostgresStorage: Storage {
                                 )
                                 lostSince = nil
                             }
-                            // A notification names its event's number. One without (from a database not yet
-                            // migrated, or any other NOTIFY on the channel) wakes as any other: a wake-up too many
-                            // costs a read of the log's head, one too few would leave followers behind.
+                            // A notification lists its events' numbers. One without (an event whose number its
+                            // writer did not learn, or any other NOTIFY on the channel) wakes as any other: a
+                            // wake-up too many costs a read of the log's head, one too few would leave followers
+                            // behind.
+                            // Since 2026-12-03 a notification lists the numbers of one or more commits
+                            // (``CommitAnnouncer``): dropped only when every one of them is accounted for.
                             for try await notification in notifications {
-                                if let sequence = Int(notification.payload), ignoring(sequence) { continue }
+                                if let numbers = CommitAnnouncer.Announcement.numbers(in: notification.payload),
+                                    numbers.allSatisfy(ignoring)
+                                {
+                                    continue
+                                }
                                 continuation.yield()
                             }
                         }

@@ -23,9 +23,20 @@ extension SchemaStore {
         try await NumberSequences.createAll(db)
     }
 
-    /// PostgreSQL: the log's notification of a commit carries the event's number (``StorageDialect/appendEventFunction``),
-    /// so that an instance need not catch up on its own commits (``Storage/logSignals(ignoring:)``).
+    /// PostgreSQL: the log's notification of a commit carries the event's number, so that an instance need not catch
+    /// up on its own commits (``Storage/logSignals(ignoring:)``). Since ``announceAfterCommit(_:)`` the writer sends
+    /// it, and this step writes the function as this version has it.
     static func notifyEventNumbers(_ db: SQLExecutor) async throws {
+        guard db.dialect == .postgres else { return }
+        try await db.run(SQLFragment(StorageDialect.appendEventFunction))
+    }
+
+    /// PostgreSQL: the append no longer notifies in the writing transaction (``StorageDialect/appendEventFunction``);
+    /// the writer announces its events after the commit (``PostgresStorage/announce(_:)``). The function is the
+    /// database's, so an older docketd still running on it during an upgrade then notifies nobody of its own writes:
+    /// this version hears of them within a second (``SharedChangesService``'s poll), another older one only when it
+    /// reads the log before a request. Older instances do hear this version's announcements (same channel).
+    static func announceAfterCommit(_ db: SQLExecutor) async throws {
         guard db.dialect == .postgres else { return }
         try await db.run(SQLFragment(StorageDialect.appendEventFunction))
     }

@@ -43,6 +43,7 @@ enum SchemaStore {
         .once("2026-11-29-problem-transitions") { db, now in try await WorkflowSchema.addMissingActions(db: db, now: now) },
         .once("2026-11-30-concurrent-writes") { db, _ in try await allowConcurrentWrites(db) },
         .once("2026-12-02-notify-event-number") { db, _ in try await notifyEventNumbers(db) },
+        .once("2026-12-03-announce-after-commit") { db, _ in try await announceAfterCommit(db) },
     ]
 
     /// How the database's schema stands against this docketd's (``Migrations/standing(_:steps:version:)``).

@@ -51,8 +51,8 @@ enum StorageDialect: Sendable {
     /// the row in a subtransaction whose id is given after the number was drawn: the row's `xmin`. Every
     /// transaction that could hold a smaller number therefore has an id below that `xmin`, and once a reader's
     /// snapshot has every transaction below it ended (`pg_snapshot_xmin`), a number missing below the row will
-    /// never appear (its transaction rolled back). See ``eventsAfter(_:limit:columns:)``. It also wakes every
-    /// process listening on the schema's channel when the transaction commits (`pg_notify`).
+    /// never appear (its transaction rolled back). See ``eventsAfter(_:limit:columns:)``. The processes listening
+    /// on the schema's channel are woken after the commit, by the writer (``PostgresStorage/announce(_:)``).
     func appendingEvent(_ values: [SQLFragment]) -> SQLFragment {
         switch self {
         case .sqlite:
@@ -106,8 +106,6 @@ enum StorageDialect: Sendable {
             EXCEPTION WHEN query_canceled THEN
                 RAISE;
             END;
-            -- The event's number: an instance that drew it (or published it already) need not read the log for it.
-            PERFORM pg_notify('docket_' || current_schema(), drawn::text);
             RETURN drawn;
         END
         $$
