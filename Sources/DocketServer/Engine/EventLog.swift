@@ -85,7 +85,7 @@ extension RecordStore {
     }
 
     /// Keeps the sequence a write of this process drew (``SharedChanges/drew(_:)``), and for the storage, which
-    /// tells other processes of it once the write has ended (``DrawnEvents``).
+    /// tells other processes of it once it is committed (``DrawnEvents``).
     func drew(_ sequence: Int) {
         DrawnEvents.current?.add(sequence)
         if let draws = EventDraws.current {

@@ -67,6 +67,8 @@ extension RecordStore {
             event.sequence = sequence
             if numbering != nil { event.values["number"] = values["number"] }
             drew(sequence)
+            // A statement that ran on its own has committed: other instances hear of it now.
+            if db.committedAlone { DrawnEvents.current?.committed() }
             return event
         }
         /// Runs the insert; as the write's last statement (``SQLExecutor/lastRows(_:)``) when the caller says that
@@ -87,6 +89,7 @@ extension RecordStore {
                 // Its event committed with it, under a number not known here: announced as such, so that every
                 // instance reads the log (``CommitAnnouncer``).
                 DrawnEvents.current?.addUnnumbered()
+                DrawnEvents.current?.committed()
                 throw CommittedWithoutAnswer(table: table.name, sysID: values["sys_id", default: ""], cause: error)
             }
         }

@@ -1,17 +1,29 @@
 import Synchronization
 
 /// The event numbers the write transaction the current task runs has drawn (added by the engine as each event is
-/// appended, ``RecordStore/drew(_:)``), so that PostgreSQL's storage can tell the other instances once the
-/// transaction has ended (``CommitAnnouncer``).
+/// appended, ``RecordStore/drew(_:)``), so that PostgreSQL's storage can tell the other instances as soon as they are
+/// committed (``committed()``), or when the write has ended (``CommitAnnouncer``).
 final class DrawnEvents: Sendable {
     private let drawn = Mutex<CommitAnnouncer.Announcement?>(nil)
+    private let announce: (@Sendable (CommitAnnouncer.Announcement) -> Void)?
+
+    /// `announce`: sends what was drawn once it is known to be committed (``committed()``).
+    init(announce: (@Sendable (CommitAnnouncer.Announcement) -> Void)? = nil) { self.announce = announce }
+
+    /// The numbers drawn so far are committed (a `COMMIT` answered, or a statement that ran on its own returned):
+    /// announced at once, not when the write has finished its answer.
+    func committed() {
+        guard let announcement = drawn.withLock({ drawn in defer { drawn = nil }; return drawn }) else { return }
+        announce?(announcement)
+    }
 
     func add(_ sequence: Int) { drawn.withLock { $0 = $0.folding(.numbers([sequence])) } }
 
     /// An event was appended whose number the statement's answer did not carry (``CommittedWithoutAnswer``).
     func addUnnumbered() { drawn.withLock { $0 = $0.folding(.unnumbered) } }
 
-    /// What to announce once the transaction has ended; nil when it appended no event.
+    /// What is left to announce once the transaction has ended (drawn by a run that did not commit, or not yet
+    /// announced); nil when nothing is.
     var announcement: CommitAnnouncer.Announcement? { drawn.withLock { $0 } }
 
     /// The numbers of the write the current task runs, where the storage keeps them.
@@ -77,14 +89,20 @@ final class CommitAnnouncer: Sendable {
             return true
         }
         guard start else { return }
-        Task {
-            while let next = next() {
+        let sending: @Sendable () async -> Void = {
+            while let next = self.next() {
                 do {
                     try await send(next)
                 } catch {
                     failed(error)
                 }
             }
+        }
+        // Starts on the caller's thread (no hop before the connection's lease, which is the first wait).
+        if #available(macOS 26, iOS 26, *) {
+            Task.immediate { await sending() }
+        } else {
+            Task { await sending() }
         }
     }
 

@@ -350,9 +350,10 @@ final class PostgresStorage: Storage {
         // Exclusive writes queue behind each other here (they would wait for the advisory lock anyway); writes of
         // rows queue only for a connection, leaving the rest of the pool to reads.
         let queue = scope == .exclusive ? writeLock : rowWriters
-        // The events the write appends are announced once it has ended: committed (or not known to have failed), so
-        // that other instances read them; rolled back, a wake-up too many, which costs them a read of the log's head.
-        let drawn = DrawnEvents()
+        // The events the write appends are announced as soon as they are committed (``DrawnEvents/committed()``), so
+        // that other instances read them; any left when it has ended (rolled back, or not known to have committed)
+        // then: a wake-up too many costs them a read of the log's head.
+        let drawn = DrawnEvents(announce: { [self] announcement in announce(announcement) })
         defer { if let announcement = drawn.announcement { announce(announcement) } }
         return try await queue.withLock(timeout: Self.leaseTimeout) { try await runToCompletion { try await DrawnEvents.$current.withValue(drawn) {
             var attempt = 1

@@ -117,7 +117,10 @@ struct SQLExecutor: Sendable {
         do {
             for statement in first { try await run(statement) }
             let result = try await body(SQLExecutor(runner: deferred, dialect: dialect))
-            if deferred.isOpen { try await run("COMMIT") }
+            if deferred.isOpen {
+                try await run("COMMIT")
+                DrawnEvents.current?.committed()
+            }
             return result
         } catch let failure {
             guard deferred.isOpen else { throw failure }

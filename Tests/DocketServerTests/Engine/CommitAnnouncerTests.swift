@@ -71,6 +71,23 @@ struct CommitAnnouncerTests {
         #expect(drawn.announcement == .unnumbered)
     }
 
+    @Test("numbers known to be committed are announced at once, and not again when the write ends")
+    func committedAtOnce() {
+        let sent = Mutex<[CommitAnnouncer.Announcement]>([])
+        let drawn = DrawnEvents(announce: { announcement in sent.withLock { $0.append(announcement) } })
+        drawn.committed()
+        #expect(sent.withLock { $0 }.isEmpty, "nothing drawn, nothing sent")
+        drawn.add(3)
+        drawn.add(4)
+        drawn.committed()
+        #expect(sent.withLock { $0 } == [.numbers([3, 4])])
+        #expect(drawn.announcement == nil, "nothing left for the end of the write")
+        drawn.committed()
+        drawn.add(9)
+        #expect(sent.withLock { $0 } == [.numbers([3, 4])])
+        #expect(drawn.announcement == .numbers([9]))
+    }
+
     @Test("a send that fails is reported and the next announcement still goes out", .timeLimit(.minutes(1)))
     func failureDoesNotStop() async throws {
         struct Down: Error {}
