@@ -1,0 +1,72 @@
+import Logging
+import PostgresNIO
+
+/// The event log's notifications on PostgreSQL: what other instances announce after their commits
+/// (``PostgresStorage/announce(_:)``), heard on a connection of its own.
+extension PostgresStorage {
+    /// Notification channels are `docket_` and the schema's name, so that deployments in different schemas of
+    /// one database do not wake each other.
+    static let channelPrefix = "docket_"
+
+    /// Listens on a connection of its own; when it breaks, connects again (waiting up to 5 s between tries)
+    /// and signals once after each connection, since notifications sent meanwhile were lost.
+    func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let (location, logger) = (self.location, self.logger)
+        let task = Task {
+            var delay = Duration.milliseconds(100)
+            // Since when the notifications were lost, to say when they are back.
+            var lostSince: ContinuousClock.Instant? = nil
+            while !Task.isCancelled {
+                do {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: try location.connectionConfiguration(searchPath: true), id: 2, logger: logger
+                    )
+                    do {
+                        let schema = try await PostgresRunner(connection: connection, logger: logger)
+                            .rows("SELECT current_schema() AS name").first?.value(at: "name", kind: .text).text ?? "public"
+                        try await connection.listen(on: Self.channelPrefix + schema) { notifications in
+                            continuation.yield()
+                            delay = .milliseconds(100)
+                            if let since = lostSince {
+                                logger.notice(
+                                    "Listening for the event log's notifications again",
+                                    metadata: ["after": "\(ContinuousClock.now - since)"]
+                                )
+                                lostSince = nil
+                            }
+                            // A notification lists its events' numbers. One without (an event whose number its
+                            // writer did not learn, or any other NOTIFY on the channel) wakes as any other: a
+                            // wake-up too many costs a read of the log's head, one too few would leave followers
+                            // behind.
+                            // Since 2026-12-03 a notification lists the numbers of one or more commits
+                            // (``CommitAnnouncer``): dropped only when every one of them is accounted for.
+                            for try await notification in notifications {
+                                if let numbers = CommitAnnouncer.Announcement.numbers(in: notification.payload),
+                                    numbers.allSatisfy(ignoring)
+                                {
+                                    continue
+                                }
+                                continuation.yield()
+                            }
+                        }
+                    } catch {
+                        if !Task.isCancelled {
+                            logger.warning("Lost the event log's notifications; listening again", metadata: ["error": "\(Self.describe(error))"])
+                            lostSince = lostSince ?? .now
+                        }
+                    }
+                    try? await connection.close()
+                } catch {
+                    logger.warning("Cannot listen for the event log's notifications", metadata: ["error": "\(Self.describe(error))"])
+                    lostSince = lostSince ?? .now
+                }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(5))
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+}
