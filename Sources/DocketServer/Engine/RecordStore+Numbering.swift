@@ -75,12 +75,19 @@ extension RecordStore {
         /// nothing follows it (`endsWrite`), the statement appends the event (`appends`), and the answer, if one is
         /// asked for, comes from the insert.
         func run(_ statement: SQLFragment, last appends: Bool) async throws -> [ResultRow] {
-            endsWrite && appends && (answer == nil || returning != nil) ? try await db.lastRows(statement) : try await db.rows(statement)
+            do {
+                return try await endsWrite && appends && (answer == nil || returning != nil)
+                    ? db.lastRows(statement) : db.rows(statement)
+            } catch let undecodable as UndecodableAnswer {
+                // The statement ran to its end, and a value of its answer could not be read: as an answer that lacks
+                // what the write reads (below).
+                return try answered { throw undecodable }
+            }
         }
         /// Reads the insert's answer from its rows (its number, its row, its event's number; the event counted as
         /// this process's own last, once nothing else can fail). Where the insert ran on its own it has committed: an
-        /// answer that lacks any of them then must not say the write failed (``CommittedWithoutAnswer``). (A value
-        /// that fails to decode fails the statement's run itself, before this, with an outcome the driver cannot tell.)
+        /// answer that lacks any of them, or one with a value that could not be decoded (``UndecodableAnswer``), then
+        /// must not say the write failed (``CommittedWithoutAnswer``).
         func answered<T>(_ read: () throws -> T) throws -> T {
             do {
                 return try read()

@@ -32,6 +32,7 @@ struct PostgresRunner: SQLRunner {
     }
 
     private func execute(_ sql: SQLFragment) async throws -> [ResultRow] {
+        let spoiled = faults?.spoils(sql) ?? false
         let (text, binds) = connection.sql().serialize(sql)
         var bindings = PostgresBindings(capacity: binds.count)
         // One letter per value, for how it is bound: a text prepared with values of other types is another statement.
@@ -63,15 +64,20 @@ struct PostgresRunner: SQLRunner {
         do {
             if let prepared, let use = prepared.slot(for: text, signature: signature, on: connection, logger: logger) {
                 do {
-                    let rows = try await Self.collect(prepared.run(slot: use.slot, bindings: bindings, on: connection, logger: logger))
+                    let rows = try await Self.collect(
+                        prepared.run(slot: use.slot, bindings: bindings, on: connection, logger: logger), spoiled: spoiled
+                    )
                     prepared.ran(use, on: connection, error: nil, logger: logger)
                     return rows
                 } catch {
-                    prepared.ran(use, on: connection, error: error, logger: logger)
+                    // A statement whose answer could not be read ran (and was prepared).
+                    prepared.ran(use, on: connection, error: error is UndecodableAnswer ? nil : error, logger: logger)
                     throw error
                 }
             }
-            return try await Self.collect(connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger))
+            return try await Self.collect(
+                connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger), spoiled: spoiled
+            )
         } catch let error as PSQLError {
             if let message = error.serverInfo?[.message] {
                 throw PostgresStatementError(message: message, sqlState: error.serverInfo?[.sqlState])
@@ -80,14 +86,27 @@ struct PostgresRunner: SQLRunner {
         }
     }
 
-    private static func collect<Rows: AsyncSequence>(_ sequence: Rows) async throws -> [ResultRow] where Rows.Element == PostgresRow {
+    /// Reads a statement's rows. A value that cannot be decoded does not stop the reading: the rest of the answer is
+    /// read, so that the statement runs to its end (and, run on its own, commits) and its outcome is known, and then
+    /// ``UndecodableAnswer`` says the statement ran. (Leaving the stream at the first bad value would leave the
+    /// caller unable to tell whether it ran at all.) `spoiled`: tests only (``StatementFaults/spoilAnswerOfNext(_:)``).
+    private static func collect<Rows: AsyncSequence>(
+        _ sequence: Rows, spoiled: Bool
+    ) async throws -> [ResultRow] where Rows.Element == PostgresRow {
         var result: [ResultRow] = []
         var columns: PostgresColumns?
-        for try await row in sequence {
-            let names = columns ?? PostgresColumns(row)
-            columns = names
-            result.append(ResultRow(try PostgresResultRow(row, columns: names)))
+        var undecodable: (any Error)?
+        for try await row in sequence where undecodable == nil {
+            do {
+                if spoiled { throw PostgresStorageError.unsupportedColumn("(spoiled by a test)", type: "none") }
+                let names = columns ?? PostgresColumns(row)
+                columns = names
+                result.append(ResultRow(try PostgresResultRow(row, columns: names)))
+            } catch {
+                undecodable = error
+            }
         }
+        if let undecodable { throw UndecodableAnswer(cause: undecodable) }
         return result
     }
 

@@ -197,6 +197,14 @@ final class DeferredTransaction: SQLRunner {
     }
 }
 
+/// A statement ran to its end, and a value of its answer could not be read (a value the driver cannot decode: a fault
+/// of the driver or of Docket's code, never of a request). Where the statement ran on its own it has committed
+/// (``SQLExecutor/committedAlone``). Its description is the cause's.
+struct UndecodableAnswer: Error, CustomStringConvertible {
+    let cause: any Error
+    var description: String { "\(cause)" }
+}
+
 /// A statement came after the one its transaction ran as its last (``SQLExecutor/lastRows(_:)``), which had
 /// committed on its own: a fault of the engine's code, never of a request.
 struct StatementAfterLast: Error, CustomStringConvertible {
@@ -322,6 +330,7 @@ final class StatementFaults: Sendable {
     private let planned = Mutex<[(matches: @Sendable (String) -> Bool, error: (any Error)?)]>([])
     private let observers = Mutex<[@Sendable (String) -> Void]>([])
     private let lostAnswers = Mutex<[@Sendable (String) -> Bool]>([])
+    private let spoiledAnswers = Mutex<[@Sendable (String) -> Bool]>([])
 
     /// Fails the next statement whose SQL text (without its bound values) satisfies `matches`, once, as an
     /// unreachable database would, or with `error` when given (a statement the database refused).
@@ -336,6 +345,26 @@ final class StatementFaults: Sendable {
     func loseAnswerOfNext(_ matches: @escaping @Sendable (String) -> Bool) {
         lostAnswers.withLock { $0.append(matches) }
         armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Runs the next statement whose SQL text satisfies `matches`, once, and fails the reading of its first row's
+    /// values, as a value the driver cannot decode would (PostgreSQL's runner only: SQLite's rows are read by the
+    /// statement's own step). The runner reads the rest of the answer, so the statement runs to its end, and throws
+    /// ``UndecodableAnswer``.
+    func spoilAnswerOfNext(_ matches: @escaping @Sendable (String) -> Bool) {
+        spoiledAnswers.withLock { $0.append(matches) }
+        armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Whether ``spoilAnswerOfNext(_:)`` planned to spoil the answer of `sql` (once).
+    func spoils(_ sql: SQLFragment) -> Bool {
+        guard armed.load(ordering: .relaxed) else { return false }
+        let text = sql.rawText
+        return spoiledAnswers.withLock { planned -> Bool in
+            guard let index = planned.firstIndex(where: { $0(text) }) else { return false }
+            planned.remove(at: index)
+            return true
+        }
     }
 
     /// The rows `sql` returned, or none when ``loseAnswerOfNext(_:)`` planned to lose them.
@@ -364,7 +393,9 @@ final class StatementFaults: Sendable {
         let hit = planned.withLock { planned -> (any Error)?? in
             guard let index = planned.firstIndex(where: { $0.matches(text) }) else { return .none }
             let error = planned.remove(at: index).error
-            if planned.isEmpty, observers.withLock({ $0.isEmpty }), lostAnswers.withLock({ $0.isEmpty }) {
+            if planned.isEmpty, observers.withLock({ $0.isEmpty }), lostAnswers.withLock({ $0.isEmpty }),
+                spoiledAnswers.withLock({ $0.isEmpty })
+            {
                 armed.store(false, ordering: .sequentiallyConsistent)
             }
             return .some(error)

@@ -231,15 +231,24 @@ struct OutageTests {
         }
     }
 
-    @Test("a create whose insert committed and whose answer was lost is answered 201 with the row as committed, stored once")
-    func lostAnswer() async throws {
+    @Test(
+        "a create whose insert committed and whose answer was lost (or could not be decoded) is answered 201 with the row as committed, stored once",
+        arguments: [false, true]
+    )
+    func lostAnswer(undecodable: Bool) async throws {
         try await Self.withFaultyRouter { client, faulty in
             let count = { try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount].flatMap { Int($0) } }
             let before = try #require(try await count())
             // On PostgreSQL the insert is the whole write, commits on its own, and none of its rows come back (its
             // number, its row, its event's number). On SQLite the write reads nothing from the insert (the row is read
             // after it, in the transaction), so the same fault changes nothing there.
-            faulty.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") || $0.hasPrefix("INSERT INTO  (") }
+            // Or its rows come back and a value of them cannot be decoded (PostgreSQL's runner reads the rest, and says
+            // the statement ran: ``UndecodableAnswer``).
+            if undecodable {
+                faulty.faults.spoilAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            } else {
+                faulty.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") || $0.hasPrefix("INSERT INTO  (") }
+            }
             let created = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"answer lost"}"#)
             #expect(created.status == .created)
             let result = try created.json["result"]
@@ -254,20 +263,30 @@ struct OutageTests {
         }
     }
 
-    @Test("a create in a transaction whose insert's answer was lost is rolled back: a failure, nothing stored")
-    func lostAnswerInTransaction() async throws {
+    @Test(
+        "a create in a transaction whose insert's answer was lost (or could not be decoded) is rolled back: a failure, nothing stored; the next write works",
+        arguments: [false, true]
+    )
+    func lostAnswerInTransaction(undecodable: Bool) async throws {
         try await Self.withFaultyRouter { client, faulty in
             let count = { try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount].flatMap { Int($0) } }
             let before = try #require(try await count())
             // With a comment the create is BEGIN, the insert, the journal entry and COMMIT on PostgreSQL: the insert's
             // rows lost there fail the write before COMMIT, which rolls it back. (SQLite's insert is another
             // statement, which the fault does not match: that create is stored as usual.)
-            faulty.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            if undecodable {
+                faulty.faults.spoilAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            } else {
+                faulty.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            }
             let failed = try await client.send(
                 .post, "/api/now/table/incident", json: #"{"short_description":"answer lost","comments":"noted"}"#
             )
             if faulty.dialect == .postgres { #expect(failed.status == .internalServerError) }
             #expect(try await count() == before + (faulty.dialect == .postgres ? 0 : 1))
+            let next = try await client.send(.post, "/api/now/table/incident", json: #"{"short_description":"next","comments":"noted"}"#)
+            #expect(next.status == .created)
+            #expect(try await count() == before + (faulty.dialect == .postgres ? 1 : 2))
         }
     }
 

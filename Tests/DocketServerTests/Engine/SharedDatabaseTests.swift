@@ -497,8 +497,11 @@ struct SharedDatabaseTests {
         }
     }
 
-    @Test("a create whose lone insert committed and whose answer was lost is reported done; its event is published once, from the log", .timeLimit(.minutes(2)))
-    func lostAnswer() async throws {
+    @Test(
+        "a create whose lone insert committed and whose answer was lost (or could not be decoded) is reported done; its event is published once, from the log",
+        .timeLimit(.minutes(2)), arguments: [false, true]
+    )
+    func lostAnswer(undecodable: Bool) async throws {
         try await Self.withTwoInstances { a, b in
             let published = Published()
             a.broadcaster.add(observer: published)
@@ -508,7 +511,12 @@ struct SharedDatabaseTests {
             let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
             let committed = CommittedRow()
             // The insert runs on its own (it commits), and none of its rows come back: no number, no row, no event.
-            a.storage.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            // Or its rows come back and a value of them cannot be decoded (``UndecodableAnswer``).
+            if undecodable {
+                a.storage.faults.spoilAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            } else {
+                a.storage.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
+            }
             let lost = try await a.insert(
                 into: "incident", values: ["short_description": "answer lost"], caller: Callers.admin,
                 answer: CommittedRow.Answer(row: committed, plan: plan)
