@@ -86,10 +86,10 @@ struct PostgresRunner: SQLRunner {
         }
     }
 
-    /// Reads a statement's rows. A value that cannot be decoded does not stop the reading: the rest of the answer is
-    /// read, so that the statement runs to its end (and, run on its own, commits) and its outcome is known, and then
-    /// ``UndecodableAnswer`` says the statement ran. (Leaving the stream at the first bad value would leave the
-    /// caller unable to tell whether it ran at all.) `spoiled`: tests only (``StatementFaults/spoilAnswerOfNext(_:)``).
+    /// Reads a statement's rows. A value that cannot be read (a type docketd does not read, a sum beyond 64 bits)
+    /// does not stop the reading: the rest of the answer is read, and then ``UndecodableAnswer`` says that the
+    /// statement ran to its end (and, run on its own, committed). Before, the value's error was thrown as it came,
+    /// and looked like the statement's own failure. `spoiled`: tests only (``StatementFaults/spoilAnswerOfNext(_:)``).
     private static func collect<Rows: AsyncSequence>(
         _ sequence: Rows, spoiled: Bool
     ) async throws -> [ResultRow] where Rows.Element == PostgresRow {
@@ -144,7 +144,8 @@ final class PostgresColumns: Sendable {
 }
 
 /// A PostgreSQL row converted to driver-neutral values as it arrives, so that a value out of range fails the
-/// statement (where callers handle it) rather than a later read.
+/// statement's reading (``UndecodableAnswer``, described as the value's error, which callers such as
+/// ``StorageDialect/isIntegerOverflow(_:)`` recognise) rather than a later read.
 struct PostgresResultRow: StorageRow {
     enum Cell: Sendable {
         case value(SQLValue)

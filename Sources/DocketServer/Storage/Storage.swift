@@ -197,9 +197,10 @@ final class DeferredTransaction: SQLRunner {
     }
 }
 
-/// A statement ran to its end, and a value of its answer could not be read (a value the driver cannot decode: a fault
-/// of the driver or of Docket's code, never of a request). Where the statement ran on its own it has committed
-/// (``SQLExecutor/committedAlone``). Its description is the cause's.
+/// A statement ran to its end, and a value of its answer could not be read: one the driver cannot decode (a fault of
+/// the driver or of Docket's code), or one beyond what docketd reads (a sum past 64 bits, which a request can cause:
+/// ``StorageDialect/isIntegerOverflow(_:)`` recognises it by its description, which is the cause's). Where the
+/// statement ran on its own it has committed (``SQLExecutor/committedAlone``).
 struct UndecodableAnswer: Error, CustomStringConvertible {
     let cause: any Error
     var description: String { "\(cause)" }
@@ -348,7 +349,8 @@ final class StatementFaults: Sendable {
     }
 
     /// Runs the next statement whose SQL text satisfies `matches`, once, and fails the reading of its first row's
-    /// values, as a value the driver cannot decode would (PostgreSQL's runner only: SQLite's rows are read by the
+    /// values (the plan is used up by that statement even when it returns no row), as a value the driver cannot
+    /// decode would (PostgreSQL's runner only: SQLite's rows are read by the
     /// statement's own step). The runner reads the rest of the answer, so the statement runs to its end, and throws
     /// ``UndecodableAnswer``.
     func spoilAnswerOfNext(_ matches: @escaping @Sendable (String) -> Bool) {
