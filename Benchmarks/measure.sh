@@ -2,6 +2,7 @@
 #   release_docketd            prints DOCKET_BENCH_BINARY, or builds this tree's release docketd and prints its path
 #   ticks_of PID…              user + system clock ticks of the processes, summed
 #   postgres_ticks             every PostgreSQL process's ticks, those that ended since included
+#   post_lua FILE              writes wrk's script for the benchmarks' POST (an incident, admin by Basic auth)
 #   benchmark_postgres PORT    sets `postgres` to DOCKET_BENCH_POSTGRES_URL, or starts a throw-away cluster on PORT
 #                              (scripts/postgres-cluster.sh) and sets `started_cluster=1` (stop it on exit)
 
@@ -12,6 +13,15 @@ release_docketd() {
     fi
     swift build -c release --product docketd >&2
     echo "$(swift build -c release --show-bin-path)/docketd"
+}
+
+post_lua() {
+    cat >"$1" <<LUA
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Basic $(printf 'admin:admin' | base64)"
+wrk.body = '{"short_description":"Benchmark write","impact":"2","urgency":"2"}'
+LUA
 }
 
 ticks_of() {

@@ -28,12 +28,7 @@ server=$!
 for _ in $(seq 1 300); do grep -q 'listening on' "$work/out" 2>/dev/null && break; sleep 0.1; done
 url="$(sed -n 's/^docketd listening on //p' "$work/out")"
 [ -n "$url" ] || { echo "docketd did not start:" >&2; cat "$work/err" >&2; exit 1; }
-cat >"$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Basic $(printf 'admin:admin' | base64)"
-wrk.body = '{"short_description":"Benchmark write","impact":"2","urgency":"2"}'
-LUA
+post_lua "$work/post.lua"
 # One line per thread: id, name (spaces as _), voluntary and involuntary switches, CPU ticks.
 threads() {
     local task

@@ -38,12 +38,7 @@ start() { # binary, name, database URL; sets $url and $pid
     [ -n "$url" ] || { echo "docketd $2 did not start:" >&2; cat "$work/$2.log" >&2; exit 1; }
 }
 
-cat >"$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Basic $(printf 'admin:admin' | base64)"
-wrk.body = '{"short_description":"Benchmark write","impact":"2","urgency":"2"}'
-LUA
+post_lua "$work/post.lua"
 
 # Samples pg_locks every 2 ms for `seconds` of the clock (a function of the probe's own session, so that each
 # sample reads the lock table anew): the share of samples in which docketd's advisory lock (any of the schema

@@ -46,12 +46,7 @@ start() { # name, database URL (empty for SQLite); sets $url
 }
 
 header="Authorization: Basic $(printf 'admin:admin' | base64)"
-cat >"$work/post.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Basic $(printf 'admin:admin' | base64)"
-wrk.body = '{"short_description":"Benchmark write","impact":"2","urgency":"2"}'
-LUA
+post_lua "$work/post.lua"
 
 measure() { # name, urls (space-separated: split the connections), path, [lua]
     local urls=($2) each=$((connections / ${#urls[@]})) outs=() i=0 wrkpids=() servers=() u
