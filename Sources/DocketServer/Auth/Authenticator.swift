@@ -86,7 +86,8 @@ actor Authenticator: ChangeObserver {
     private let endedUsers = Mutex<Set<String>>([])
     /// Verifications under way, by credential digest: concurrent requests with the same credentials wait for
     /// one bcrypt check instead of each running their own.
-    private var verifying: [Data: Task<Result<String, LoginFailure>, Never>] = [:]
+    /// Password checks under way, by keyed digest, with the count of changes when each began.
+    private var verifying: [Data: (check: Task<Result<String, LoginFailure>, Never>, changes: Int)] = [:]
     private let sessionStore: SessionStore
 
     init(
@@ -118,20 +119,26 @@ actor Authenticator: ChangeObserver {
             return caller
         }
         if let wait = await throttle.check(userName: userName, address: address) { throw .throttled(retryAfter: wait) }
-        let verification: Task<Result<String, LoginFailure>, Never>
+        let verification: (check: Task<Result<String, LoginFailure>, Never>, changes: Int)
         if let pending = verifying[digest] {
             verification = pending
         } else {
             let (users, hasher) = (self.users, self.hasher)
-            verification = Task { await Self.verify(userName: userName, password: password, users: users, hasher: hasher) }
+            verification = (
+                Task { await Self.verify(userName: userName, password: password, users: users, hasher: hasher) },
+                changes.load(ordering: .acquiring)
+            )
             verifying[digest] = verification
         }
-        let result = await verification.value
+        let result = await verification.check.value
         verifying[digest] = nil
         switch result {
         case .success(let userID):
             await throttle.succeed(userName: userName, address: address)
-            credentials[userName] = CachedCredential(digest: digest, userID: userID, expires: clock.now + credentialTTL)
+            // A password changed while it was checked: this answer stands, but is not remembered past the change.
+            if changes.load(ordering: .acquiring) == verification.changes {
+                credentials[userName] = CachedCredential(digest: digest, userID: userID, expires: clock.now + credentialTTL)
+            }
             guard let caller = try await knownCaller(userID: userID) else { throw .rejected }
             return caller
         case .failure(.rejected):
@@ -245,21 +252,32 @@ actor Authenticator: ChangeObserver {
         dropStaleCaches()
         if sessionStore.isShared || sessions[token] == nil {
             // The database decides: another docketd (or this one before a restart) may have started or ended it.
-            let stored: SessionStore.Stored?
-            do {
-                stored = try await sessionStore.load(token)
-            } catch {
-                throw .unavailable
+            // A logout that ends while the database is read may be this session's: what was read is then not
+            // remembered (it would outlive the logout) but read again.
+            var remembered = false
+            for _ in 0..<3 where !remembered {
+                let seenLogouts = logouts.load(ordering: .acquiring)
+                let stored: SessionStore.Stored?
+                do {
+                    stored = try await sessionStore.load(token)
+                } catch {
+                    throw .unavailable
+                }
+                dropStaleCaches()
+                guard let stored, stored.expires > SessionStore.now() else {
+                    sessions[token] = nil
+                    return nil
+                }
+                guard logouts.load(ordering: .acquiring) == seenLogouts else { continue }
+                if sessions[token] == nil {
+                    let remaining = Duration.seconds(stored.expires - SessionStore.now())
+                    sessions[token] = Session(
+                        userID: stored.userID, expires: clock.now + remaining, storedExpires: stored.expires)
+                }
+                remembered = true
             }
-            dropStaleCaches()
-            guard let stored, stored.expires > SessionStore.now() else {
-                sessions[token] = nil
-                return nil
-            }
-            if sessions[token] == nil {
-                let remaining = Duration.seconds(stored.expires - SessionStore.now())
-                sessions[token] = Session(userID: stored.userID, expires: clock.now + remaining, storedExpires: stored.expires)
-            }
+            // Logouts kept coming while it was read: no answer about this session right now.
+            guard remembered else { throw .unavailable }
         }
         let now = clock.now
         guard let session = sessions[token] else { return nil }
@@ -289,7 +307,10 @@ actor Authenticator: ChangeObserver {
 
     /// Counts every change that can end a credential (a logout, a changed user or role): long-lived answers
     /// check their credential again only when it moved (or on their heartbeat, for expiry).
-    nonisolated var credentialGeneration: Int { changes.load(ordering: .relaxed) + logouts.load(ordering: .relaxed) }
+    /// A count moves only once its change has taken effect.
+    nonisolated var credentialGeneration: Int {
+        changes.load(ordering: .acquiring) + logouts.load(ordering: .acquiring)
+    }
 
     /// Ends a session (logout); unknown tokens are ignored. Throws ``LoginFailure/unavailable`` when the end could
     /// not be recorded: the session then still works (here and on every docketd sharing the database), and the
@@ -300,7 +321,7 @@ actor Authenticator: ChangeObserver {
         } catch {
             throw .unavailable
         }
-        logouts.add(1, ordering: .relaxed)
+        logouts.add(1, ordering: .releasing)
         guard sessions.removeValue(forKey: token) != nil else { return }
         sessionByClient = sessionByClient.filter { $0.value != token }
     }
@@ -327,19 +348,19 @@ actor Authenticator: ChangeObserver {
     /// Forgets cached credentials and callers (after a change to users or roles). Synchronous, so the very
     /// next request sees the change: the caches are dropped on the actor's next use.
     nonisolated func invalidate() {
-        changes.add(1, ordering: .relaxed)
+        changes.add(1, ordering: .releasing)
     }
 
     /// Ends every session and cached credential of a user whose password, lock or active flag changed, at once
     /// (synchronous, like ``invalidate()``).
     nonisolated func endSessions(ofUser userID: String) {
         endedUsers.withLock { _ = $0.insert(userID) }
-        changes.add(1, ordering: .relaxed)
+        changes.add(1, ordering: .releasing)
     }
 
     /// Drops the caches when users or roles changed since they were filled.
     private func dropStaleCaches() {
-        let current = changes.load(ordering: .relaxed)
+        let current = changes.load(ordering: .acquiring)
         guard current != seenChanges else { return }
         seenChanges = current
         credentials = [:]
@@ -362,6 +383,7 @@ actor Authenticator: ChangeObserver {
         dropStaleCaches()
         let now = clock.now
         if let cached = callers[userID], cached.expires > now { return cached.caller }
+        let seenChanges = changes.load(ordering: .acquiring)
         let caller: Caller?
         do {
             caller = try await users.caller(userID: userID)
@@ -369,7 +391,8 @@ actor Authenticator: ChangeObserver {
             throw .unavailable
         }
         guard let caller else { return nil }
-        callers[userID] = (caller, now + credentialTTL)
+        // Users or roles changed while it was read: not remembered past the change.
+        if changes.load(ordering: .acquiring) == seenChanges { callers[userID] = (caller, now + credentialTTL) }
         return caller
     }
 }

@@ -147,11 +147,13 @@ actor OAuthService: ChangeObserver {
             }
             return known.userID
         }
+        // A revocation that ends while the database is read must not find its token remembered afterwards.
+        let generation = revocationGeneration
         let stored = try await unlessUnavailable { try await directory.token(hash: Self.hash(accessToken)) }
         guard let stored, stored.type == "access_token",
             let expires = GlideDateTime.parse(stored.expires), expires > now
         else { return nil }
-        accessTokens[accessToken] = (stored.userID, expires)
+        if revocationGeneration == generation { accessTokens[accessToken] = (stored.userID, expires) }
         if accessTokens.count > 50_000 { accessTokens = accessTokens.filter { $0.value.expires > now } }
         return stored.userID
     }
@@ -170,27 +172,29 @@ actor OAuthService: ChangeObserver {
     }
 
     nonisolated func forgetTokens(ofUser userID: String) {
-        revocations.add(1, ordering: .relaxed)
         endedUsers.withLock { _ = $0.insert(userID) }
+        revocations.add(1, ordering: .releasing)
     }
 
     /// Forgets verified client secrets (after a change to `oauth_entity`: a new secret or a deactivated client
     /// takes effect at once).
     nonisolated func invalidateClients() { verifiedClients.withLock { $0 = [:] } }
 
-    /// Revokes an access or refresh token (and the access tokens issued with a refresh token).
-    /// Counts revocations and credential changes (see ``Authenticator/credentialGeneration``).
-    nonisolated var revocationGeneration: Int { revocations.load(ordering: .relaxed) }
+    /// Counts revocations and credential changes (see ``Authenticator/credentialGeneration``). It moves only once
+    /// the change has taken effect: whoever sees the new count and looks the token up again finds it gone (a
+    /// WebSocket's ``SocketClock`` looks once per count).
+    nonisolated var revocationGeneration: Int { revocations.load(ordering: .acquiring) }
     private let revocations = Atomic<Int>(0)
 
+    /// Revokes an access or refresh token (and the access tokens issued with a refresh token).
     /// Throws ``LoginFailure/unavailable`` when the revocation could not be recorded: the token may still work.
     func revoke(token: String) async throws(LoginFailure) {
-        revocations.add(1, ordering: .relaxed)
         let hash = Self.hash(token)
         try await unlessUnavailable { try await directory.revoke(hash: hash) }
         // Access tokens issued with a revoked refresh token are not tracked by refresh here: forget them all
         // and let the next request re-read the table.
         accessTokens = [:]
+        revocations.add(1, ordering: .releasing)
     }
 
     func verifyClient(id: String, secret: String) async throws(LoginFailure) -> OAuthDirectory.Client? {

@@ -28,6 +28,7 @@ struct PostgresRunner: SQLRunner {
     func rows(_ sql: SQLFragment) async throws -> [ResultRow] {
         try faults?.check(sql)
         let rows = try await execute(sql)
+        if let faults, faults.isArmed { await faults.holdAnswer(of: sql) }
         return faults?.answer(of: sql, rows) ?? rows
     }
 

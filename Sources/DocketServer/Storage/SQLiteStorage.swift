@@ -93,6 +93,7 @@ struct SQLiteRunner: SQLRunner {
         let collected = Mutex<[ResultRow]>([])
         try await connection.query(text, data) { row in collected.withLock { $0.append(ResultRow(row)) } }
         let rows = collected.withLock { $0 }
+        if let faults, faults.isArmed { await faults.holdAnswer(of: sql) }
         return faults?.answer(of: sql, rows) ?? rows
     }
 }

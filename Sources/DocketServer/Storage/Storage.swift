@@ -332,6 +332,10 @@ final class StatementFaults: Sendable {
     private let observers = Mutex<[@Sendable (String) -> Void]>([])
     private let lostAnswers = Mutex<[@Sendable (String) -> Bool]>([])
     private let spoiledAnswers = Mutex<[@Sendable (String) -> Bool]>([])
+    private let heldAnswers = Mutex<[(matches: @Sendable (String) -> Bool, hold: @Sendable () async -> Void)]>([])
+
+    /// Whether any fault or observer is planned (the runners look before anything slower).
+    var isArmed: Bool { armed.load(ordering: .relaxed) }
 
     /// Fails the next statement whose SQL text (without its bound values) satisfies `matches`, once, as an
     /// unreachable database would, or with `error` when given (a statement the database refused).
@@ -356,6 +360,24 @@ final class StatementFaults: Sendable {
     func spoilAnswerOfNext(_ matches: @escaping @Sendable (String) -> Bool) {
         spoiledAnswers.withLock { $0.append(matches) }
         armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Runs the next statement whose SQL text satisfies `matches`, once, and hands its answer to its caller only
+    /// when `hold` returns (a read's answer in flight while something else happens; PostgreSQL's runner and
+    /// SQLite's readers).
+    func holdAnswerOfNext(_ matches: @escaping @Sendable (String) -> Bool, until hold: @escaping @Sendable () async -> Void) {
+        heldAnswers.withLock { $0.append((matches, hold)) }
+        armed.store(true, ordering: .sequentiallyConsistent)
+    }
+
+    /// Waits for the hold ``holdAnswerOfNext(_:until:)`` planned for `sql`, if any (once).
+    func holdAnswer(of sql: SQLFragment) async {
+        let text = sql.rawText
+        let hold = heldAnswers.withLock { planned -> (@Sendable () async -> Void)? in
+            guard let index = planned.firstIndex(where: { $0.matches(text) }) else { return nil }
+            return planned.remove(at: index).hold
+        }
+        await hold?()
     }
 
     /// Whether ``spoilAnswerOfNext(_:)`` planned to spoil the answer of `sql` (once).
@@ -396,7 +418,7 @@ final class StatementFaults: Sendable {
             guard let index = planned.firstIndex(where: { $0.matches(text) }) else { return .none }
             let error = planned.remove(at: index).error
             if planned.isEmpty, observers.withLock({ $0.isEmpty }), lostAnswers.withLock({ $0.isEmpty }),
-                spoiledAnswers.withLock({ $0.isEmpty })
+                spoiledAnswers.withLock({ $0.isEmpty }), heldAnswers.withLock({ $0.isEmpty })
             {
                 armed.store(false, ordering: .sequentiallyConsistent)
             }
