@@ -232,12 +232,22 @@ struct SharedDatabaseTests {
                 if accounted { dropped.withLock { $0.append(sequence) } }
                 return accounted
             }) as AsyncStream<Void>?)
-            let followers = [signals, shared.handedBack].map { wakes in
-                Task { for await _ in wakes { try? await a.catchUp() } }
-            }
+            let listening = Box<Bool>()
+            let followers = [
+                Task {
+                    for await _ in signals {
+                        listening.set(true)
+                        try? await a.catchUp()
+                    }
+                },
+                Task { for await _ in shared.handedBack { try? await a.catchUp() } },
+            ]
             defer { for follower in followers { follower.cancel() } }
             let published = Published()
             a.broadcaster.add(observer: published)
+            // The first wake-up follows the listener's connection: from then on B's notifications reach A (one sent
+            // before would be lost, and this test would wait for it for ever).
+            _ = try await listening.wait()
             // The commit stands in for one of A's whose COMMIT was sent and never answered: A drew the number
             // (here before B's insert takes it), so the notification of its commit is dropped on A as A's own.
             try await a.catchUp()
