@@ -84,9 +84,8 @@ actor Authenticator: ChangeObserver {
     /// Users whose credentials or standing changed (password, lock, deactivation): their sessions end on the
     /// actor's next use. Filled synchronously by the write path's listener.
     private let endedUsers = Mutex<Set<String>>([])
-    /// Verifications under way, by credential digest: concurrent requests with the same credentials wait for
-    /// one bcrypt check instead of each running their own.
-    /// Password checks under way, by keyed digest, with the count of changes when each began.
+    /// Password checks under way, by keyed digest, with the count of changes when each began: concurrent requests
+    /// with the same credentials wait for one bcrypt check instead of each running their own.
     private var verifying: [Data: (check: Task<Result<String, LoginFailure>, Never>, changes: Int)] = [:]
     private let sessionStore: SessionStore
 
@@ -252,32 +251,25 @@ actor Authenticator: ChangeObserver {
         dropStaleCaches()
         if sessionStore.isShared || sessions[token] == nil {
             // The database decides: another docketd (or this one before a restart) may have started or ended it.
-            // A logout that ends while the database is read may be this session's: what was read is then not
-            // remembered (it would outlive the logout) but read again.
-            var remembered = false
-            for _ in 0..<3 where !remembered {
-                let seenLogouts = logouts.load(ordering: .acquiring)
-                let stored: SessionStore.Stored?
-                do {
-                    stored = try await sessionStore.load(token)
-                } catch {
-                    throw .unavailable
-                }
-                dropStaleCaches()
-                guard let stored, stored.expires > SessionStore.now() else {
-                    sessions[token] = nil
-                    return nil
-                }
-                guard logouts.load(ordering: .acquiring) == seenLogouts else { continue }
-                if sessions[token] == nil {
-                    let remaining = Duration.seconds(stored.expires - SessionStore.now())
-                    sessions[token] = Session(
-                        userID: stored.userID, expires: clock.now + remaining, storedExpires: stored.expires)
-                }
-                remembered = true
+            // A logout or a change to users that ends while the database is read may be this session's: what was
+            // read then answers this request (it came first) but is not remembered, as it could outlive the change.
+            let seenGeneration = credentialGeneration
+            let stored: SessionStore.Stored?
+            do {
+                stored = try await sessionStore.load(token)
+            } catch {
+                throw .unavailable
             }
-            // Logouts kept coming while it was read: no answer about this session right now.
-            guard remembered else { throw .unavailable }
+            dropStaleCaches()
+            guard let stored, stored.expires > SessionStore.now() else {
+                sessions[token] = nil
+                return nil
+            }
+            guard credentialGeneration == seenGeneration else { return try await knownCaller(userID: stored.userID) }
+            if sessions[token] == nil {
+                let remaining = Duration.seconds(stored.expires - SessionStore.now())
+                sessions[token] = Session(userID: stored.userID, expires: clock.now + remaining, storedExpires: stored.expires)
+            }
         }
         let now = clock.now
         guard let session = sessions[token] else { return nil }
@@ -383,7 +375,7 @@ actor Authenticator: ChangeObserver {
         dropStaleCaches()
         let now = clock.now
         if let cached = callers[userID], cached.expires > now { return cached.caller }
-        let seenChanges = changes.load(ordering: .acquiring)
+        let changesBefore = changes.load(ordering: .acquiring)
         let caller: Caller?
         do {
             caller = try await users.caller(userID: userID)
@@ -392,7 +384,7 @@ actor Authenticator: ChangeObserver {
         }
         guard let caller else { return nil }
         // Users or roles changed while it was read: not remembered past the change.
-        if changes.load(ordering: .acquiring) == seenChanges { callers[userID] = (caller, now + credentialTTL) }
+        if changes.load(ordering: .acquiring) == changesBefore { callers[userID] = (caller, now + credentialTTL) }
         return caller
     }
 }

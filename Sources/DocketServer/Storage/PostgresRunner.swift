@@ -62,6 +62,11 @@ struct PostgresRunner: SQLRunner {
             default: throw PostgresStorageError.unsupportedBind(String(describing: type(of: bind)))
             }
         }
+        // postgres-nio hands a statement to its connection without a promise for the hand-over: on a connection
+        // already closed (by the server, an outage, or a pool's shutdown) the statement is dropped and its answer
+        // never comes. This guard fails such a statement at once; one whose connection closes between this look and
+        // the hand-over can still be dropped (a narrow window, not closed here).
+        guard !connection.isClosed else { throw StorageUnavailable(reason: "the connection to PostgreSQL is closed") }
         do {
             if let prepared, let use = prepared.slot(for: text, signature: signature, on: connection, logger: logger) {
                 do {
