@@ -49,7 +49,8 @@ enum LoginFailure: Error, Sendable, Equatable {
 actor Authenticator: ChangeObserver {
     private struct CachedCredential {
         var digest: Data
-        var userID: String
+        /// The user and the stored hash the password was checked against.
+        var proof: UserDirectory.CredentialProof
         var expires: ContinuousClock.Instant
     }
 
@@ -86,7 +87,7 @@ actor Authenticator: ChangeObserver {
     private let endedUsers = Mutex<Set<String>>([])
     /// Password checks under way, by keyed digest, with the count of changes when each began: concurrent requests
     /// with the same credentials wait for one bcrypt check instead of each running their own.
-    private var verifying: [Data: (check: Task<Result<String, LoginFailure>, Never>, changes: Int)] = [:]
+    private var verifying: [Data: (check: Task<Result<UserDirectory.CredentialProof, LoginFailure>, Never>, changes: Int)] = [:]
     private let sessionStore: SessionStore
 
     init(
@@ -104,6 +105,14 @@ actor Authenticator: ChangeObserver {
 
     /// The caller for a user name and password from a client address.
     func authenticate(userName: String, password: String, address: String) async throws(LoginFailure) -> Caller {
+        try await proving(userName: userName, password: password, address: address).caller
+    }
+
+    /// The caller for a user name and password, with what the check rested on: a write that issues a credential
+    /// on its strength checks it again in its transaction (``UserDirectory/holds(_:_:)``).
+    func proving(userName: String, password: String, address: String) async throws(LoginFailure)
+        -> (caller: Caller, proof: UserDirectory.CredentialProof)
+    {
         dropStaleCaches()
         // A keyed hash (a per-process random prefix) is enough to compare credentials without keeping them.
         var hasher = SHA256()
@@ -113,12 +122,12 @@ actor Authenticator: ChangeObserver {
         let now = clock.now
         // Credentials proven right a moment ago skip the throttle: someone else's failures never slow them.
         if let cached = credentials[userName], cached.expires > now, cached.digest == digest,
-            let caller = try await knownCaller(userID: cached.userID)
+            let caller = try await knownCaller(userID: cached.proof.userID)
         {
-            return caller
+            return (caller, cached.proof)
         }
         if let wait = await throttle.check(userName: userName, address: address) { throw .throttled(retryAfter: wait) }
-        let verification: (check: Task<Result<String, LoginFailure>, Never>, changes: Int)
+        let verification: (check: Task<Result<UserDirectory.CredentialProof, LoginFailure>, Never>, changes: Int)
         if let pending = verifying[digest] {
             verification = pending
         } else {
@@ -132,14 +141,14 @@ actor Authenticator: ChangeObserver {
         let result = await verification.check.value
         verifying[digest] = nil
         switch result {
-        case .success(let userID):
+        case .success(let proof):
             await throttle.succeed(userName: userName, address: address)
             // A password changed while it was checked: this answer stands, but is not remembered past the change.
             if changes.load(ordering: .acquiring) == verification.changes {
-                credentials[userName] = CachedCredential(digest: digest, userID: userID, expires: clock.now + credentialTTL)
+                credentials[userName] = CachedCredential(digest: digest, proof: proof, expires: clock.now + credentialTTL)
             }
-            guard let caller = try await knownCaller(userID: userID) else { throw .rejected }
-            return caller
+            guard let caller = try await knownCaller(userID: proof.userID) else { throw .rejected }
+            return (caller, proof)
         case .failure(.rejected):
             await throttle.fail(userName: userName, address: address)
             throw .rejected
@@ -152,7 +161,7 @@ actor Authenticator: ChangeObserver {
     /// log in, so that every rejection costs the same.
     private static func verify(
         userName: String, password: String, users: UserDirectory, hasher: PasswordHasher
-    ) async -> Result<String, LoginFailure> {
+    ) async -> Result<UserDirectory.CredentialProof, LoginFailure> {
         let account: UserDirectory.Account?
         do {
             account = try await users.account(userName: userName)
@@ -164,7 +173,8 @@ actor Authenticator: ChangeObserver {
                 try await hasher.verifyDecoy(password)
                 return .failure(.rejected)
             }
-            return try await hasher.verify(password, hash: account.passwordHash) ? .success(account.userID) : .failure(.rejected)
+            guard try await hasher.verify(password, hash: account.passwordHash) else { return .failure(.rejected) }
+            return .success(.init(userID: account.userID, passwordHash: account.passwordHash, userName: userName))
         } catch {
             return .failure(.busy)
         }
@@ -185,8 +195,8 @@ actor Authenticator: ChangeObserver {
     func login(userName: String, password: String, address: String, client: String = "") async throws(LoginFailure)
         -> (caller: Caller, sessionToken: String)
     {
-        let caller = try await authenticate(userName: userName, password: password, address: address)
-        return (caller, try await sessionToken(for: caller, client: client))
+        let (caller, proof) = try await proving(userName: userName, password: password, address: address)
+        return (caller, try await sessionToken(for: caller, client: client, proof: proof))
     }
 
     /// The caller for a bearer token's user with the session to carry in the cookie (nil when the presented
@@ -207,7 +217,9 @@ actor Authenticator: ChangeObserver {
     /// The session token for a caller's client (its address and `User-Agent`): one live session per client, so
     /// clients that never keep cookies do not pile up sessions, and a logout on one machine does not end the
     /// sessions of the user's other machines.
-    func sessionToken(for caller: Caller, client: String = "") async throws(LoginFailure) -> String {
+    func sessionToken(
+        for caller: Caller, client: String = "", proof: UserDirectory.CredentialProof? = nil
+    ) async throws(LoginFailure) -> String {
         let key = ClientKey(userID: caller.userID, client: client)
         // Where the database is shared, another docketd may have ended this session: then the cookie handed out
         // here is refused on its next use (extending never brings a session back), and the client, which just
@@ -216,7 +228,7 @@ actor Authenticator: ChangeObserver {
             try await extend(token)
             return token
         }
-        let token = try await newSession(for: caller)
+        let token = try await newSession(for: caller, proof: proof)
         sessionByClient[key] = token
         if sessionByClient.count > 20_000 { sessionByClient = sessionByClient.filter { sessions[$0.value] != nil } }
         return token
@@ -227,20 +239,28 @@ actor Authenticator: ChangeObserver {
 
     /// Signs in with a session of its own (the web UI: each browser signs out alone), not the user's shared one.
     func signIn(userName: String, password: String, address: String) async throws(LoginFailure) -> String {
-        let caller = try await authenticate(userName: userName, password: password, address: address)
-        return try await newSession(for: caller)
+        let (caller, proof) = try await proving(userName: userName, password: password, address: address)
+        return try await newSession(for: caller, proof: proof)
     }
 
-    /// Starts a new session for a caller and returns its token.
-    private func newSession(for caller: Caller) async throws(LoginFailure) -> String {
+    /// Starts a new session for a caller and returns its token. The session is stored only if `proof` (by default:
+    /// that the user may still sign in) still holds when it is; else the login is refused, as it would be now.
+    private func newSession(for caller: Caller, proof: UserDirectory.CredentialProof? = nil) async throws(LoginFailure) -> String {
         let now = clock.now
         let token = SysID.generate().uppercased()
         let storedExpires = SessionStore.now() + timeoutSeconds
+        let changesBefore = changes.load(ordering: .acquiring)
+        let saved: Bool
         do {
-            try await sessionStore.save(token, userID: caller.userID, expires: storedExpires)
+            saved = try await sessionStore.save(
+                token, userID: caller.userID, expires: storedExpires, proof: proof ?? .init(userID: caller.userID)
+            )
         } catch {
             throw .unavailable
         }
+        guard saved else { throw .rejected }
+        // A change to users committed after the session was stored may have ended it: the database decides then.
+        guard changes.load(ordering: .acquiring) == changesBefore else { return token }
         sessions[token] = Session(userID: caller.userID, expires: clock.now + sessionTimeout, storedExpires: storedExpires)
         if sessions.count > 10_000 { sessions = sessions.filter { $0.value.expires > now } }
         return token
@@ -308,12 +328,15 @@ actor Authenticator: ChangeObserver {
     /// not be recorded: the session then still works (here and on every docketd sharing the database), and the
     /// caller must say the logout failed rather than pretend it happened.
     func endSession(_ token: String) async throws(LoginFailure) {
+        let ended: Bool
         do {
-            try await sessionStore.delete(token)
+            ended = try await sessionStore.delete(token)
         } catch {
             throw .unavailable
         }
-        logouts.add(1, ordering: .releasing)
+        // Only a session that was live moves the count (every open socket and stream looks at its credential again
+        // when it moves: a flood of logouts with made-up cookies must not make them all look).
+        if ended { logouts.add(1, ordering: .releasing) }
         guard sessions.removeValue(forKey: token) != nil else { return }
         sessionByClient = sessionByClient.filter { $0.value != token }
     }

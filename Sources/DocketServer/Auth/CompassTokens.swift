@@ -36,13 +36,17 @@ struct CompassTokens: Sendable {
     private var key: SymmetricKey { SymmetricKey(data: keys.secret) }
     let sessions: SessionStore
 
-    /// Issues a token for a verified user and records its session.
-    func issue(userID: String, userName: String, repo: String, database: String, now: Int = SessionStore.now()) async throws
-        -> String
-    {
+    /// Issues a token for a verified user and records its session; nil when `proof` (by default: that the user may
+    /// still sign in) no longer holds.
+    func issue(
+        userID: String, userName: String, repo: String, database: String, proof: UserDirectory.CredentialProof? = nil,
+        now: Int = SessionStore.now()
+    ) async throws -> String? {
         let session = Base64URL.random(bytes: 24)
         let claims = Claims(user: userName, repo: repo, database: database, issuedAt: now, expires: now + Self.lifetime, session: session)
-        try await sessions.save(session, userID: userID, expires: claims.expires)
+        guard try await sessions.save(session, userID: userID, expires: claims.expires, proof: proof ?? .init(userID: userID)) else {
+            return nil
+        }
         return try await sign(claims)
     }
 

@@ -80,9 +80,12 @@ struct Identity: Sendable {
 
     /// Checks a user name and password without starting a session: for logins that issue a credential of their
     /// own (a Compass token, an ETO sign-in token). A throttled attempt's answer is held back here.
-    func verify(userName: String, password: String, address: String) async throws(Refusal) -> Caller {
+    /// The proof is what the credential's write checks again (``UserDirectory/holds(_:_:)``).
+    func verify(userName: String, password: String, address: String) async throws(Refusal)
+        -> (caller: Caller, proof: UserDirectory.CredentialProof)
+    {
         try await passwordChecked { () async throws(LoginFailure) in
-            try await authenticator.authenticate(userName: userName, password: password, address: address)
+            try await authenticator.proving(userName: userName, password: password, address: address)
         }
     }
 
@@ -101,7 +104,7 @@ struct Identity: Sendable {
     {
         try await passwordChecked { () async throws(LoginFailure) in
             try await oauth.grant(form: form, basicClient: basicClient) { userName, password async throws(LoginFailure) in
-                try await authenticator.authenticate(userName: userName, password: password, address: address)
+                try await authenticator.proving(userName: userName, password: password, address: address)
             }
         }
     }

@@ -52,7 +52,7 @@ actor OAuthService: ChangeObserver {
     /// Throws when the attempt could not be checked (throttled, password checking busy, storage down).
     func grant(
         form: [String: String], basicClient: (id: String, secret: String)?,
-        verify: (String, String) async throws(LoginFailure) -> Caller
+        verify: (String, String) async throws(LoginFailure) -> (caller: Caller, proof: UserDirectory.CredentialProof)
     ) async throws(LoginFailure) -> Grant? {
         let clientID = form["client_id"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.id
         let secret = form["client_secret"].flatMap { $0.isEmpty ? nil : $0 } ?? basicClient?.secret
@@ -64,8 +64,9 @@ actor OAuthService: ChangeObserver {
         case "password":
             guard let userName = form["username"], let password = form["password"] else { return nil }
             let caller: Caller
+            let proof: UserDirectory.CredentialProof
             do {
-                caller = try await verify(userName, password)
+                (caller, proof) = try await verify(userName, password)
             } catch .rejected {
                 return nil
             }
@@ -84,8 +85,8 @@ actor OAuthService: ChangeObserver {
                     expires: GlideDateTime.format(accessExpiry), refresh: refreshHash
                 )),
             ]
-            try await unlessUnavailable { try await directory.save(tokens, now: GlideDateTime.format(now)) }
-            accessTokens[access] = (caller.userID, accessExpiry)
+            guard let issued = try await issue(tokens, now: now, proof: proof) else { return nil }
+            remember(access, userID: caller.userID, expires: accessExpiry, issued: issued)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
         case "refresh_token":
             guard let refresh = form["refresh_token"], !refresh.isEmpty else { return nil }
@@ -101,8 +102,11 @@ actor OAuthService: ChangeObserver {
                 type: "access_token", userID: stored.userID, clientID: client.sysID,
                 expires: GlideDateTime.format(accessExpiry), refresh: refreshHash
             )
-            try await unlessUnavailable { try await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now)) }
-            accessTokens[access] = (stored.userID, accessExpiry)
+            // A refresh token revoked (or ended by a new password) while this grant was checked issues nothing.
+            guard let issued = try await issue(
+                [(Self.hash(access), token)], now: now, proof: .init(userID: stored.userID), refresh: refreshHash
+            ) else { return nil }
+            remember(access, userID: stored.userID, expires: accessExpiry, issued: issued)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
         case "client_credentials":
             // A client acting as its application user (ServiceNow's inbound client credentials): only a
@@ -121,13 +125,36 @@ actor OAuthService: ChangeObserver {
                 type: "access_token", userID: userID, clientID: client.sysID,
                 expires: GlideDateTime.format(accessExpiry), refresh: ""
             )
-            try await unlessUnavailable { try await directory.save([(Self.hash(access), token)], now: GlideDateTime.format(now)) }
-            accessTokens[access] = (userID, accessExpiry)
+            guard let issued = try await issue([(Self.hash(access), token)], now: now, proof: .init(userID: userID)) else {
+                return nil
+            }
+            remember(access, userID: userID, expires: accessExpiry, issued: issued)
             return Grant(accessToken: access, refreshToken: nil, expiresIn: Self.expiresIn(client))
         default:
             // authorization_code and JWT bearer grants are not offered here (the OpenID provider has the code flow).
             return nil
         }
+    }
+
+    /// Stores issued tokens if what they rest on still holds (``OAuthDirectory/save(_:now:proof:refresh:)``): the
+    /// count of revocations noted before they were stored, for ``remember(_:userID:expires:issued:)``; nil, storing
+    /// nothing, when it no longer holds.
+    private func issue(
+        _ tokens: [(hash: String, token: OAuthDirectory.Token)], now: Date, proof: UserDirectory.CredentialProof,
+        refresh: String? = nil
+    ) async throws(LoginFailure) -> Int? {
+        let generation = revocationGeneration
+        let saved = try await unlessUnavailable {
+            try await directory.save(tokens, now: GlideDateTime.format(now), proof: proof, refresh: refresh)
+        }
+        return saved ? generation : nil
+    }
+
+    /// Remembers an access token just issued, unless a revocation or a change to users happened since it began to
+    /// be stored (one may have ended this very token after it was stored): then the database decides on its first use.
+    private func remember(_ access: String, userID: String, expires: Date, issued: Int) {
+        guard revocationGeneration == issued else { return }
+        accessTokens[access] = (userID, expires)
     }
 
     /// The user an access token stands for; nil when it is unknown, expired or revoked. Throws
@@ -178,7 +205,16 @@ actor OAuthService: ChangeObserver {
 
     /// Forgets verified client secrets (after a change to `oauth_entity`: a new secret or a deactivated client
     /// takes effect at once).
-    nonisolated func invalidateClients() { verifiedClients.withLock { $0 = [:] } }
+    nonisolated func invalidateClients() {
+        verifiedClients.withLock {
+            clientChanges.add(1, ordering: .relaxed)
+            $0 = [:]
+        }
+    }
+
+    /// Counts changes to `oauth_entity` (moved under `verifiedClients`' lock): a client read before one is not
+    /// remembered after it.
+    private let clientChanges = Atomic<Int>(0)
 
     /// Counts revocations and credential changes (see ``Authenticator/credentialGeneration``). It moves only once
     /// the change has taken effect: whoever sees the new count and looks the token up again finds it gone (a
@@ -203,7 +239,10 @@ actor OAuthService: ChangeObserver {
         digest.update(data: Data((id + "\u{0}" + secret).utf8))
         let keyed = Data(digest.finalize())
         let now = Date()
-        if let cached = verifiedClients.withLock({ $0[keyed] }), cached.expires > now { return cached.client }
+        let changes = verifiedClients.withLock { clients in
+            (cached: clients[keyed], count: clientChanges.load(ordering: .relaxed))
+        }
+        if let cached = changes.cached, cached.expires > now { return cached.client }
         let stored: OAuthDirectory.Client?
         do {
             stored = try await directory.client(clientID: id)
@@ -216,7 +255,11 @@ actor OAuthService: ChangeObserver {
         } catch {
             throw .busy
         }
-        verifiedClients.withLock { $0[keyed] = (client, now.addingTimeInterval(60)) }
+        // A client changed while it was read and checked (a new secret, a deactivation): not remembered past it.
+        verifiedClients.withLock { clients in
+            guard clientChanges.load(ordering: .relaxed) == changes.count else { return }
+            clients[keyed] = (client, now.addingTimeInterval(60))
+        }
         return client
     }
 

@@ -170,10 +170,14 @@ enum OpenIDGrants {
     static func hash(_ token: String) -> String { Digest.sha256Hex(token.utf8) }
 
     /// Starts a session and stores its first credential (a code, or a refresh token) in one transaction.
-    static func start(_ session: Session, code: (hash: String, code: Code)? = nil, refresh: (hash: String, token: Refresh)? = nil, storage: any Storage)
-        async throws
-    {
+    /// With a `proof` (a password just checked), the session starts only if it still holds
+    /// (``UserDirectory/holds(_:_:)``); else ``UserDirectory/CredentialEnded`` is thrown and nothing is stored.
+    static func start(
+        _ session: Session, code: (hash: String, code: Code)? = nil, refresh: (hash: String, token: Refresh)? = nil,
+        proof: UserDirectory.CredentialProof? = nil, storage: any Storage
+    ) async throws {
         try await storage.write { db in
+            if let proof, try await !UserDirectory.holds(proof, db) { throw UserDirectory.CredentialEnded() }
             try await db.run(
                 "INSERT INTO docket_oidc_session (sid, user_id, client_id, auth_time, expires_at, issuer) VALUES (" + .bind(session.sid) + ", "
                     + .bind(session.userID) + ", " + .bind(session.clientID) + ", " + .bind(session.authTime) + ", " + .bind(session.expires) + ", "

@@ -297,8 +297,9 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                 throw .invalidRequest("username and password are required.")
             }
             let caller: Caller
+            let proof: UserDirectory.CredentialProof
             do {
-                caller = try await identity.verify(userName: String(userName.prefix(256)), password: password, address: address)
+                (caller, proof) = try await identity.verify(userName: String(userName.prefix(256)), password: password, address: address)
             } catch {
                 throw Failure.from(error) ?? .invalidGrant("Invalid user credentials.")
             }
@@ -312,8 +313,11 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                 try await OpenIDGrants.start(
                     session,
                     refresh: (OpenIDGrants.hash(refresh), .init(sid: session.sid, clientID: client.clientID, scope: scope, nonce: "", expires: session.expires)),
-                    storage: storage
+                    proof: proof, storage: storage
                 )
+            } catch is UserDirectory.CredentialEnded {
+                // The password changed (or the account was locked) while it was checked.
+                throw .invalidGrant("Invalid user credentials.")
             } catch {
                 throw .unavailable
             }

@@ -19,14 +19,17 @@ struct SessionStore: Sendable {
 
     static func now() -> Int { Int(Date().timeIntervalSince1970) }
 
-    /// Stores a new session.
-    func save(_ token: String, userID: String, expires: Int) async throws {
+    /// Stores a new session if `proof` still holds (``UserDirectory/holds(_:_:)``: a new password, a lock or a
+    /// deactivation committed while the login was checked ends it before it begins); false, storing nothing, if not.
+    func save(_ token: String, userID: String, expires: Int, proof: UserDirectory.CredentialProof) async throws -> Bool {
         let hash = Self.hash(token)
-        try await storage.write { db in
+        return try await storage.write { db in
+            guard try await UserDirectory.holds(proof, db) else { return false }
             try await db.run(
                 "INSERT INTO docket_session (token_hash, user_id, expires_at) VALUES (" + .bind(hash) + ", " + .bind(userID)
                     + ", " + .bind(expires) + ")"
             )
+            return true
         }
     }
 
@@ -53,9 +56,13 @@ struct SessionStore: Sendable {
         }
     }
 
-    func delete(_ token: String) async throws {
+    /// Ends a session: whether there was one to end.
+    @discardableResult
+    func delete(_ token: String) async throws -> Bool {
         let hash = Self.hash(token)
-        try await storage.write { db in try await db.run("DELETE FROM docket_session WHERE token_hash = " + .bind(hash)) }
+        return try await storage.write { db in
+            try await !db.rows("DELETE FROM docket_session WHERE token_hash = " + .bind(hash) + " RETURNING user_id").isEmpty
+        }
     }
 
     /// Removes sessions that ended; returns how many.

@@ -26,10 +26,13 @@ struct ContextSessions: Sendable {
     let storage: any Storage
     var sessions: SessionStore { SessionStore(storage: storage) }
 
-    /// Starts a session and returns its token (a lower-case GUID).
-    func start(_ context: Context, now: Int = SessionStore.now()) async throws -> String {
+    /// Starts a session and returns its token (a lower-case GUID); nil when `proof` (by default: that the user may
+    /// still sign in) no longer holds.
+    func start(_ context: Context, proof: UserDirectory.CredentialProof? = nil, now: Int = SessionStore.now()) async throws -> String? {
         let token = UUID().uuidString.lowercased()
-        try await sessions.save(token, userID: context.userID, expires: now + Self.lifetime)
+        guard try await sessions.save(
+            token, userID: context.userID, expires: now + Self.lifetime, proof: proof ?? .init(userID: context.userID)
+        ) else { return nil }
         try await storage.write { db in
             try await db.run(
                 "INSERT INTO docket_context (token_hash, kind, enterprise, site, program, utc_offset) VALUES ("

@@ -38,6 +38,38 @@ struct UserDirectory: Sendable {
         }
     }
 
+    /// What a credential about to be issued rests on: the user, and for a password just checked, the stored hash and
+    /// user name it was checked against. A write that issues a token or a session checks it in its own transaction
+    /// (``holds(_:_:)``), after any change to the user that committed first: a new password, a lock, a deactivation or
+    /// a rename committed while the password was checked deletes the user's tokens and sessions, and the issuing
+    /// write, which comes after it, must not add one back.
+    struct CredentialProof: Sendable {
+        var userID: String
+        /// The password hash the password was checked against; nil when no password was checked (a bearer token,
+        /// a trusted provider's sign-in): then only that the user may still sign in.
+        var passwordHash: String? = nil
+        var userName: String? = nil
+    }
+
+    /// A credential was not issued: what it rested on ended while it was checked (``holds(_:_:)``).
+    struct CredentialEnded: Error {}
+
+    /// Whether a proof still holds inside a write transaction: the user exists, is active and not locked out, and
+    /// still has the password hash and user name the proof names. Credential writes are exclusive
+    /// (``WriteScope/exclusive``), as are writes of users, so nothing changes the user between this read and the
+    /// commit.
+    static func holds(_ proof: CredentialProof, _ db: SQLExecutor) async throws -> Bool {
+        guard let row = try await db.rows(
+            "SELECT user_name, user_password, active, locked_out FROM sys_user WHERE sys_id = " + .bind(proof.userID)
+        ).first else { return false }
+        guard try row.value(at: "active", kind: .integer).intValue != 0,
+            try row.value(at: "locked_out", kind: .integer).intValue != 1
+        else { return false }
+        if let hash = proof.passwordHash, try row.value(at: "user_password", kind: .text).text != hash { return false }
+        if let name = proof.userName, try row.value(at: "user_name", kind: .text).text != name { return false }
+        return true
+    }
+
     /// What OpenID Connect's profile and email claims say of a user (nil for what is empty).
     struct Profile: Sendable, Equatable {
         var name: String?
@@ -249,10 +281,21 @@ struct OAuthDirectory: Sendable {
         }
     }
 
-    /// Stores issued tokens and drops the user's expired ones, in one transaction.
-    func save(_ tokens: [(hash: String, token: Token)], now: String) async throws {
-        guard let userID = tokens.first?.token.userID else { return }
-        try await store.storage.write { db in
+    /// Stores issued tokens and drops the user's expired ones, in one transaction, if `proof` still holds and, for a
+    /// refresh grant, its refresh token (`refresh`, a hash) has not been revoked meanwhile; false, storing nothing,
+    /// when either ended while the grant was checked.
+    func save(
+        _ tokens: [(hash: String, token: Token)], now: String, proof: UserDirectory.CredentialProof, refresh: String? = nil
+    ) async throws -> Bool {
+        guard let userID = tokens.first?.token.userID else { return false }
+        return try await store.storage.write { db in
+            guard try await UserDirectory.holds(proof, db) else { return false }
+            if let refresh {
+                let live = try await db.rows(
+                    "SELECT token FROM oauth_credential WHERE token = " + .bind(refresh) + " AND type = 'refresh_token'"
+                )
+                guard !live.isEmpty else { return false }
+            }
             try await db.run(
                 "DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(userID) + " AND expires < "
                     + .bind(now)
@@ -269,6 +312,7 @@ struct OAuthDirectory: Sendable {
                         + ", sys_mod_count) VALUES (" + values.map { SQLFragment.bind($0.1) }.joined(", ") + ", 0)"
                 )
             }
+            return true
         }
     }
 

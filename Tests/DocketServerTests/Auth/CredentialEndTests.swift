@@ -58,4 +58,94 @@ struct CredentialEndTests {
             await hasher.shutdown()
         }
     }
+
+    /// Holds the answer of the next statement that `matches` while `meanwhile` runs, then lets it go.
+    private static func whileAnswerHeld<T: Sendable>(
+        of matches: @escaping @Sendable (String) -> Bool, in store: RecordStore,
+        _ request: @escaping @Sendable () async throws -> T, meanwhile: () async throws -> Void
+    ) async throws -> T {
+        let (reached, reachedGate) = AsyncStream<Void>.makeStream()
+        let (released, releaseGate) = AsyncStream<Void>.makeStream()
+        store.storage.faults.holdAnswerOfNext(matches) {
+            reachedGate.yield()
+            for await _ in released { break }
+        }
+        let task = Task { try await request() }
+        for await _ in reached { break }
+        try await meanwhile()
+        releaseGate.yield()
+        return try await task.value
+    }
+
+    private static func count(_ table: String, ofUser userID: String, column: String = "user", in store: RecordStore) async throws -> Int {
+        try await store.storage.read { db in
+            try await db.integer("SELECT COUNT(*) FROM " + .identifier(table) + " WHERE " + .identifier(column) + " = " + .bind(userID))
+        }
+    }
+
+    private static let accountRead: @Sendable (String) -> Bool = {
+        $0.hasPrefix("SELECT sys_id, user_password, active, locked_out FROM sys_user")
+    }
+
+    @Test("a password changed while a login's password was checked issues no token and no session")
+    func passwordChangedDuringTheCheck() async throws {
+        try await IdentityTests.withIdentity { identity, store in
+            let john = DemoData.userID("john.doe")
+            let client = (id: "docket-demo", secret: "docket-demo-secret")
+            let form = ["grant_type": "password", "username": "john.doe", "password": "password"]
+            _ = try await identity.oauth.verifyClient(id: client.id, secret: client.secret)  // its bcrypt check done first
+            func changePassword(to password: String) async throws {
+                try await store.update(john, in: "sys_user", values: ["user_password": password], caller: .system)
+            }
+            // The stored hash was read, the old password matched it, and the new one commits before the token is
+            // stored: the grant is refused, as it would be a moment later.
+            let grant = try await Self.whileAnswerHeld(of: Self.accountRead, in: store, {
+                try await identity.grant(form: form, basicClient: client, address: "10.0.0.1")
+            }, meanwhile: { try await changePassword(to: "second-Secret1") })
+            #expect(grant == nil)
+            #expect(try await Self.count("oauth_credential", ofUser: john, in: store) == 0)
+
+            await #expect(throws: Identity.Refusal.rejected) {
+                _ = try await Self.whileAnswerHeld(of: Self.accountRead, in: store, {
+                    try await identity.login(userName: "john.doe", password: "second-Secret1", address: "10.0.0.2", client: "a")
+                }, meanwhile: { try await changePassword(to: "third-Secret1") })
+            }
+            #expect(try await Self.count("docket_session", ofUser: john, column: "user_id", in: store) == 0)
+
+            // Without a change meanwhile, both work with the password of the moment.
+            let form2 = ["grant_type": "password", "username": "john.doe", "password": "third-Secret1"]
+            #expect(try await identity.grant(form: form2, basicClient: client, address: "10.0.0.1") != nil)
+            _ = try await identity.login(userName: "john.doe", password: "third-Secret1", address: "10.0.0.2", client: "a")
+        }
+    }
+
+    @Test("a refresh token revoked while its grant was checked issues no access token")
+    func refreshRevokedDuringTheGrant() async throws {
+        try await IdentityTests.withIdentity { identity, store in
+            let john = DemoData.userID("john.doe")
+            let client = (id: "docket-demo", secret: "docket-demo-secret")
+            let first = try #require(try await identity.grant(
+                form: ["grant_type": "password", "username": "john.doe", "password": "password"], basicClient: client, address: "10.0.0.1"))
+            let refresh = try #require(first.refreshToken)
+            let refreshRead: @Sendable (String) -> Bool = { $0.hasPrefix("SELECT type, ") && $0.contains("FROM oauth_credential WHERE token") }
+            let grant = try await Self.whileAnswerHeld(of: refreshRead, in: store, {
+                try await identity.grant(
+                    form: ["grant_type": "refresh_token", "refresh_token": refresh], basicClient: client, address: "10.0.0.1")
+            }, meanwhile: { try await identity.oauth.revoke(token: refresh) })
+            #expect(grant == nil)
+            #expect(try await Self.count("oauth_credential", ofUser: john, in: store) == 0)
+        }
+    }
+
+    @Test("only a logout that ended a session moves the count that open sockets follow")
+    func unknownCookiesMoveNothing() async throws {
+        try await IdentityTests.withIdentity { identity, _ in
+            let before = identity.authenticator.credentialGeneration
+            for index in 0..<20 { try await identity.authenticator.endSession("made-up-\(index)") }
+            #expect(identity.authenticator.credentialGeneration == before)
+            let (_, session) = try await identity.login(userName: "john.doe", password: "password", address: "10.0.0.1", client: "a")
+            try await identity.authenticator.endSession(session)
+            #expect(identity.authenticator.credentialGeneration == before + 1)
+        }
+    }
 }

@@ -45,7 +45,8 @@ struct IdentityTests {
 
             // A Compass token is a bearer only where Compass tokens are taken.
             let compass = try #require(identity.compass)
-            let compassToken = try await compass.issue(userID: john.userID, userName: "john.doe", repo: "SampleRepository", database: "SAMPL")
+            let compassToken = try #require(
+                try await compass.issue(userID: john.userID, userName: "john.doe", repo: "SampleRepository", database: "SAMPL"))
             await #expect(throws: Identity.Refusal.invalidToken) { _ = try await identity.bearer(compassToken) }
             let viaCompass = try await identity.bearer(compassToken, options: .init(compassTokens: true))
             #expect(viaCompass.credential == .compass(compassToken) && viaCompass.caller.userID == john.userID)
@@ -87,9 +88,9 @@ struct IdentityTests {
             #expect(try await identity.grant(form: wrong, basicClient: client, address: "10.0.0.9") == nil)
             // ETO's tokens: an unknown one is an invalid token; a live one gives its context and caller.
             await #expect(throws: Identity.Refusal.invalidToken) { _ = try await identity.context("no-such-token", kind: .sso) }
-            let token = try await ContextSessions(storage: store.storage).start(
+            let token = try #require(try await ContextSessions(storage: store.storage).start(
                 .init(kind: .sso, userID: Callers.john.userID, enterprise: "", site: 0, program: 0, utcOffset: 0)
-            )
+            ))
             #expect(try await identity.context(token, kind: .sso).caller.userID == Callers.john.userID)
             await #expect(throws: Identity.Refusal.invalidToken) { _ = try await identity.context(token, kind: .site) }
             // Apps' credentials.

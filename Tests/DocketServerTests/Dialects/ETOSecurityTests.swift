@@ -357,12 +357,16 @@ struct ETOSecurityTests {
         try FileManager.default.createDirectory(atPath: directory.path, withIntermediateDirectories: true)
         let storage = try await TestDatabase.open(sqlitePath: directory.path + "/t.sqlite", readers: 2)
         let hasher = PasswordHasher(cost: 4)
-        _ = try await RecordStore.open(storage: storage, logger: Logger(label: "t"), hashPassword: hasher.hash)
+        let store = try await RecordStore.open(storage: storage, logger: Logger(label: "t"), hashPassword: hasher.hash).store
+        let user = try await store.insert(into: "sys_user", values: ["user_name": "eto.user"], caller: .system)
         let sessions = ContextSessions(storage: storage)
-        let site = try await sessions.start(.init(kind: .site, userID: "u1", enterprise: Self.first, site: 101, program: 0, utcOffset: -300))
+        // A session starts only for a user who may sign in.
+        #expect(try await sessions.start(.init(kind: .site, userID: "no-such-user", enterprise: Self.first, site: 101, program: 0, utcOffset: 0)) == nil)
+        let site = try #require(
+            try await sessions.start(.init(kind: .site, userID: user, enterprise: Self.first, site: 101, program: 0, utcOffset: -300)))
         try await sessions.setProgram(site.uppercased(), program: 1002)
         let loaded = try #require(try await sessions.load(site.uppercased(), kind: .site))
-        #expect(loaded == .init(kind: .site, userID: "u1", enterprise: Self.first, site: 101, program: 1002, utcOffset: -300))
+        #expect(loaded == .init(kind: .site, userID: user, enterprise: Self.first, site: 101, program: 1002, utcOffset: -300))
         #expect(try await sessions.load(site, kind: .sso) == nil)
         #expect(try await sessions.load(site, kind: .site, now: SessionStore.now() + ContextSessions.lifetime + 1) == nil)
         try await sessions.sessions.delete(site)

@@ -154,8 +154,9 @@ struct CompassAPI {
             throw CompassError(.badRequest, "Unknown database \(body["db"]?.stringValue ?? "") in \(repo)")
         }
         let caller: Caller
+        let proof: UserDirectory.CredentialProof
         do {
-            caller = try await identity.verify(userName: user, password: password, address: context.clientAddress)
+            (caller, proof) = try await identity.verify(userName: user, password: password, address: context.clientAddress)
         } catch {
             switch error {
             case .throttled:
@@ -166,7 +167,10 @@ struct CompassAPI {
             default: throw CompassError(.unauthorized, "Invalid user name or password")
             }
         }
-        let token = try await tokens.issue(userID: caller.userID, userName: caller.userName, repo: repo, database: database.name)
+        // Nil: the password changed (or the account was locked) while it was checked.
+        guard let token = try await tokens.issue(
+            userID: caller.userID, userName: caller.userName, repo: repo, database: database.name, proof: proof
+        ) else { throw CompassError(.unauthorized, "Invalid user name or password") }
         return Response.json(.object(["token": .string(token)]), status: .created)
     }
 

@@ -164,8 +164,9 @@ struct ETOAPI: Sendable {
             ]))
         }
         let caller: Caller
+        let proof: UserDirectory.CredentialProof
         do {
-            caller = try await identity.verify(userName: userName, password: password, address: context.clientAddress)
+            (caller, proof) = try await identity.verify(userName: userName, password: password, address: context.clientAddress)
         } catch {
             switch error {
             case .throttled:
@@ -176,7 +177,10 @@ struct ETOAPI: Sendable {
             default: return answer(Self.zeroGUID, code: 1)
             }
         }
-        let token = try await sessions.start(.init(kind: .sso, userID: caller.userID, enterprise: "", site: 0, program: 0, utcOffset: 0))
+        // Nil: the password changed (or the account was locked) while it was checked.
+        guard let token = try await sessions.start(
+            .init(kind: .sso, userID: caller.userID, enterprise: "", site: 0, program: 0, utcOffset: 0), proof: proof
+        ) else { return answer(Self.zeroGUID, code: 1) }
         return answer(token, code: 0)
     }
 
@@ -215,9 +219,9 @@ struct ETOAPI: Sendable {
         guard chosen.enterpriseGUID.caseInsensitiveCompare(enterprise) == .orderedSame else {
             throw ETOError(.forbidden, "Site \(number) is not a site of enterprise \(enterprise.prefix(40))")
         }
-        let siteToken = try await sessions.start(.init(
+        guard let siteToken = try await sessions.start(.init(
             kind: .site, userID: user, enterprise: chosen.enterpriseGUID, site: number, program: 0, utcOffset: offset
-        ))
+        )) else { throw ETOError(.unauthorized, "NoSSOAuthToken: the SSO token is not valid; sign in again") }
         return Response.json(.string(siteToken))
     }
 
