@@ -23,8 +23,13 @@ extension PostgresStorage {
                         configuration: try location.connectionConfiguration(searchPath: true), id: 2, logger: logger
                     )
                     do {
-                        let schema = try await PostgresRunner(connection: connection, logger: logger)
-                            .rows("SELECT current_schema() AS name").first?.value(at: "name", kind: .text).text ?? "public"
+                        // Bounded: a server that never answers would otherwise leave this listener waiting for ever.
+                        guard let schema = try await bounded(PostgresStorage.leaseTimeout, {
+                            try await PostgresRunner(connection: connection, logger: logger)
+                                .rows("SELECT current_schema() AS name").first?.value(at: "name", kind: .text).text ?? "public"
+                        }) else {
+                            throw StorageUnavailable(reason: "no answer to SELECT current_schema() within \(PostgresStorage.leaseTimeout)")
+                        }
                         try await connection.listen(on: Self.channelPrefix + schema) { notifications in
                             continuation.yield()
                             delay = .milliseconds(100)

@@ -8,8 +8,8 @@ import PostgresNIO
 import SQLKit
 import Synchronization
 
-/// PostgreSQL storage: a pool of connections (postgres-nio's `PostgresClient`), statements serialised by
-/// SQLKit's PostgreSQL dialect.
+/// PostgreSQL storage: a pool of connections (``PostgresConnections``), statements serialised by SQLKit's PostgreSQL
+/// dialect.
 ///
 /// Writes of records hold no lock that other writes wait for but the rows they change (``WriteScope/rows(table:sysIDs:)``):
 /// an update or a delete locks its record's row first, so writes of one record follow each other, and every other
@@ -33,27 +33,25 @@ final class PostgresStorage: Storage {
     private let rowWriters: AsyncLock
     let headConnection: HeadConnection
     private let pool: Mutex<Pool>
+    /// The connections requests use.
+    private let connectionPool: PostgresConnections
     /// Statements prepared once per connection (nil with `prepare=off`).
     private let prepared: PreparedStatements?
     /// Tells other instances of this process's commits (``announce(_:)``).
     private let announcer = CommitAnnouncer()
 
-    /// The connection pool in use and what is known of the server's health.
+    /// What is known of the server's health.
     private struct Pool {
-        var client: PostgresClient
-        var runTask: Task<Void, Never>
         /// Set while the server cannot be reached: requests fail at once instead of each waiting for a lease.
         var down: StorageUnavailable?
         var downSince: ContinuousClock.Instant?
         /// The probe under way, if any (see ``PostgresStorage/probe()``).
         var probing = false
         var closed = false
-        /// Pools replaced after an outage, still finishing the requests that hold their connections.
-        var retired: [Task<Void, Never>] = []
     }
 
-    /// How long a request waits for a pooled connection before it is answered 503: postgres-nio's pool waits
-    /// without end while it cannot connect.
+    /// How long a request waits for a pooled connection before it is answered 503: the pool itself waits without
+    /// end while it cannot connect.
     static let leaseTimeout = Duration.seconds(4)
     /// How long a write waits for a lock on the server (PostgreSQL's `lock_timeout`), as text: ``leaseTimeout``.
     static let lockTimeout = "\(leaseTimeout.components.seconds * 1000)ms"
@@ -88,7 +86,7 @@ final class PostgresStorage: Storage {
         Int64(bitPattern: FNV1a.hash(("docket-schema:" + schema).utf8))
     }
 
-    private init(location: PostgresLocation, connections: Int, logger: Logger) async {
+    private init(location: PostgresLocation, connections: Int, logger: Logger) {
         self.location = location
         self.connections = connections
         self.logger = logger
@@ -96,8 +94,12 @@ final class PostgresStorage: Storage {
         rowWriters = AsyncLock(permits: Self.rowWritersAtOnce(connections: connections))
         headConnection = HeadConnection(location: location)
         prepared = location.prepare ? .shared : nil
-        let (client, runTask) = await Self.startClient(location, connections: connections, logger: logger)
-        pool = Mutex(Pool(client: client, runTask: runTask))
+        pool = Mutex(Pool())
+        connectionPool = PostgresConnections(maximum: connections) { id in
+            try await PostgresConnection.connect(
+                configuration: try location.connectionConfiguration(searchPath: true), id: id, logger: logger
+            )
+        }
     }
 
     /// Connects, creating the location's schema when it names one that does not exist yet. Fails with a clear
@@ -130,43 +132,20 @@ final class PostgresStorage: Storage {
             try? await probe.close()
             throw PostgresStorageError.unreachable(location.redacted, reason: Self.describe(error))
         }
-        return await PostgresStorage(location: location, connections: max(2, connections), logger: logger)
-    }
-
-    /// A new pool, running: it serves leases only once run() has begun, so this returns when it has (no
-    /// statement of run() suspends before it marks the client running).
-    private static func startClient(
-        _ location: PostgresLocation, connections: Int, logger: Logger
-    ) async -> (PostgresClient, Task<Void, Never>) {
-        var configuration = location.clientConfiguration
-        configuration.options.maximumConnections = connections
-        configuration.options.connectTimeout = .seconds(3)
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        let (started, starting) = AsyncStream<Void>.makeStream()
-        // Detached: postgres-nio's run() ends at the graceful shutdown of the service whose task-locals it sees. A
-        // pool started after an outage is started from a request's task (the probe), which would bind it to the
-        // HTTP server's shutdown, the first of all: the pool would go down under the notifier and the other
-        // services still stopping. Detached, it sees none, and ends only when this storage closes it.
-        let runTask = Task.detached {
-            starting.yield()
-            starting.finish()
-            await client.run()
-        }
-        for await _ in started { break }
-        return (client, runTask)
+        return PostgresStorage(location: location, connections: max(2, connections), logger: logger)
     }
 
     /// Runs `body` on a pooled connection. Fails at once with ``StorageUnavailable`` while the server is known to
     /// be unreachable, and after ``leaseTimeout`` when no connection could be had; a connection that breaks under
     /// `body` is reported the same way. Either starts a probe that watches for the server's return.
     private func withConnection<T: Sendable>(_ body: @Sendable (PostgresConnection) async throws -> T) async throws -> T {
-        let (client, down, closed) = pool.withLock { ($0.client, $0.down, $0.closed) }
+        let (down, closed) = pool.withLock { ($0.down, $0.closed) }
         if closed { throw StorageUnavailable.closed }
         if let down { throw down }
         do {
             return try await withoutActuallyEscaping(body) { body in
                 try await Self.lease(
-                    client, within: Self.leaseTimeout, onSlowLease: { self.startProbe() }, isDown: { self.unavailable }, body
+                    connectionPool, within: Self.leaseTimeout, onSlowLease: { self.startProbe() }, isDown: { self.unavailable }, body
                 )
             }
         } catch {
@@ -180,11 +159,11 @@ final class PostgresStorage: Storage {
     }
 
     /// A lease that gives up after `timeout`, or sooner once the probe started after ``probeAfter`` finds the
-    /// server unreachable: the pool's own wait is cancelled (postgres-nio withdraws the request), and the caller
+    /// server unreachable: the wait in the pool is cancelled (it ends at once), and the caller
     /// learns that the database did not answer in time. The deadlines are alarms (``Alarms``), not sleeping tasks:
     /// a lease costs one task besides the caller's.
     private static func lease<T: Sendable>(
-        _ client: PostgresClient, within timeout: Duration, onSlowLease: @escaping @Sendable () -> Void,
+        _ connections: PostgresConnections, within timeout: Duration, onSlowLease: @escaping @Sendable () -> Void,
         isDown: @escaping @Sendable () -> StorageUnavailable?, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         // 0: waiting for a connection; 1: leased (the alarms stand down); 2: given up (a lease that comes after
@@ -192,7 +171,7 @@ final class PostgresStorage: Storage {
         let state = LeaseState()
         let unavailable = StorageUnavailable(reason: "no connection to PostgreSQL within \(timeout)")
         let lease = Task {
-            try await client.withConnection { connection in
+            try await connections.withConnection { connection in
                 guard state.value.compareExchange(expected: 0, desired: 1, ordering: .acquiringAndReleasing).exchanged else {
                     throw unavailable
                 }
@@ -221,7 +200,7 @@ final class PostgresStorage: Storage {
         }
         defer { state.end() }
         do {
-            // The lease's task always ends before this returns (postgres-nio ends a cancelled wait at once), so
+            // The lease's task always ends before this returns (the pool ends a cancelled wait at once), so
             // `body` never outlives the call.
             return try await withTaskCancellationHandler { try await lease.value } onCancel: { lease.cancel() }
         } catch {
@@ -259,9 +238,9 @@ final class PostgresStorage: Storage {
     }
 
     /// Checks, on a connection of its own, whether the server answers. When it does not, requests fail at once
-    /// from then on, and it tries again (every 250 ms, then up to every second) until the server answers; then a
-    /// fresh pool takes over, since postgres-nio's pool may wait up to a minute between its own tries after a
-    /// long outage. When the server answers at once, nothing changes: the pool recovers by itself.
+    /// from then on, and it tries again (every 250 ms, then up to every second) until the server answers; then
+    /// requests are served again (the pool opens connections as leases need them, and drops those found closed).
+    /// When the server answers at once, nothing changes.
     private func startProbe() {
         let start = pool.withLock { pool -> Bool in
             guard !pool.probing, !pool.closed else { return false }
@@ -281,7 +260,11 @@ final class PostgresStorage: Storage {
                     configuration: try location.connectionConfiguration(searchPath: true), id: 4, logger: logger
                 )
                 do {
-                    _ = try await PostgresRunner(connection: connection, logger: logger).rows("SELECT 1")
+                    // A server that takes the connection but never answers is as down as one that refuses it.
+                    let logger = self.logger
+                    guard try await bounded(Self.leaseTimeout, {
+                        try await PostgresRunner(connection: connection, logger: logger).rows("SELECT 1")
+                    }) != nil else { throw StorageUnavailable(reason: "no answer to SELECT 1 within \(Self.leaseTimeout)") }
                     try? await connection.close()
                 } catch {
                     try? await connection.close()
@@ -309,31 +292,17 @@ final class PostgresStorage: Storage {
             pool.withLock { $0.probing = false }
             return
         }
-        let (client, runTask) = await Self.startClient(location, connections: connections, logger: logger)
-        let replaced = pool.withLock { pool -> (Task<Void, Never>, Duration?)? in
+        let outage = pool.withLock { pool -> Duration? in
             guard !pool.closed else { return nil }
             defer {
-                pool.retired.append(pool.runTask)
-                pool.client = client
-                pool.runTask = runTask
                 pool.down = nil
                 pool.downSince = nil
                 pool.probing = false
             }
-            return (pool.runTask, pool.downSince.map { ContinuousClock.now - $0 })
+            return pool.downSince.map { ContinuousClock.now - $0 } ?? .zero
         }
-        guard let replaced else {
-            runTask.cancel()
-            return
-        }
-        let (old, outage) = replaced
-        logger.notice("The database answers again; serving requests", metadata: ["after": "\(outage ?? .zero)"])
-        // Requests that still hold a connection of the old pool finish first.
-        Task {
-            try? await Task.sleep(for: .seconds(30))
-            old.cancel()
-            self.pool.withLock { $0.retired.removeAll { $0 == old } }
-        }
+        guard let outage else { return }
+        logger.notice("The database answers again; serving requests", metadata: ["after": "\(outage)"])
     }
 
     /// Whether the server is known to be unreachable right now (for `/health`).
@@ -510,18 +479,9 @@ final class PostgresStorage: Storage {
 
     func close() async throws {
         await headConnection.close()
-        let runTasks = pool.withLock { pool in
-            pool.closed = true
-            return [pool.runTask] + pool.retired
-        }
-        // A pool retired after an outage may still be waiting on connections to a server that went away: each
-        // gets a few seconds to end, so that a stop is never held up by the database.
-        for task in runTasks {
-            task.cancel()
-            if !(await finished(task, within: .seconds(5))) {
-                logger.warning("A connection pool did not close within 5 s; its connections end with the process")
-            }
-        }
+        pool.withLock { $0.closed = true }
+        // Connections still leased are closed as they come back.
+        await connectionPool.close()
     }
 
     /// The server's own message where there is one (postgres-nio hides it from `description`).

@@ -154,21 +154,4 @@ public struct PostgresLocation: Sendable, Equatable {
         configuration.options.connectTimeout = .seconds(3)
         return configuration
     }
-
-    var clientConfiguration: PostgresClient.Configuration {
-        var configuration: PostgresClient.Configuration
-        if let socketPath {
-            configuration = .init(unixSocketPath: socketPath, username: user, password: password, database: database)
-        } else {
-            let tls: PostgresClient.Configuration.TLS
-            switch self.tls {
-            case .disable: tls = .disable
-            case .prefer: tls = .prefer(.makeClientConfiguration())
-            case .require: tls = .require(.makeClientConfiguration())
-            }
-            configuration = .init(host: host, port: port, username: user, password: password, database: database, tls: tls)
-        }
-        configuration.options.additionalStartupParameters = startupParameters
-        return configuration
-    }
 }

@@ -1,0 +1,264 @@
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// docketd's own pool of PostgreSQL connections: at most `maximum` of them, opened when a lease finds none idle, kept
+/// while they work, and replaced when one is found closed. A lease and a return cost one lock and no timer: the pool
+/// arms none (postgres-nio's `PostgresClient` armed a keep-alive and an idle timer at each return and called them off
+/// at the next lease, which woke a thread of its own about twice per write).
+///
+/// Each connection counts against `maximum` from the moment someone sets out to open it until it is found closed: a
+/// slot is always held by an idle connection, a leased one, or an opener. A lease that finds none free waits in line;
+/// a connection returned goes to the first in line, and a slot freed (a broken connection, an opener given up) goes
+/// to the first in line to open a connection of its own. A failed open is tried again every `retryAfter` by the same
+/// opener, which keeps its slot, so that an outage costs the server one attempt per opener at a time. Waits end at
+/// once when their task is cancelled (``PostgresStorage``'s lease gives up after its deadline); an opener's attempt
+/// under way then goes on alone, and its connection, if it comes, joins the pool.
+final class PostgresConnections: Sendable {
+    typealias Open = @Sendable (_ id: Int) async throws -> PostgresConnection
+
+    let maximum: Int
+    let retryAfter: Duration
+    private let open: Open
+    private let state = Mutex(State())
+
+    private struct State {
+        /// Connections not leased, the most recently returned last (taken first: the others may be closed later).
+        var idle: [PostgresConnection] = []
+        /// Slots held: idle, leased and opening connections.
+        var count = 0
+        /// Leases waiting for a connection or a slot, first come first served.
+        var waiters: [(id: Int, continuation: CheckedContinuation<Ticket, any Error>)] = []
+        var nextID = 0
+        var closed = false
+    }
+
+    /// What a lease is given: a connection, or a slot to open one in.
+    private enum Ticket: Sendable {
+        case connection(PostgresConnection)
+        case open
+    }
+
+    init(maximum: Int, retryAfter: Duration = .milliseconds(250), open: @escaping Open) {
+        self.maximum = max(1, maximum)
+        self.retryAfter = retryAfter
+        self.open = open
+    }
+
+    deinit {
+        // Whoever owns the pool closes it (``close()``); this only keeps connections from outliving it.
+        for connection in state.withLock({ $0.idle }) { Self.closeDetached(connection) }
+    }
+
+    /// Closes a connection without waiting, keeping it alive until it has closed (postgres-nio asserts that a
+    /// connection is closed before it goes away).
+    private static func closeDetached(_ connection: PostgresConnection) {
+        let closing: EventLoopFuture<Void> = connection.close()
+        closing.whenComplete { _ in withExtendedLifetime(connection) {} }
+    }
+
+    /// How many connections are open or being opened, and how many of them are idle (for tests).
+    var counts: (slots: Int, idle: Int, waiting: Int) { state.withLock { ($0.count, $0.idle.count, $0.waiters.count) } }
+
+    /// Runs `body` on a connection of the pool, returned to it afterwards (closed instead if the pool closed meanwhile;
+    /// dropped if it broke).
+    func withConnection<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let connection = try await lease()
+        defer { release(connection) }
+        return try await body(connection)
+    }
+
+    /// A connection to use and then hand back with ``release(_:)``.
+    func lease() async throws -> PostgresConnection {
+        let ticket: Ticket
+        if let taken = try state.withLock({ state throws -> Ticket? in
+            guard !state.closed else { throw StorageUnavailable.closed }
+            return take(&state)
+        }) {
+            ticket = taken
+        } else {
+            ticket = try await waitInLine()
+        }
+        switch ticket {
+        case .connection(let connection): return connection
+        case .open: return try await openInSlot()
+        }
+    }
+
+    /// An idle connection that is still open, else a slot if one is free; nil when the lease must wait.
+    private func take(_ state: inout State) -> Ticket? {
+        while let connection = state.idle.popLast() {
+            if !connection.isClosed { return .connection(connection) }
+            state.count -= 1
+        }
+        guard state.count < maximum else { return nil }
+        state.count += 1
+        return .open
+    }
+
+    private func waitInLine() async throws -> Ticket {
+        let id = state.withLock { state in
+            defer { state.nextID &+= 1 }
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Ticket, any Error>) in
+                // Decided under the lock that returns go through, so that nothing returned meanwhile is missed.
+                state.withLock { state in
+                    if state.closed { return continuation.resume(throwing: StorageUnavailable.closed) }
+                    if Task.isCancelled { return continuation.resume(throwing: CancellationError()) }
+                    if let ticket = take(&state) { return continuation.resume(returning: ticket) }
+                    state.waiters.append((id, continuation))
+                }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Ticket, any Error>? in
+                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters.remove(at: index).continuation
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Opens a connection in a slot the caller holds. The attempts run in a task of their own, so that a caller
+    /// cancelled meanwhile returns at once: the task then keeps the slot, and adds its connection to the pool (or
+    /// frees the slot after a failed attempt).
+    private func openInSlot() async throws -> PostgresConnection {
+        let handoff = Handoff()
+        let id = state.withLock { state in
+            defer { state.nextID &+= 1 }
+            return state.nextID
+        }
+        Task.detached { [self] in
+            while true {
+                do {
+                    let connection = try await open(id)
+                    if !handoff.deliver(connection) { release(connection) }
+                    return
+                } catch {
+                    if handoff.isAbandoned || state.withLock({ $0.closed }) { return freeSlot() }
+                    try? await Task.sleep(for: retryAfter)
+                    if handoff.isAbandoned || state.withLock({ $0.closed }) { return freeSlot() }
+                }
+            }
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in handoff.wait(continuation) }
+        } onCancel: {
+            handoff.abandon()
+        }
+    }
+
+    /// Where an opener's connection goes: to the lease that asked, unless it stopped waiting.
+    private final class Handoff: Sendable {
+        private struct State {
+            var waiter: CheckedContinuation<PostgresConnection, any Error>?
+            /// Delivered before the lease began to wait: it takes it when it does.
+            var delivered: PostgresConnection?
+            var abandoned = false
+        }
+        private let state = Mutex(State())
+
+        func wait(_ continuation: CheckedContinuation<PostgresConnection, any Error>) {
+            let outcome = state.withLock { state -> Result<PostgresConnection, any Error>? in
+                if let delivered = state.delivered {
+                    state.delivered = nil
+                    return .success(delivered)
+                }
+                if state.abandoned { return .failure(CancellationError()) }
+                state.waiter = continuation
+                return nil
+            }
+            if let outcome { continuation.resume(with: outcome) }
+        }
+
+        /// Hands the connection over; false when the lease stopped waiting (its caller was cancelled).
+        func deliver(_ connection: PostgresConnection) -> Bool {
+            let (accepted, waiter) = state.withLock { state -> (Bool, CheckedContinuation<PostgresConnection, any Error>?) in
+                guard !state.abandoned else { return (false, nil) }
+                guard let waiter = state.waiter else {
+                    state.delivered = connection
+                    return (true, nil)
+                }
+                state.waiter = nil
+                return (true, waiter)
+            }
+            waiter?.resume(returning: connection)
+            return accepted
+        }
+
+        /// The lease stops waiting. A connection already delivered is still taken by it (and returned by its caller).
+        func abandon() {
+            let waiter = state.withLock { state -> CheckedContinuation<PostgresConnection, any Error>? in
+                state.abandoned = true
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(throwing: CancellationError())
+        }
+
+        var isAbandoned: Bool { state.withLock { $0.abandoned } }
+    }
+
+    /// Hands a connection back: to the first lease in line, else to the idle ones. A closed connection frees its
+    /// slot instead, for the first in line to open one; after ``close()`` it is closed.
+    func release(_ connection: PostgresConnection) {
+        enum Next {
+            case none
+            case close
+            case hand(CheckedContinuation<Ticket, any Error>, Ticket)
+        }
+        let next = state.withLock { state -> Next in
+            if state.closed {
+                state.count -= 1
+                return .close
+            }
+            if connection.isClosed {
+                guard !state.waiters.isEmpty else {
+                    state.count -= 1
+                    return .none
+                }
+                return .hand(state.waiters.removeFirst().continuation, .open)
+            }
+            guard !state.waiters.isEmpty else {
+                state.idle.append(connection)
+                return .none
+            }
+            return .hand(state.waiters.removeFirst().continuation, .connection(connection))
+        }
+        switch next {
+        case .none: break
+        case .close: Self.closeDetached(connection)
+        case .hand(let waiter, let ticket): waiter.resume(returning: ticket)
+        }
+    }
+
+    /// A slot an opener held is free: the first lease in line opens in it, or it is given back.
+    private func freeSlot() {
+        let waiter = state.withLock { state -> CheckedContinuation<Ticket, any Error>? in
+            guard !state.closed, !state.waiters.isEmpty else {
+                state.count -= 1
+                return nil
+            }
+            return state.waiters.removeFirst().continuation
+        }
+        waiter?.resume(returning: .open)
+    }
+
+    /// Closes the idle connections and refuses leases from now on; leased ones are closed when they come back, and
+    /// leases waiting in line fail.
+    func close() async {
+        let (idle, waiters) = state.withLock { state in
+            state.closed = true
+            state.count -= state.idle.count
+            defer {
+                state.idle = []
+                state.waiters = []
+            }
+            return (state.idle, state.waiters)
+        }
+        for waiter in waiters { waiter.continuation.resume(throwing: StorageUnavailable.closed) }
+        for connection in idle { try? await connection.close() }
+    }
+}
