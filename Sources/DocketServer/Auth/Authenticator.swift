@@ -201,9 +201,10 @@ actor Authenticator: ChangeObserver {
 
     /// The caller for a bearer token's user with the session to carry in the cookie (nil when the presented
     /// cookie already is that user's session), in one actor hop.
-    func bearerLogin(userID: String, presentedSession: String?, client: String = "") async throws(LoginFailure)
-        -> (caller: Caller, sessionToken: String?)
-    {
+    /// The session is issued only while the bearer credential (`parent`) still exists.
+    func bearerLogin(
+        userID: String, presentedSession: String?, client: String = "", parent: UserDirectory.CredentialProof.Parent? = nil
+    ) async throws(LoginFailure) -> (caller: Caller, sessionToken: String?) {
         guard let caller = try await knownCaller(userID: userID) else { throw .rejected }
         if let presentedSession, let session = sessions[presentedSession], session.userID == userID,
             session.expires > clock.now
@@ -211,7 +212,7 @@ actor Authenticator: ChangeObserver {
             try await extend(presentedSession)
             return (caller, nil)
         }
-        return (caller, try await sessionToken(for: caller, client: client))
+        return (caller, try await sessionToken(for: caller, client: client, proof: .init(userID: userID, parent: parent)))
     }
 
     /// The session token for a caller's client (its address and `User-Agent`): one live session per client, so

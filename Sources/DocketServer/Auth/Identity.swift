@@ -153,10 +153,10 @@ struct Identity: Sendable {
         -> (caller: Caller, credential: PresentedCredential, issuedSession: String?)
     {
         do {
-            if let userID = try await bearerUser(token) {
+            if let (userID, parent) = try await bearerUser(token) {
                 if let session = options.session {
                     let (caller, issued) = try await authenticator.bearerLogin(
-                        userID: userID, presentedSession: session.presented, client: session.client
+                        userID: userID, presentedSession: session.presented, client: session.client, parent: parent
                     )
                     return (caller, .bearer(token), issued)
                 }
@@ -217,7 +217,7 @@ struct Identity: Sendable {
             case .session(let token):
                 return try await authenticator.caller(sessionToken: token)
             case .bearer(let token):
-                guard let userID = try await bearerUser(token), userID == current.userID else { return nil }
+                guard let userID = try await bearerUser(token)?.userID, userID == current.userID else { return nil }
                 return try await authenticator.caller(userID: userID)
             case .compass(let token):
                 guard let (_, caller) = try await compassCaller(token), caller.userID == current.userID else { return nil }
@@ -239,19 +239,24 @@ struct Identity: Sendable {
     }
 
     /// The user of a bearer token that holds: an OpenID access token (a JWT) or an OAuth access token (opaque).
-    private func bearerUser(_ token: String) async throws(LoginFailure) -> String? {
+    /// The user a bearer token stands for, and the stored credential behind it (none for a trusted provider's
+    /// token, which docketd does not keep).
+    private func bearerUser(_ token: String) async throws(LoginFailure)
+        -> (userID: String, parent: UserDirectory.CredentialProof.Parent?)?
+    {
         let isJWT = Self.isJWT(token)
-        if let federation, isJWT, case .some(let userID) = try await federation.userID(token) {
-            return userID
+        if let federation, isJWT, case .some(let linked) = try await federation.userID(token) {
+            // A trusted provider's token (linked to nobody: nil).
+            return linked.map { ($0, nil) }
         }
         if let openID, isJWT {
             do {
-                return try await openID.access(token)?.userID
+                return try await openID.access(token).map { ($0.userID, .openIDSession(sid: $0.claims.sid)) }
             } catch {
                 throw .unavailable
             }
         }
-        return try await oauth.userID(accessToken: token)
+        return try await oauth.userID(accessToken: token).map { ($0, .oauthToken(hash: OAuthService.hash(token))) }
     }
 
     /// Whether a token is shaped like a JWS (three base64url parts): docketd's opaque tokens never are.

@@ -205,6 +205,8 @@ enum OpenIDGrants {
 
     /// Ends every session of a user (in the transaction that changed their credentials).
     static func endSessions(ofUser userID: String, _ db: SQLExecutor) async throws {
+        // A device sign-in the user allowed and its device has not collected yet ends too.
+        try await db.run("UPDATE docket_device_code SET state = 'denied' WHERE state = 'approved' AND user_id = " + .bind(userID))
         for row in try await db.rows("SELECT sid FROM docket_oidc_session WHERE user_id = " + .bind(userID)) {
             if let sid = try row.value(at: "sid", kind: .text).text { try await end(sid, db) }
         }

@@ -151,8 +151,12 @@ final class OpenIDProvider: Sendable, ChangeObserver {
         var challenge: String
     }
 
-    /// Starts a session for a signed-in user and returns the code for its client, with the session's id.
-    func authorize(_ request: Authorization, caller: Caller, issuer: String, now: Int = SessionStore.now()) async throws(Failure) -> (code: String, sid: String) {
+    /// Starts a session for a signed-in user and returns the code for its client, with the session's id. `signIn` is
+    /// the web session the user is signed in with: the sign-in starts only while it lasts.
+    func authorize(
+        _ request: Authorization, caller: Caller, signIn: UserDirectory.CredentialProof.Parent?, issuer: String,
+        now: Int = SessionStore.now()
+    ) async throws(Failure) -> (code: String, sid: String) {
         let code = Base64URL.random(bytes: 32)
         let sid = Base64URL.random(bytes: 16)
         let session = OpenIDGrants.Session(
@@ -164,7 +168,11 @@ final class OpenIDProvider: Sendable, ChangeObserver {
             challenge: request.challenge, expires: now + Self.codeLifetime
         )
         do {
-            try await OpenIDGrants.start(session, code: (OpenIDGrants.hash(code), stored), storage: storage)
+            try await OpenIDGrants.start(
+                session, code: (OpenIDGrants.hash(code), stored), proof: .init(userID: caller.userID, parent: signIn), storage: storage
+            )
+        } catch is UserDirectory.CredentialEnded {
+            throw Failure(error: "login_required", description: "The sign-in ended; sign in again.")
         } catch {
             throw .unavailable
         }
@@ -264,7 +272,13 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                     sid: Base64URL.random(bytes: 16), userID: userID, clientID: client.clientID, authTime: now,
                     expires: Self.sessionExpiry(client, now: now), issuer: issuer
                 )
-                do { try await OpenIDGrants.start(session, storage: storage) } catch { throw .unavailable }
+                do {
+                    try await OpenIDGrants.start(session, proof: .init(userID: userID), storage: storage)
+                } catch is UserDirectory.CredentialEnded {
+                    throw Failure(error: "access_denied", description: "The user can no longer sign in.")
+                } catch {
+                    throw .unavailable
+                }
                 return try await issue(client: client, session: session, scope: scope, nonce: "", issuer: issuer, now: now, refresh: nil)
             }
         case "client_credentials":
@@ -286,7 +300,13 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                 sid: Base64URL.random(bytes: 16), userID: account.userID, clientID: client.clientID, authTime: now,
                 expires: now + max(1, min(client.accessLifespan, Self.maximumAccessLifetime)), issuer: issuer
             )
-            do { try await OpenIDGrants.start(session, storage: storage) } catch { throw .unavailable }
+            do {
+                try await OpenIDGrants.start(session, proof: .init(userID: account.userID), storage: storage)
+            } catch is UserDirectory.CredentialEnded {
+                throw .unauthorizedClient("This client's application user or service account can no longer sign in.")
+            } catch {
+                throw .unavailable
+            }
             // No refresh token (RFC 6749 §4.4.3): the client asks again with its secret.
             return try await issue(
                 client: client, session: session, scope: Self.grantedScope(form["scope"]), nonce: "", issuer: issuer, now: now, refresh: nil,

@@ -49,6 +49,18 @@ struct UserDirectory: Sendable {
         /// a trusted provider's sign-in): then only that the user may still sign in.
         var passwordHash: String? = nil
         var userName: String? = nil
+        /// The credential this one is issued on the strength of (a session cookie, a bearer token), which must
+        /// still exist: a change that ended it ends what it would have begun.
+        var parent: Parent? = nil
+
+        enum Parent: Sendable, Equatable {
+            /// A session of ``SessionStore`` (by its token's hash).
+            case session(hash: String)
+            /// An OAuth access token of `oauth_credential` (by its hash).
+            case oauthToken(hash: String)
+            /// A sign-in of docketd's OpenID provider (`docket_oidc_session`).
+            case openIDSession(sid: String)
+        }
     }
 
     /// A credential was not issued: what it rested on ended while it was checked (``holds(_:_:)``).
@@ -67,7 +79,14 @@ struct UserDirectory: Sendable {
         else { return false }
         if let hash = proof.passwordHash, try row.value(at: "user_password", kind: .text).text != hash { return false }
         if let name = proof.userName, try row.value(at: "user_name", kind: .text).text != name { return false }
-        return true
+        let parent: SQLFragment
+        switch proof.parent {
+        case nil: return true
+        case .session(let hash): parent = "SELECT 1 FROM docket_session WHERE token_hash = " + .bind(hash)
+        case .oauthToken(let hash): parent = "SELECT 1 FROM oauth_credential WHERE token = " + .bind(hash) + " AND type = 'access_token'"
+        case .openIDSession(let sid): parent = "SELECT 1 FROM docket_oidc_session WHERE sid = " + .bind(sid)
+        }
+        return try await !db.rows(parent).isEmpty
     }
 
     /// What OpenID Connect's profile and email claims say of a user (nil for what is empty).

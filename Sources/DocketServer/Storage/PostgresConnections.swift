@@ -17,15 +17,25 @@ import Synchronization
 /// under way then goes on alone, and its connection, if it comes, joins the pool.
 final class PostgresConnections: Sendable {
     typealias Open = @Sendable (_ id: Int) async throws -> PostgresConnection
+    /// Whether a connection idle for a while still answers (a connection a firewall dropped without a word is not
+    /// seen closed until it is used, and its statements would wait for ever).
+    typealias Check = @Sendable (PostgresConnection) async -> Bool
 
     let maximum: Int
     let retryAfter: Duration
+    /// A connection idle longer than this is checked before it is leased.
+    let checkIdleAfter: Duration
+    /// How long one attempt to open a connection may take in all (the driver's connect timeout covers only TCP's
+    /// connection, not the server's start-up and authentication).
+    static let openLimit = Duration.seconds(10)
     private let open: Open
+    private let check: Check
     private let state = Mutex(State())
 
     private struct State {
-        /// Connections not leased, the most recently returned last (taken first: the others may be closed later).
-        var idle: [PostgresConnection] = []
+        /// Connections not leased, the most recently returned last (taken first: the others may be closed later),
+        /// with when each was returned.
+        var idle: [(connection: PostgresConnection, since: ContinuousClock.Instant)] = []
         /// Slots held: idle, leased and opening connections.
         var count = 0
         /// Leases waiting for a connection or a slot, first come first served.
@@ -34,21 +44,27 @@ final class PostgresConnections: Sendable {
         var closed = false
     }
 
-    /// What a lease is given: a connection, or a slot to open one in.
+    /// What a lease is given: a connection (handed over by the lease before it, or idle since `idleSince`), or a
+    /// slot to open one in.
     private enum Ticket: Sendable {
-        case connection(PostgresConnection)
+        case connection(PostgresConnection, idleSince: ContinuousClock.Instant?)
         case open
     }
 
-    init(maximum: Int, retryAfter: Duration = .milliseconds(250), open: @escaping Open) {
+    init(
+        maximum: Int, retryAfter: Duration = .milliseconds(250), checkIdleAfter: Duration = .seconds(30),
+        open: @escaping Open, check: @escaping Check
+    ) {
         self.maximum = max(1, maximum)
         self.retryAfter = retryAfter
+        self.checkIdleAfter = checkIdleAfter
         self.open = open
+        self.check = check
     }
 
     deinit {
         // Whoever owns the pool closes it (``close()``); this only keeps connections from outliving it.
-        for connection in state.withLock({ $0.idle }) { Self.closeDetached(connection) }
+        for idle in state.withLock({ $0.idle }) { Self.closeDetached(idle.connection) }
     }
 
     /// Closes a connection without waiting, keeping it alive until it has closed (postgres-nio asserts that a
@@ -81,15 +97,21 @@ final class PostgresConnections: Sendable {
             ticket = try await waitInLine()
         }
         switch ticket {
-        case .connection(let connection): return connection
+        case .connection(let connection, let idleSince):
+            guard let idleSince, ContinuousClock.now - idleSince > checkIdleAfter else { return connection }
+            // Idle a while: checked first, and replaced (in the same slot) when it does not answer.
+            if await check(connection) { return connection }
+            try Task.checkCancellation()
+            Self.closeDetached(connection)
+            return try await openInSlot()
         case .open: return try await openInSlot()
         }
     }
 
     /// An idle connection that is still open, else a slot if one is free; nil when the lease must wait.
     private func take(_ state: inout State) -> Ticket? {
-        while let connection = state.idle.popLast() {
-            if !connection.isClosed { return .connection(connection) }
+        while let idle = state.idle.popLast() {
+            if !idle.connection.isClosed { return .connection(idle.connection, idleSince: idle.since) }
             state.count -= 1
         }
         guard state.count < maximum else { return nil }
@@ -133,7 +155,17 @@ final class PostgresConnections: Sendable {
         Task.detached { [self] in
             while true {
                 do {
-                    let connection = try await open(id)
+                    let attempt = Task { try await open(id) }
+                    guard let connection = try await bounded(Self.openLimit, { try await attempt.value }) else {
+                        // Given up on; a connection that comes after all is closed.
+                        Task { if let late = try? await attempt.value { Self.closeDetached(late) } }
+                        throw StorageUnavailable(reason: "no connection to PostgreSQL within \(Self.openLimit)")
+                    }
+                    if state.withLock({ $0.closed }) {
+                        // Closed meanwhile: the connection is closed (``release(_:)``), the lease fails.
+                        release(connection)
+                        return handoff.fail(StorageUnavailable.closed)
+                    }
                     if !handoff.deliver(connection) { release(connection) }
                     return
                 } catch {
@@ -157,6 +189,8 @@ final class PostgresConnections: Sendable {
             /// Delivered before the lease began to wait: it takes it when it does.
             var delivered: PostgresConnection?
             var abandoned = false
+            /// What a lease that begins to wait after ``fail(_:)`` gets.
+            var failure: (any Error)?
         }
         private let state = Mutex(State())
 
@@ -166,7 +200,7 @@ final class PostgresConnections: Sendable {
                     state.delivered = nil
                     return .success(delivered)
                 }
-                if state.abandoned { return .failure(CancellationError()) }
+                if state.abandoned { return .failure(state.failure ?? CancellationError()) }
                 state.waiter = continuation
                 return nil
             }
@@ -189,13 +223,17 @@ final class PostgresConnections: Sendable {
         }
 
         /// The lease stops waiting. A connection already delivered is still taken by it (and returned by its caller).
-        func abandon() {
+        func abandon() { fail(CancellationError()) }
+
+        /// The lease gets `error` (at once, or when it begins to wait), unless a connection was delivered first.
+        func fail(_ error: any Error) {
             let waiter = state.withLock { state -> CheckedContinuation<PostgresConnection, any Error>? in
+                if !state.abandoned { state.failure = error }
                 state.abandoned = true
                 defer { state.waiter = nil }
                 return state.waiter
             }
-            waiter?.resume(throwing: CancellationError())
+            waiter?.resume(throwing: error)
         }
 
         var isAbandoned: Bool { state.withLock { $0.abandoned } }
@@ -222,10 +260,10 @@ final class PostgresConnections: Sendable {
                 return .hand(state.waiters.removeFirst().continuation, .open)
             }
             guard !state.waiters.isEmpty else {
-                state.idle.append(connection)
+                state.idle.append((connection, .now))
                 return .none
             }
-            return .hand(state.waiters.removeFirst().continuation, .connection(connection))
+            return .hand(state.waiters.removeFirst().continuation, .connection(connection, idleSince: nil))
         }
         switch next {
         case .none: break
@@ -259,6 +297,6 @@ final class PostgresConnections: Sendable {
             return (state.idle, state.waiters)
         }
         for waiter in waiters { waiter.continuation.resume(throwing: StorageUnavailable.closed) }
-        for connection in idle { try? await connection.close() }
+        for connection in idle { try? await connection.connection.close() }
     }
 }

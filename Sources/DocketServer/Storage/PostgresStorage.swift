@@ -99,6 +99,12 @@ final class PostgresStorage: Storage {
             try await PostgresConnection.connect(
                 configuration: try location.connectionConfiguration(searchPath: true), id: id, logger: logger
             )
+        } check: { connection in
+            do {
+                return try await bounded(.seconds(2), { try await PostgresRunner(connection: connection, logger: logger).rows("SELECT 1") }) != nil
+            } catch {
+                return false
+            }
         }
     }
 

@@ -17,7 +17,9 @@ enum StorageDialect: Sendable {
     var beginTransaction: String {
         switch self {
         case .sqlite: return "BEGIN IMMEDIATE"
-        case .postgres: return "BEGIN"
+        // Named, not left to the server's default: an exclusive write's reads must see every commit made before its
+        // advisory lock was granted (``UserDirectory/holds(_:_:)``), which REPEATABLE READ, set as a default, would not.
+        case .postgres: return "BEGIN ISOLATION LEVEL READ COMMITTED"
         }
     }
 

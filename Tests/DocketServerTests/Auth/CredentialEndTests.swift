@@ -148,4 +148,63 @@ struct CredentialEndTests {
             #expect(identity.authenticator.credentialGeneration == before + 1)
         }
     }
+
+    @Test("a credential issued on another one (a session on a bearer token or a session, a site token on an SSO token) only while that one exists")
+    func parentsMustExist() async throws {
+        try await IdentityTests.withIdentity { identity, store in
+            let john = DemoData.userID("john.doe")
+            func holds(_ parent: UserDirectory.CredentialProof.Parent) async throws -> Bool {
+                try await store.storage.write { db in try await UserDirectory.holds(.init(userID: john, parent: parent), db) }
+            }
+            // An OAuth access token.
+            let grant = try #require(try await identity.grant(
+                form: ["grant_type": "password", "username": "john.doe", "password": "password"],
+                basicClient: ("docket-demo", "docket-demo-secret"), address: "10.0.0.1"))
+            let access = UserDirectory.CredentialProof.Parent.oauthToken(hash: OAuthService.hash(grant.accessToken))
+            #expect(try await holds(access))
+            // The refresh token is no access token.
+            #expect(try await !holds(.oauthToken(hash: OAuthService.hash(try #require(grant.refreshToken)))))
+            try await identity.oauth.revoke(token: grant.accessToken)
+            #expect(try await !holds(access))
+            // A session on the revoked token is refused (as if the token had been checked a moment later).
+            await #expect(throws: LoginFailure.rejected) {
+                _ = try await identity.authenticator.bearerLogin(userID: john, presentedSession: nil, client: "b", parent: access)
+            }
+            #expect(try await Self.count("docket_session", ofUser: john, column: "user_id", in: store) == 0)
+            // A session.
+            let (_, session) = try await identity.login(userName: "john.doe", password: "password", address: "10.0.0.1", client: "a")
+            #expect(try await holds(.session(hash: SessionStore.hash(session))))
+            try await identity.authenticator.endSession(session)
+            #expect(try await !holds(.session(hash: SessionStore.hash(session))))
+            // An OpenID sign-in.
+            let sid = "sid-of-john"
+            try await OpenIDGrants.start(
+                .init(sid: sid, userID: john, clientID: "c", authTime: 0, expires: SessionStore.now() + 60, issuer: nil), storage: store.storage)
+            #expect(try await holds(.openIDSession(sid: sid)))
+            try await OpenIDGrants.end(sid, storage: store.storage)
+            #expect(try await !holds(.openIDSession(sid: sid)))
+            // An ETO site token on an SSO token that ended.
+            let contexts = ContextSessions(storage: store.storage)
+            let sso = try #require(try await contexts.start(.init(kind: .sso, userID: john, enterprise: "", site: 0, program: 0, utcOffset: 0)))
+            try await contexts.sessions.delete(sso)
+            #expect(try await contexts.start(
+                .init(kind: .site, userID: john, enterprise: "e", site: 1, program: 0, utcOffset: 0),
+                proof: .init(userID: john, parent: .session(hash: SessionStore.hash(sso)))) == nil)
+        }
+    }
+
+    @Test("a device sign-in allowed but not collected ends with a new password")
+    func deviceApprovalEndsWithThePassword() async throws {
+        try await IdentityTests.withIdentity { _, store in
+            let john = DemoData.userID("john.doe")
+            let now = SessionStore.now()
+            let device = OpenIDGrants.hash("device-code")
+            try await OpenIDGrants.addDevice(
+                device, .init(userCode: "ABCD-EFGH", clientID: "docket-cli", scope: "openid", expires: now + 600, interval: 0),
+                storage: store.storage)
+            #expect(try await OpenIDGrants.decide(userCode: "ABCD-EFGH", userID: john, approve: true, now: now, storage: store.storage))
+            try await store.update(john, in: "sys_user", values: ["user_password": "another-Secret1"], caller: .system)
+            #expect(try await OpenIDGrants.poll(device: device, clientID: "docket-cli", now: now + 10, storage: store.storage) == .denied)
+        }
+    }
 }

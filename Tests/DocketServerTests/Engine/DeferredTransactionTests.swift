@@ -42,13 +42,13 @@ struct DeferredTransactionTests {
             try await db.run("UPDATE a")
             _ = try await db.lastRows("INSERT b")
         }
-        #expect(two.statements == ["BEGIN", "UPDATE a", "INSERT b", "COMMIT"])
+        #expect(two.statements == ["BEGIN ISOLATION LEVEL READ COMMITTED", "UPDATE a", "INSERT b", "COMMIT"])
         let plain = Recorder()
         try await Self.transaction(on: plain) { db in
             try await db.run("UPDATE a")
             try await db.run("UPDATE b")
         }
-        #expect(plain.statements == ["BEGIN", "UPDATE a", "UPDATE b", "COMMIT"])
+        #expect(plain.statements == ["BEGIN ISOLATION LEVEL READ COMMITTED", "UPDATE a", "UPDATE b", "COMMIT"])
     }
 
     @Test("a body whose only statement is its last runs it alone: no BEGIN, no COMMIT, no ROLLBACK when it fails")
@@ -67,7 +67,7 @@ struct DeferredTransactionTests {
     func firstStatements() async throws {
         let locked = Recorder()
         try await Self.transaction(on: locked, first: ["SELECT lock"]) { db in _ = try await db.lastRows("INSERT a") }
-        #expect(locked.statements == ["BEGIN", "SELECT lock", "INSERT a", "COMMIT"])
+        #expect(locked.statements == ["BEGIN ISOLATION LEVEL READ COMMITTED", "SELECT lock", "INSERT a", "COMMIT"])
     }
 
     @Test("a failure after BEGIN rolls back; a failed rollback says so; a statement after the last is refused unsent")
@@ -79,7 +79,7 @@ struct DeferredTransactionTests {
                 try await db.run("UPDATE b")
             }
         }
-        #expect(failing.statements == ["BEGIN", "UPDATE a", "UPDATE b", "ROLLBACK"])
+        #expect(failing.statements == ["BEGIN ISOLATION LEVEL READ COMMITTED", "UPDATE a", "UPDATE b", "ROLLBACK"])
         let thrown = Recorder()
         await #expect(throws: Refused.self) {
             try await Self.transaction(on: thrown) { db in
@@ -87,7 +87,7 @@ struct DeferredTransactionTests {
                 throw Refused()
             }
         }
-        #expect(thrown.statements == ["BEGIN", "UPDATE a", "ROLLBACK"])
+        #expect(thrown.statements == ["BEGIN ISOLATION LEVEL READ COMMITTED", "UPDATE a", "ROLLBACK"])
         // A body that throws before any statement has nothing to roll back.
         let early = Recorder()
         await #expect(throws: Refused.self) { try await Self.transaction(on: early) { _ in throw Refused() } }

@@ -42,8 +42,11 @@ struct PostgresConnectionsTests {
         let names = Mutex<[String]>([])
     }
 
-    static func pool(_ maximum: Int, _ opener: Opener, retryAfter: Duration = .milliseconds(10)) -> PostgresConnections {
-        PostgresConnections(maximum: maximum, retryAfter: retryAfter, open: opener.open)
+    static func pool(
+        _ maximum: Int, _ opener: Opener, retryAfter: Duration = .milliseconds(10), checkIdleAfter: Duration = .seconds(30),
+        check: @escaping PostgresConnections.Check = { _ in true }
+    ) -> PostgresConnections {
+        PostgresConnections(maximum: maximum, retryAfter: retryAfter, checkIdleAfter: checkIdleAfter, open: opener.open, check: check)
     }
 
     static func one(_ connection: PostgresConnection) async throws -> Int? {
@@ -152,6 +155,38 @@ struct PostgresConnectionsTests {
         await pool.close()
     }
 
+    @Test("a connection idle a while is checked before it is leased, and replaced in its slot when it does not answer")
+    func idleConnectionChecked() async throws {
+        let opener = try Opener()
+        final class Checks: Sendable {
+            let count = Atomic<Int>(0)
+            let answer = Atomic<Bool>(true)
+        }
+        let checks = Checks()
+        let pool = Self.pool(1, opener, checkIdleAfter: .zero) { _ in
+            checks.count.add(1, ordering: .relaxed)
+            return checks.answer.load(ordering: .relaxed)
+        }
+        let first = try await pool.lease()
+        pool.release(first)
+        try await Task.sleep(for: .milliseconds(5))
+        let again = try await pool.lease()
+        #expect(again === first)
+        #expect(checks.count.load(ordering: .relaxed) == 1)
+        pool.release(again)
+        try await Task.sleep(for: .milliseconds(5))
+        checks.answer.store(false, ordering: .relaxed)
+        let replaced = try await pool.lease()
+        #expect(replaced !== first)
+        #expect(try await Self.one(replaced) == 1)
+        #expect(checks.count.load(ordering: .relaxed) == 2)
+        #expect(opener.attempts.load(ordering: .relaxed) == 2)
+        #expect(pool.counts == (1, 0, 0))
+        pool.release(replaced)
+        await pool.close()
+        try await first.closeFuture.get()
+    }
+
     @Test("a failed open is tried again by the same lease, which gets the connection once one opens")
     func failedOpenTriedAgain() async throws {
         let opener = try Opener(failing: 2)
@@ -186,18 +221,26 @@ struct PostgresConnectionsTests {
 
     @Test("an opener given up after a failure frees its slot for the first in line")
     func abandonedOpenerFreesItsSlot() async throws {
-        // Every attempt fails until the third; the first lease gives up after the first failure.
-        let opener = try Opener(failing: 2)
-        let pool = Self.pool(1, opener, retryAfter: .milliseconds(200))
+        // The first attempt fails, once let through; each attempt waits to be let through.
+        let (gate, letThrough) = AsyncStream<Void>.makeStream()
+        let (started, start) = AsyncStream<Void>.makeStream()
+        let opener = try Opener(failing: 1, gate: gate, started: start)
+        let pool = Self.pool(1, opener, retryAfter: .milliseconds(10))
         let first = Task { try await pool.lease() }
-        try await Self.until(pool) { _ in opener.attempts.load(ordering: .relaxed) >= 1 }
+        var attempts = started.makeAsyncIterator()
+        _ = await attempts.next()
         let second = Task { try await pool.lease() }
         try await Self.until(pool) { $0.waiting == 1 }
         first.cancel()
         await #expect(throws: CancellationError.self) { _ = try await first.value }
-        // The first's opener notices after its pause and hands its slot to the second, whose opener then succeeds.
+        // The first's attempt fails: its opener, given up, hands its slot to the second, whose own attempt succeeds.
+        letThrough.yield()
+        _ = await attempts.next()
+        #expect(pool.counts.waiting == 0)
+        letThrough.yield()
         let connection = try await second.value
         #expect(try await Self.one(connection) == 1)
+        #expect(opener.attempts.load(ordering: .relaxed) == 2)
         pool.release(connection)
         #expect(pool.counts == (1, 1, 0))
         await pool.close()

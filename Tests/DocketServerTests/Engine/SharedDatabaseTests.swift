@@ -463,7 +463,7 @@ struct SharedDatabaseTests {
                     into: "incident", values: ["short_description": "noted", "comments": "first note"], caller: Callers.admin
                 )
             }
-            #expect(journal.statements.first == "BEGIN")
+            #expect(journal.statements.first == "BEGIN ISOLATION LEVEL READ COMMITTED")
             #expect(journal.statements.last == "COMMIT")
             #expect(journal.statements.count == 4)
             // A caller whose create rule has no condition (itil on tasks) creates in one statement too.
@@ -477,7 +477,7 @@ struct SharedDatabaseTests {
             let own = try await statements {
                 try await a.insert(into: "sys_user_preference", values: ["name": "docket.test", "value": "1"], caller: Callers.john)
             }
-            #expect(own.statements.first == "BEGIN", "\(own.statements)")
+            #expect(own.statements.first == "BEGIN ISOLATION LEVEL READ COMMITTED", "\(own.statements)")
             #expect(own.statements.contains { $0.hasPrefix("SELECT COUNT(*)") })
             #expect(own.statements.last == "COMMIT")
             let preferences: SQLFragment = "SELECT COUNT(*) FROM sys_user_preference WHERE name = 'docket.test'"

@@ -188,7 +188,9 @@ struct OpenIDRoutes {
         guard nonce.utf8.count <= 512, (state ?? "").utf8.count <= 2048 else { return refuse("invalid_request", "state or nonce is too long.") }
         let prompt = Set((query["prompt"] ?? "").split(separator: " ").map(String.init))
         var caller: Caller?
+        var signIn: UserDirectory.CredentialProof.Parent?
         if !prompt.contains("login"), let token = request.cookies[WebSessions.cookie]?.value, !token.isEmpty, token.count <= 128 {
+            signIn = .session(hash: SessionStore.hash(token))
             do {
                 caller = try await identity.session(token)
             } catch .sessionEnded {
@@ -210,7 +212,7 @@ struct OpenIDRoutes {
         }
         let granted = try await provider.authorize(
             .init(client: client, redirectURI: redirect, scope: OpenIDProvider.grantedScope(query["scope"]), nonce: nonce, challenge: challenge),
-            caller: caller, issuer: try issuer(request)
+            caller: caller, signIn: signIn, issuer: try issuer(request)
         )
         var parameters = [("code", granted.code)]
         if let state { parameters.append(("state", state)) }
