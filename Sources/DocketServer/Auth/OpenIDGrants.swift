@@ -154,8 +154,13 @@ enum OpenIDGrants {
     }
 
     /// Records a person's decision on a pending user code; false when there is no such code (any more).
-    static func decide(userCode: String, userID: String, approve: Bool, now: Int, storage: any Storage) async throws -> Bool {
+    /// An approval is recorded only while `proof` (the web session it was made in) holds; else
+    /// ``UserDirectory/CredentialEnded``.
+    static func decide(
+        userCode: String, userID: String, approve: Bool, proof: UserDirectory.CredentialProof? = nil, now: Int, storage: any Storage
+    ) async throws -> Bool {
         try await storage.write { db in
+            if approve, let proof, try await !UserDirectory.holds(proof, db) { throw UserDirectory.CredentialEnded() }
             guard try await !db.rows(
                 "SELECT device_hash FROM docket_device_code WHERE state = 'pending' AND user_code = " + .bind(userCode) + " AND expires_at > " + .bind(now)
             ).isEmpty else { return false }
@@ -205,8 +210,10 @@ enum OpenIDGrants {
 
     /// Ends every session of a user (in the transaction that changed their credentials).
     static func endSessions(ofUser userID: String, _ db: SQLExecutor) async throws {
-        // A device sign-in the user allowed and its device has not collected yet ends too.
-        try await db.run("UPDATE docket_device_code SET state = 'denied' WHERE state = 'approved' AND user_id = " + .bind(userID))
+        // A device sign-in the user allowed ends too, whether or not its device is collecting it right now.
+        try await db.run(
+            "UPDATE docket_device_code SET state = 'denied' WHERE state IN ('approved', 'used') AND user_id = " + .bind(userID)
+        )
         for row in try await db.rows("SELECT sid FROM docket_oidc_session WHERE user_id = " + .bind(userID)) {
             if let sid = try row.value(at: "sid", kind: .text).text { try await end(sid, db) }
         }

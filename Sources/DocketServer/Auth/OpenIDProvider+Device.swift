@@ -64,6 +64,8 @@ extension OpenIDProvider {
         case unknown
         /// Too many unknown codes from this user lately (RFC 8628 §5.1): try again after the wait.
         case tooManyAttempts(retryAfter: Int)
+        /// The web session the decision was made in has ended (a logout, a new password): sign in again.
+        case signedOut
     }
 
     /// Unknown codes a user may enter within ``deviceAttemptWindow`` seconds before being held back (per instance).
@@ -71,7 +73,10 @@ extension OpenIDProvider {
     static let deviceAttemptWindow = 600
 
     /// A signed-in person's decision on a user code.
-    func decideDevice(userCode: String, caller: Caller, approve: Bool, now: Int = SessionStore.now()) async throws -> DeviceDecision {
+    func decideDevice(
+        userCode: String, caller: Caller, approve: Bool, signIn: UserDirectory.CredentialProof.Parent? = nil,
+        now: Int = SessionStore.now()
+    ) async throws -> DeviceDecision {
         let held = deviceFailures.withLock { failures -> Int? in
             guard let entry = failures[caller.userID], now - entry.since < Self.deviceAttemptWindow, entry.count >= Self.deviceAttempts else {
                 return nil
@@ -79,9 +84,20 @@ extension OpenIDProvider {
             return entry.since + Self.deviceAttemptWindow - now
         }
         if let held { return .tooManyAttempts(retryAfter: max(1, held)) }
-        guard let code = Self.normalized(userCode: userCode),
-            try await OpenIDGrants.decide(userCode: code, userID: caller.userID, approve: approve, now: now, storage: storage)
-        else {
+        let decided: Bool
+        do {
+            if let code = Self.normalized(userCode: userCode) {
+                decided = try await OpenIDGrants.decide(
+                    userCode: code, userID: caller.userID, approve: approve, proof: .init(userID: caller.userID, parent: signIn),
+                    now: now, storage: storage
+                )
+            } else {
+                decided = false
+            }
+        } catch is UserDirectory.CredentialEnded {
+            return .signedOut
+        }
+        guard decided else {
             deviceFailures.withLock { failures in
                 if failures.count > 10_000 { failures = failures.filter { now - $0.value.since < Self.deviceAttemptWindow } }
                 var entry = failures[caller.userID] ?? (0, now)

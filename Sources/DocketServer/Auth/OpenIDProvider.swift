@@ -152,11 +152,11 @@ final class OpenIDProvider: Sendable, ChangeObserver {
     }
 
     /// Starts a session for a signed-in user and returns the code for its client, with the session's id. `signIn` is
-    /// the web session the user is signed in with: the sign-in starts only while it lasts.
+    /// the web session the user is signed in with: the sign-in starts only while it lasts (nil when it has ended).
     func authorize(
         _ request: Authorization, caller: Caller, signIn: UserDirectory.CredentialProof.Parent?, issuer: String,
         now: Int = SessionStore.now()
-    ) async throws(Failure) -> (code: String, sid: String) {
+    ) async throws(Failure) -> (code: String, sid: String)? {
         let code = Base64URL.random(bytes: 32)
         let sid = Base64URL.random(bytes: 16)
         let session = OpenIDGrants.Session(
@@ -172,7 +172,7 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                 session, code: (OpenIDGrants.hash(code), stored), proof: .init(userID: caller.userID, parent: signIn), storage: storage
             )
         } catch is UserDirectory.CredentialEnded {
-            throw Failure(error: "login_required", description: "The sign-in ended; sign in again.")
+            return nil
         } catch {
             throw .unavailable
         }
@@ -273,7 +273,9 @@ final class OpenIDProvider: Sendable, ChangeObserver {
                     expires: Self.sessionExpiry(client, now: now), issuer: issuer
                 )
                 do {
-                    try await OpenIDGrants.start(session, proof: .init(userID: userID), storage: storage)
+                    // The approval, collected by this poll, must not have been ended (a new password) since.
+                    try await OpenIDGrants.start(
+                        session, proof: .init(userID: userID, parent: .deviceCode(hash: OpenIDGrants.hash(code))), storage: storage)
                 } catch is UserDirectory.CredentialEnded {
                     throw Failure(error: "access_denied", description: "The user can no longer sign in.")
                 } catch {

@@ -60,6 +60,8 @@ struct UserDirectory: Sendable {
             case oauthToken(hash: String)
             /// A sign-in of docketd's OpenID provider (`docket_oidc_session`).
             case openIDSession(sid: String)
+            /// A device sign-in the user allowed and its device collected (`docket_device_code` in state `used`).
+            case deviceCode(hash: String)
         }
     }
 
@@ -85,6 +87,7 @@ struct UserDirectory: Sendable {
         case .session(let hash): parent = "SELECT 1 FROM docket_session WHERE token_hash = " + .bind(hash)
         case .oauthToken(let hash): parent = "SELECT 1 FROM oauth_credential WHERE token = " + .bind(hash) + " AND type = 'access_token'"
         case .openIDSession(let sid): parent = "SELECT 1 FROM docket_oidc_session WHERE sid = " + .bind(sid)
+        case .deviceCode(let hash): parent = "SELECT 1 FROM docket_device_code WHERE state = 'used' AND device_hash = " + .bind(hash)
         }
         return try await !db.rows(parent).isEmpty
     }

@@ -101,10 +101,26 @@ final class PostgresConnections: Sendable {
             guard let idleSince, ContinuousClock.now - idleSince > checkIdleAfter else { return connection }
             // Idle a while: checked first, and replaced (in the same slot) when it does not answer.
             if await check(connection) { return connection }
-            try Task.checkCancellation()
             Self.closeDetached(connection)
+            // Cancelled during the check (which then fails): the slot is given up, not kept by nobody.
+            if Task.isCancelled {
+                freeSlot()
+                throw CancellationError()
+            }
             return try await openInSlot()
         case .open: return try await openInSlot()
+        }
+    }
+
+    /// A connection at once, if one is idle, open and recently used (one idle longer is left to ``lease()``, which
+    /// checks it first); nil otherwise, and the caller leases as usual. Hand it back with ``release(_:)``.
+    func leaseIfIdle() -> PostgresConnection? {
+        state.withLock { state in
+            guard !state.closed, let last = state.idle.last, !last.connection.isClosed,
+                ContinuousClock.now - last.since <= checkIdleAfter
+            else { return nil }
+            state.idle.removeLast()
+            return last.connection
         }
     }
 
@@ -152,6 +168,11 @@ final class PostgresConnections: Sendable {
             defer { state.nextID &+= 1 }
             return state.nextID
         }
+        /// The slot goes back; a lease still waiting learns that the pool closed.
+        @Sendable func giveUp() {
+            handoff.fail(StorageUnavailable.closed)
+            freeSlot()
+        }
         Task.detached { [self] in
             while true {
                 do {
@@ -169,9 +190,9 @@ final class PostgresConnections: Sendable {
                     if !handoff.deliver(connection) { release(connection) }
                     return
                 } catch {
-                    if handoff.isAbandoned || state.withLock({ $0.closed }) { return freeSlot() }
+                    if handoff.isAbandoned || state.withLock({ $0.closed }) { return giveUp() }
                     try? await Task.sleep(for: retryAfter)
-                    if handoff.isAbandoned || state.withLock({ $0.closed }) { return freeSlot() }
+                    if handoff.isAbandoned || state.withLock({ $0.closed }) { return giveUp() }
                 }
             }
         }

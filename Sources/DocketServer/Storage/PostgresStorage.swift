@@ -149,6 +149,11 @@ final class PostgresStorage: Storage {
         if closed { throw StorageUnavailable.closed }
         if let down { throw down }
         do {
+            // A connection idle now: no wait to bound, so no task and no alarm (the usual case under load).
+            if let connection = connectionPool.leaseIfIdle() {
+                defer { connectionPool.release(connection) }
+                return try await body(connection)
+            }
             return try await withoutActuallyEscaping(body) { body in
                 try await Self.lease(
                     connectionPool, within: Self.leaseTimeout, onSlowLease: { self.startProbe() }, isDown: { self.unavailable }, body

@@ -202,9 +202,32 @@ struct CredentialEndTests {
             try await OpenIDGrants.addDevice(
                 device, .init(userCode: "ABCD-EFGH", clientID: "docket-cli", scope: "openid", expires: now + 600, interval: 0),
                 storage: store.storage)
+            // An approval made in a web session that has ended is not recorded.
+            await #expect(throws: UserDirectory.CredentialEnded.self) {
+                _ = try await OpenIDGrants.decide(
+                    userCode: "ABCD-EFGH", userID: john, approve: true, proof: .init(userID: john, parent: .session(hash: "ended")),
+                    now: now, storage: store.storage)
+            }
             #expect(try await OpenIDGrants.decide(userCode: "ABCD-EFGH", userID: john, approve: true, now: now, storage: store.storage))
             try await store.update(john, in: "sys_user", values: ["user_password": "another-Secret1"], caller: .system)
             #expect(try await OpenIDGrants.poll(device: device, clientID: "docket-cli", now: now + 10, storage: store.storage) == .denied)
+
+            // Collected by its device (used) just before the change: the sign-in it was starting is refused.
+            let second = OpenIDGrants.hash("second-device-code")
+            try await OpenIDGrants.addDevice(
+                second, .init(userCode: "WXYZ-WXYZ", clientID: "docket-cli", scope: "openid", expires: now + 600, interval: 0),
+                storage: store.storage)
+            #expect(try await OpenIDGrants.decide(userCode: "WXYZ-WXYZ", userID: john, approve: true, now: now, storage: store.storage))
+            guard case .approved = try await OpenIDGrants.poll(device: second, clientID: "docket-cli", now: now + 10, storage: store.storage) else {
+                Issue.record("the second device code was not approved")
+                return
+            }
+            try await store.update(john, in: "sys_user", values: ["user_password": "third-Secret1"], caller: .system)
+            await #expect(throws: UserDirectory.CredentialEnded.self) {
+                try await OpenIDGrants.start(
+                    .init(sid: "device-sid", userID: john, clientID: "docket-cli", authTime: now, expires: now + 60),
+                    proof: .init(userID: john, parent: .deviceCode(hash: second)), storage: store.storage)
+            }
         }
     }
 }

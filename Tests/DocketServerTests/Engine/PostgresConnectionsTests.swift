@@ -73,6 +73,11 @@ struct PostgresConnectionsTests {
             return ObjectIdentifier(connection)
         }
         #expect(second == ObjectIdentifier(first))
+        // At once, without waiting: an idle connection, and nothing while none is idle.
+        let third = try #require(pool.leaseIfIdle())
+        #expect(third === first)
+        #expect(pool.leaseIfIdle() == nil)
+        pool.release(third)
         #expect(opener.attempts.load(ordering: .relaxed) == 1)
         #expect(pool.counts == (1, 1, 0))
         await pool.close()
@@ -170,6 +175,7 @@ struct PostgresConnectionsTests {
         let first = try await pool.lease()
         pool.release(first)
         try await Task.sleep(for: .milliseconds(5))
+        #expect(pool.leaseIfIdle() == nil)  // idle too long to be had unchecked
         let again = try await pool.lease()
         #expect(again === first)
         #expect(checks.count.load(ordering: .relaxed) == 1)
@@ -185,6 +191,27 @@ struct PostgresConnectionsTests {
         pool.release(replaced)
         await pool.close()
         try await first.closeFuture.get()
+    }
+
+    @Test("a lease cancelled while its idle connection is checked gives the slot back")
+    func cancelledDuringTheCheck() async throws {
+        let (checking, checkStarted) = AsyncStream<Void>.makeStream()
+        let pool = Self.pool(1, try Opener(), checkIdleAfter: .zero) { _ in
+            checkStarted.yield()
+            // A check that does not answer until its lease is cancelled, and then fails.
+            while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(5)) }
+            return false
+        }
+        let idle = try await pool.lease()
+        pool.release(idle)
+        try await Task.sleep(for: .milliseconds(5))
+        let lease = Task { try await pool.lease() }
+        for await _ in checking { break }
+        lease.cancel()
+        await #expect(throws: CancellationError.self) { _ = try await lease.value }
+        #expect(pool.counts == (0, 0, 0))
+        try await idle.closeFuture.get()
+        await pool.close()
     }
 
     @Test("a failed open is tried again by the same lease, which gets the connection once one opens")

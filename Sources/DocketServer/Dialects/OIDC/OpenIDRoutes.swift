@@ -199,7 +199,8 @@ struct OpenIDRoutes {
                 return refuse("temporarily_unavailable", "Sign-in cannot be checked right now.")
             }
         }
-        guard let caller else {
+        // Not signed in (or the sign-in ended while this request was answered): the sign-in page, or login_required.
+        func signInFirst() -> Response {
             if prompt.contains("none") { return refuse("login_required", "The user is not signed in.") }
             // The web UI's sign-in page, coming back here (without prompt=login, which it has then honoured).
             var again = FormQuery.parse(request.uri.query).filter { $0.0 != "prompt" }
@@ -210,10 +211,11 @@ struct OpenIDRoutes {
             if let hint = query["login_hint"], !hint.isEmpty, hint.utf8.count <= 256 { target += "&login_hint=" + Self.escape(hint) }
             return Response(status: .seeOther, headers: [.location: target, .cacheControl: "no-store"])
         }
-        let granted = try await provider.authorize(
+        guard let caller else { return signInFirst() }
+        guard let granted = try await provider.authorize(
             .init(client: client, redirectURI: redirect, scope: OpenIDProvider.grantedScope(query["scope"]), nonce: nonce, challenge: challenge),
             caller: caller, signIn: signIn, issuer: try issuer(request)
-        )
+        ) else { return signInFirst() }
         var parameters = [("code", granted.code)]
         if let state { parameters.append(("state", state)) }
         parameters.append(("session_state", granted.sid))

@@ -318,7 +318,9 @@ struct WebAPI {
         guard let openID else { throw WebError(.notFound, "Device sign-in is not offered here.") }
         let typed = String((form["user_code"] ?? "").prefix(32))
         let approve = form["decision"] == "allow"
-        let decision = try await openID.decideDevice(userCode: typed, caller: caller, approve: approve)
+        let signIn = request.cookies[WebSessions.cookie].map { UserDirectory.CredentialProof.Parent.session(hash: SessionStore.hash($0.value)) }
+        let decision = try await openID.decideDevice(userCode: typed, caller: caller, approve: approve, signIn: signIn)
+        if decision == .signedOut { throw WebError(.unauthorized, "Your sign-in has ended. Sign in again, then enter the code.") }
         if case .tooManyAttempts(let wait) = decision {
             var refusal = WebError(.tooManyRequests, "Too many codes that were not right. Wait \(wait) seconds and try again.")
             refusal.retryAfter = String(wait)
