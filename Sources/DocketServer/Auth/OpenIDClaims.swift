@@ -5,6 +5,11 @@ import JWTKit
 
 /// What the OpenID provider's tokens say, and how its refusals are worded (RFC 6749 §5.2).
 extension OpenIDProvider {
+    /// `at_hash`: the left half of the access token's SHA-256, base64url (OpenID Connect Core §3.1.3.6).
+    static func atHash(_ accessToken: String) -> String {
+        Base64URL.encode(Array(SHA256.hash(data: Data(accessToken.utf8))).prefix(16))
+    }
+
     /// An access token's claims (Keycloak's names).
     struct AccessClaims: JWTPayload, Equatable {
         struct Roles: Codable, Sendable, Equatable { var roles: [String] }

@@ -409,11 +409,6 @@ final class OpenIDProvider: Sendable, ChangeObserver {
         }
     }
 
-    /// `at_hash`: the left half of the access token's SHA-256, base64url (OpenID Connect Core §3.1.3.6).
-    static func atHash(_ accessToken: String) -> String {
-        Base64URL.encode(Array(SHA256.hash(data: Data(accessToken.utf8))).prefix(16))
-    }
-
     private static func sessionExpiry(_ client: OAuthDirectory.Client, now: Int) -> Int {
         now + max(60, client.refreshLifespan)
     }
