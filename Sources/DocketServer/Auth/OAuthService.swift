@@ -104,7 +104,7 @@ actor OAuthService: ChangeObserver {
             )
             // A refresh token revoked (or ended by a new password) while this grant was checked issues nothing.
             guard let issued = try await issue(
-                [(Self.hash(access), token)], now: now, proof: .init(userID: stored.userID), refresh: refreshHash
+                [(Self.hash(access), token)], now: now, proof: .init(userID: stored.userID, parent: .refreshToken(hash: refreshHash))
             ) else { return nil }
             remember(access, userID: stored.userID, expires: accessExpiry, issued: issued)
             return Grant(accessToken: access, refreshToken: refresh, expiresIn: Self.expiresIn(client))
@@ -136,17 +136,14 @@ actor OAuthService: ChangeObserver {
         }
     }
 
-    /// Stores issued tokens if what they rest on still holds (``OAuthDirectory/save(_:now:proof:refresh:)``): the
+    /// Stores issued tokens if what they rest on still holds (``OAuthDirectory/save(_:now:proof:)``): the
     /// count of revocations noted before they were stored, for ``remember(_:userID:expires:issued:)``; nil, storing
     /// nothing, when it no longer holds.
     private func issue(
-        _ tokens: [(hash: String, token: OAuthDirectory.Token)], now: Date, proof: UserDirectory.CredentialProof,
-        refresh: String? = nil
+        _ tokens: [(hash: String, token: OAuthDirectory.Token)], now: Date, proof: UserDirectory.CredentialProof
     ) async throws(LoginFailure) -> Int? {
         let generation = revocationGeneration
-        let saved = try await unlessUnavailable {
-            try await directory.save(tokens, now: GlideDateTime.format(now), proof: proof, refresh: refresh)
-        }
+        let saved = try await unlessUnavailable { try await directory.save(tokens, now: GlideDateTime.format(now), proof: proof) }
         return saved ? generation : nil
     }
 

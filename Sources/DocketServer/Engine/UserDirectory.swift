@@ -58,6 +58,8 @@ struct UserDirectory: Sendable {
             case session(hash: String)
             /// An OAuth access token of `oauth_credential` (by its hash).
             case oauthToken(hash: String)
+            /// An OAuth refresh token of `oauth_credential` (by its hash).
+            case refreshToken(hash: String)
             /// A sign-in of docketd's OpenID provider (`docket_oidc_session`).
             case openIDSession(sid: String)
             /// A device sign-in the user allowed and its device collected (`docket_device_code` in state `used`).
@@ -86,6 +88,7 @@ struct UserDirectory: Sendable {
         case nil: return true
         case .session(let hash): parent = "SELECT 1 FROM docket_session WHERE token_hash = " + .bind(hash)
         case .oauthToken(let hash): parent = "SELECT 1 FROM oauth_credential WHERE token = " + .bind(hash) + " AND type = 'access_token'"
+        case .refreshToken(let hash): parent = "SELECT 1 FROM oauth_credential WHERE token = " + .bind(hash) + " AND type = 'refresh_token'"
         case .openIDSession(let sid): parent = "SELECT 1 FROM docket_oidc_session WHERE sid = " + .bind(sid)
         case .deviceCode(let hash): parent = "SELECT 1 FROM docket_device_code WHERE state = 'used' AND device_hash = " + .bind(hash)
         }
@@ -303,21 +306,12 @@ struct OAuthDirectory: Sendable {
         }
     }
 
-    /// Stores issued tokens and drops the user's expired ones, in one transaction, if `proof` still holds and, for a
-    /// refresh grant, its refresh token (`refresh`, a hash) has not been revoked meanwhile; false, storing nothing,
-    /// when either ended while the grant was checked.
-    func save(
-        _ tokens: [(hash: String, token: Token)], now: String, proof: UserDirectory.CredentialProof, refresh: String? = nil
-    ) async throws -> Bool {
+    /// Stores issued tokens and drops the user's expired ones, in one transaction, if `proof` (for a refresh grant:
+    /// its refresh token) still holds; false, storing nothing, when it ended while the grant was checked.
+    func save(_ tokens: [(hash: String, token: Token)], now: String, proof: UserDirectory.CredentialProof) async throws -> Bool {
         guard let userID = tokens.first?.token.userID else { return false }
         return try await store.storage.write { db in
             guard try await UserDirectory.holds(proof, db) else { return false }
-            if let refresh {
-                let live = try await db.rows(
-                    "SELECT token FROM oauth_credential WHERE token = " + .bind(refresh) + " AND type = 'refresh_token'"
-                )
-                guard !live.isEmpty else { return false }
-            }
             try await db.run(
                 "DELETE FROM oauth_credential WHERE " + .identifier("user") + " = " + .bind(userID) + " AND expires < "
                     + .bind(now)

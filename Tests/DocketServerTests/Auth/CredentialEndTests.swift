@@ -162,8 +162,11 @@ struct CredentialEndTests {
                 basicClient: ("docket-demo", "docket-demo-secret"), address: "10.0.0.1"))
             let access = UserDirectory.CredentialProof.Parent.oauthToken(hash: OAuthService.hash(grant.accessToken))
             #expect(try await holds(access))
-            // The refresh token is no access token.
-            #expect(try await !holds(.oauthToken(hash: OAuthService.hash(try #require(grant.refreshToken)))))
+            // The refresh token is no access token, and the other way round.
+            let refresh = OAuthService.hash(try #require(grant.refreshToken))
+            #expect(try await !holds(.oauthToken(hash: refresh)))
+            #expect(try await holds(.refreshToken(hash: refresh)))
+            #expect(try await !holds(.refreshToken(hash: OAuthService.hash(grant.accessToken))))
             try await identity.oauth.revoke(token: grant.accessToken)
             #expect(try await !holds(access))
             // A session on the revoked token is refused (as if the token had been checked a moment later).

@@ -222,7 +222,9 @@ struct ETOAPI: Sendable {
         // Only while the SSO token it comes from lasts (a logoff or a new password meanwhile ended it).
         guard let siteToken = try await sessions.start(.init(
             kind: .site, userID: user, enterprise: chosen.enterpriseGUID, site: number, program: 0, utcOffset: offset
-        ), proof: .init(userID: user, parent: .session(hash: SessionStore.hash(token.lowercased())))) else { throw ETOError(.unauthorized, "NoSSOAuthToken: the SSO token is not valid; sign in again") }
+        ), proof: .init(userID: user, parent: .session(hash: SessionStore.hash(token.lowercased())))) else {
+            throw ETOError(.unauthorized, "NoSSOAuthToken: the SSO token is not valid; sign in again")
+        }
         return Response.json(.string(siteToken))
     }
 

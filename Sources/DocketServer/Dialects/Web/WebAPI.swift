@@ -318,7 +318,10 @@ struct WebAPI {
         guard let openID else { throw WebError(.notFound, "Device sign-in is not offered here.") }
         let typed = String((form["user_code"] ?? "").prefix(32))
         let approve = form["decision"] == "allow"
-        let signIn = request.cookies[WebSessions.cookie].map { UserDirectory.CredentialProof.Parent.session(hash: SessionStore.hash($0.value)) }
+        // The approval is recorded only while this web session lasts.
+        let signIn = request.cookies[WebSessions.cookie].map {
+            UserDirectory.CredentialProof.Parent.session(hash: SessionStore.hash($0.value))
+        }
         let decision = try await openID.decideDevice(userCode: typed, caller: caller, approve: approve, signIn: signIn)
         if decision == .signedOut { throw WebError(.unauthorized, "Your sign-in has ended. Sign in again, then enter the code.") }
         if case .tooManyAttempts(let wait) = decision {
