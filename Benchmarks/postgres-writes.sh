@@ -43,7 +43,8 @@ post_lua "$work/post.lua"
 # Samples pg_locks every 2 ms for `seconds` of the clock (a function of the probe's own session, so that each
 # sample reads the lock table anew): the share of samples in which docketd's advisory lock (any of the schema
 # `docket:` keys: every advisory lock on this throw-away server is docketd's) was held, and the average number of
-# lock requests waiting.
+# lock requests waiting. The presence keys each instance holds for as long as it runs (PostgresPresence, session
+# locks of a connection that stays idle) are left out: only locks of sessions in a transaction count.
 probe_sql() {
     cat <<SQL
 CREATE FUNCTION pg_temp.docket_probe(seconds float) RETURNS text LANGUAGE plpgsql AS \$\$
@@ -51,8 +52,9 @@ DECLARE held float := 0; waiting float := 0; samples int := 0; h int; w int;
     deadline timestamptz := clock_timestamp() + seconds * interval '1 second';
 BEGIN
     WHILE clock_timestamp() < deadline LOOP
-        SELECT count(*) FILTER (WHERE locktype = 'advisory' AND granted), count(*) FILTER (WHERE NOT granted)
-            INTO h, w FROM pg_locks;
+        SELECT count(*) FILTER (WHERE l.locktype = 'advisory' AND l.granted AND a.xact_start IS NOT NULL),
+                count(*) FILTER (WHERE NOT l.granted)
+            INTO h, w FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid;
         held := held + h;
         waiting := waiting + w;
         samples := samples + 1;

@@ -23,7 +23,15 @@ struct SharedChangesService: Service {
                 }
                 // And every second: an instance that committed and stopped before it announced its commit
                 // (``PostgresStorage/announce(_:)``), or an announcement that could not be sent, is heard this late.
-                group.addTask { await follow(Self.ticks(every: pollInterval)) }
+                // Each second too, this process becomes alone if no other uses the database (``PostgresPresence``).
+                group.addTask {
+                    for await _ in Self.ticks(every: pollInterval) {
+                        await follow(once: ())
+                        if !store.storage.isAlone {
+                            await store.storage.tryBeingAlone { try await store.catchUp() }
+                        }
+                    }
+                }
             }
         }
     }
@@ -47,16 +55,18 @@ struct SharedChangesService: Service {
     }
 
     private func follow(_ wakes: AsyncStream<Void>) async {
-        for await _ in wakes {
-            do {
-                try await store.catchUp()
-            } catch is CancellationError {
-                return
-            } catch is StorageUnavailable {
-                // The storage logs an outage once; the poll would otherwise repeat it every second.
-            } catch {
-                logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
-            }
+        for await _ in wakes { await follow(once: ()) }
+    }
+
+    /// Catches up once.
+    private func follow(once: Void) async {
+        do {
+            try await store.catchUp()
+        } catch is CancellationError {
+        } catch is StorageUnavailable {
+            // The storage logs an outage once; the poll would otherwise repeat it every second.
+        } catch {
+            logger.warning("Could not read other instances' changes", metadata: ["error": "\(error)"])
         }
     }
 }
@@ -65,7 +75,7 @@ struct SharedChangesService: Service {
 /// ``RecordStore/catchUp()``): on a shared database, one indexed `MAX(seq)` read (``SharedRead``, shared by the
 /// requests that arrive while the previous one runs; ``PostgresStorage/latestEventSequence()``) and, when another
 /// instance committed since, a read of the log shared the same way (at most ``SharedChanges/readLimit``); nothing
-/// on a database only this process writes.
+/// on a database only this process writes (SQLite), or while this instance is alone on it (``PostgresPresence``).
 struct SharedChangesResponder: HTTPResponder {
     typealias Context = DocketRequestContext
     let store: RecordStore
@@ -73,7 +83,7 @@ struct SharedChangesResponder: HTTPResponder {
 
     func respond(to request: Request, context: Context) async throws -> Response {
         do {
-            try await store.catchUp()
+            try await store.catchUpBeforeRequest()
         } catch is StorageUnavailable {
             // The request itself meets the same storage and answers 503; the outage is logged once, by the storage.
         } catch {

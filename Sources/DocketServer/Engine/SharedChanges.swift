@@ -225,6 +225,13 @@ extension RecordStore {
         }
     }
 
+    /// What each request does before it is answered (``SharedChangesResponder``): ``catchUp()``, unless this process
+    /// is alone on the database (``PostgresPresence``), where no other process commits anything to read.
+    func catchUpBeforeRequest() async throws {
+        guard !storage.isAlone else { return }
+        try await catchUp()
+    }
+
     /// The read behind ``catchUp()``, one at a time (``SharedChanges/log``).
     private func readOthersCommits() async throws {
         // What the read before this one published may have covered every head seen so far.

@@ -31,6 +31,8 @@ struct MeasuredStorage: Storage {
 
     func close() async throws { try await base.close() }
     func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? { base.logSignals(ignoring: ignoring) }
+    var isAlone: Bool { base.isAlone }
+    func tryBeingAlone(catchingUp: @Sendable () async throws -> Void) async { await base.tryBeingAlone(catchingUp: catchingUp) }
     func latestEventSequence() async throws -> Int {
         let span = Traces.start("db.read", kind: .client)
         span?.attributes["db.system.name"] = systemName

@@ -12,7 +12,7 @@ extension PostgresStorage {
     /// and signals once after each connection, since notifications sent meanwhile were lost.
     func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? {
         let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let (location, logger) = (self.location, self.logger)
+        let (location, logger, presence) = (self.location, self.logger, self.presence)
         let task = Task {
             var delay = Duration.milliseconds(100)
             // Since when the notifications were lost, to say when they are back.
@@ -31,6 +31,8 @@ extension PostgresStorage {
                             throw StorageUnavailable(reason: "no answer to SELECT current_schema() within \(PostgresStorage.leaseTimeout)")
                         }
                         try await connection.listen(on: Self.channelPrefix + schema) { notifications in
+                            presence.listening(true)
+                            defer { presence.listening(false) }
                             continuation.yield()
                             delay = .milliseconds(100)
                             if let since = lostSince {
@@ -52,6 +54,7 @@ extension PostgresStorage {
                                 {
                                     continue
                                 }
+                                presence.heard(notification.payload)
                                 continuation.yield()
                             }
                         }

@@ -31,6 +31,8 @@ final class PostgresStorage: Storage {
     private let writeLock: AsyncLock
     /// Writers of rows (``WriteScope/rows(table:sysIDs:)``) of this process that hold a connection at once.
     private let rowWriters: AsyncLock
+    /// Whether other processes use the schema (``PostgresPresence``).
+    let presence: PostgresPresence
     let headConnection: HeadConnection
     private let pool: Mutex<Pool>
     /// The connections requests use.
@@ -93,6 +95,7 @@ final class PostgresStorage: Storage {
         writeLock = AsyncLock(permits: Self.writersAtOnce(connections: connections))
         rowWriters = AsyncLock(permits: Self.rowWritersAtOnce(connections: connections))
         headConnection = HeadConnection(location: location)
+        presence = PostgresPresence(location: location, logger: logger)
         prepared = location.prepare ? .shared : nil
         pool = Mutex(Pool())
         connectionPool = PostgresConnections(maximum: connections) { id in
@@ -138,7 +141,14 @@ final class PostgresStorage: Storage {
             try? await probe.close()
             throw PostgresStorageError.unreachable(location.redacted, reason: Self.describe(error))
         }
-        return PostgresStorage(location: location, connections: max(2, connections), logger: logger)
+        let storage = PostgresStorage(location: location, connections: max(2, connections), logger: logger)
+        do {
+            try await storage.presence.start()
+        } catch {
+            try? await storage.close()
+            throw PostgresStorageError.unreachable(location.redacted, reason: Self.describe(error))
+        }
+        return storage
     }
 
     /// Runs `body` on a pooled connection. Fails at once with ``StorageUnavailable`` while the server is known to
@@ -327,6 +337,11 @@ final class PostgresStorage: Storage {
 
     func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         if let down = unavailable { throw down }
+        // A process whose presence connection broke has let go of its key: another might be alone, and not read
+        // the log for what this one writes, until it has joined again (``PostgresPresence``).
+        guard presence.isJoined else {
+            throw StorageUnavailable(reason: "joining the database's other users again after a lost connection")
+        }
         // Exclusive writes queue behind each other here (they would wait for the advisory lock anyway); writes of
         // rows queue only for a connection, leaving the rest of the pool to reads.
         let queue = scope == .exclusive ? writeLock : rowWriters
@@ -362,6 +377,8 @@ final class PostgresStorage: Storage {
     /// implicit transaction of its own, on a pooled connection. The append no longer notifies in the write's own
     /// transaction, whose commit would then take PostgreSQL's cluster-wide lock for notifications.
     func announce(_ announcement: CommitAnnouncer.Announcement) {
+        // Nobody else to tell (``PostgresPresence``): a newcomer reads the log before its first write.
+        guard !presence.isAlone else { return }
         announcer.announce(announcement, send: { [self] announcement in
             // Not subject to the statement faults tests plan: it runs beside the statements they aim at.
             try await withConnection { connection in
@@ -381,8 +398,13 @@ final class PostgresStorage: Storage {
     /// A `NOTIFY` gives its transaction an id, so its commit writes a record: not waited for here
     /// (`synchronous_commit` off for that transaction alone), since the notification need not outlive a crash.
     static func notification(_ announcement: CommitAnnouncer.Announcement) -> SQLFragment {
+        notification(payload: announcement.payload)
+    }
+
+    /// A notification on the schema's channel with `payload` (also a newcomer's `hello:`, ``PostgresPresence``).
+    static func notification(payload: String) -> SQLFragment {
         "SELECT set_config('synchronous_commit', 'off', true), pg_notify('" + SQLFragment(channelPrefix)
-            + "' || current_schema(), " + .bind(announcement.payload) + ")"
+            + "' || current_schema(), " + .bind(payload) + ")"
     }
 
     /// How many times a write runs when it keeps losing a race with another (``isTransient(_:)``).
@@ -493,6 +515,19 @@ final class PostgresStorage: Storage {
         pool.withLock { $0.closed = true }
         // Connections still leased are closed as they come back.
         await connectionPool.close()
+        // Last, once the connections still leased have come back (for a few seconds at most): no commit of this
+        // process follows its leaving.
+        let start = ContinuousClock.now
+        while connectionPool.counts.slots > 0, ContinuousClock.now - start < Self.leaseTimeout {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        await presence.close()
+    }
+
+    var isAlone: Bool { presence.isAlone }
+
+    func tryBeingAlone(catchingUp: @Sendable () async throws -> Void) async {
+        await presence.tryBeingAlone(catchingUp: catchingUp)
     }
 
     /// The server's own message where there is one (postgres-nio hides it from `description`).

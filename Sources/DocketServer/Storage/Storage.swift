@@ -31,6 +31,12 @@ protocol Storage: Sendable {
     /// Shared databases read it before answering each batch of requests (``RecordStore/catchUp()``), so a storage
     /// may make it cheaper than a plain read.
     func latestEventSequence() async throws -> Int
+    /// Whether no other process uses the database now (``PostgresPresence``): requests then need not read the
+    /// event log's head before they are answered. False where that cannot be known.
+    var isAlone: Bool { get }
+    /// Becomes alone (``isAlone``) if no other process uses the database, after `catchingUp` has published what
+    /// others committed before they left. Called every second by the follower of the log (``SharedChangesService``).
+    func tryBeingAlone(catchingUp: @Sendable () async throws -> Void) async
 }
 
 /// What a write transaction has to itself on a database that several processes write (PostgreSQL). SQLite runs one
@@ -58,6 +64,10 @@ extension Storage {
     func latestEventSequence() async throws -> Int {
         try await read { db in try await db.integer(SQLFragment(StorageDialect.newestEventSequenceSQL)) }
     }
+
+    var isAlone: Bool { false }
+
+    func tryBeingAlone(catchingUp: @Sendable () async throws -> Void) async {}
 
     /// Wake-ups for every append to the event log (``logSignals(ignoring:)``, ignoring none).
     func logSignals() -> AsyncStream<Void>? { logSignals(ignoring: { _ in false }) }

@@ -61,7 +61,8 @@ public struct StorageLocationError: Error, CustomStringConvertible, Equatable {
 /// - `host=/DIRECTORY` as a query item connects through the Unix socket in that folder instead of TCP.
 /// - `prepare`: `on` (the default: statements run again and again are prepared, see ``PreparedStatements``) or
 ///   `off` (every statement parsed on each run: for a pooler that does not keep named statements, such as
-///   PgBouncer in transaction mode before 1.21).
+///   PgBouncer before 1.21; a pooler must give docketd sessions, not transactions, for its listener and its
+///   presence key, ``PostgresPresence``).
 public struct PostgresLocation: Sendable, Equatable {
     public enum TLSMode: String, Sendable { case disable, prefer, require }
 

@@ -54,6 +54,8 @@ final class FaultyStorage: Storage {
 
     func close() async throws { try await base.close() }
     func logSignals(ignoring: @escaping @Sendable (Int) -> Bool) -> AsyncStream<Void>? { base.logSignals(ignoring: ignoring) }
+    var isAlone: Bool { base.isAlone }
+    func tryBeingAlone(catchingUp: @Sendable () async throws -> Void) async { await base.tryBeingAlone(catchingUp: catchingUp) }
 
     func latestEventSequence() async throws -> Int {
         try check()
