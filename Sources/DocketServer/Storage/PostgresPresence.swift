@@ -17,9 +17,9 @@ import Synchronization
 ///   requests read the head again, its commits are announced) and only then lets go of the key.
 ///
 /// What ends being alone besides: the listener lost, or deaf (this process's own `hello:`, sent each second while
-/// alone, not heard back within ``echoLimit``); the presence connection lost (its locks go with its session; writes
+/// alone, not heard back within ``echoLimit``; no new try for ``pause``); the presence connection lost (its locks go with its session; writes
 /// then wait until it has joined again); a notification of a commit by a process that takes no key (a docketd of a
-/// release before this one: no new try for ``foreignPause``). The presence connection asks PostgreSQL to find a
+/// release before this one: no new try for ``pause``). The presence connection asks PostgreSQL to find a
 /// peer that vanished within about 15 s (TCP keep-alives and `tcp_user_timeout`), so a host that died alone does not
 /// keep others from starting for long.
 final class PostgresPresence: Sendable {
@@ -37,11 +37,13 @@ final class PostgresPresence: Sendable {
         var listening = false
         var closed = false
         var task: Task<Void, Never>?
-        /// When this process's own `hello:` was last heard by its listener.
-        var echoed: ContinuousClock.Instant?
+        /// Since when a `hello:` this process sent while alone has not been heard back by its listener.
+        var unanswered: ContinuousClock.Instant?
         /// No try to be alone before this (a commit of a process that takes no key was heard).
         var pausedUntil: ContinuousClock.Instant?
         var rejoinFailures = 0
+        /// The join under way after a loss, shared by ``keep()`` and the writes that wait for it.
+        var rejoining: Task<Void, Never>?
     }
 
     /// The presence key of `schema`: FNV-1a of "docket-presence:" and the schema's name.
@@ -53,8 +55,9 @@ final class PostgresPresence: Sendable {
     static let tick = Duration.seconds(1)
     /// How long an instance alone goes without hearing its own `hello:` before it takes its listener for deaf.
     static let echoLimit = Duration.seconds(3)
-    /// How long an instance that heard another process's commit while alone waits before it tries again.
-    static let foreignPause = Duration.seconds(300)
+    /// How long an instance that heard another process's commit while alone, or found its listener deaf, waits
+    /// before it tries again.
+    static let pause = Duration.seconds(60)
 
     private let location: PostgresLocation
     private let logger: Logger
@@ -149,9 +152,11 @@ final class PostgresPresence: Sendable {
                     announced = .now
                 }
                 let held = try await rows(
-                    "SELECT CASE WHEN pg_try_advisory_lock_shared(" + .bind(Int(key)) + ") THEN 1 ELSE 0 END AS held",
+                    "SELECT CASE WHEN pg_backend_pid() <> " + .bind(pid) + " THEN -1 WHEN pg_try_advisory_lock_shared("
+                        + .bind(Int(key)) + ") THEN 1 ELSE 0 END AS held",
                     on: connection
                 ).first?.first.intValue
+                if held == -1 { throw Self.changedSession(logger) }
                 if held == 1 { return Joined(connection: connection, pid: pid, key: key) }
                 guard ContinuousClock.now - start < limit else {
                     throw StorageUnavailable(reason: try await holder(of: key, on: connection, limit: limit))
@@ -190,45 +195,89 @@ final class PostgresPresence: Sendable {
     private func keep() async {
         while !Task.isCancelled {
             try? await Task.sleep(for: Self.tick)
-            guard case let (connection, generation, pid, phase, echoed, closed)? = state.withLock({ state in
-                state.connection.map { ($0, state.generation, state.backendPID, state.phase, state.echoed, state.closed) }
+            guard case let (connection, generation, pid)? = state.withLock({ state in
+                state.connection.map { ($0, state.generation, state.backendPID) }
             }) else {
                 if state.withLock({ $0.closed }) || Task.isCancelled { break }
-                await rejoin()
+                await rejoinOnce()?.value
                 continue
             }
-            if closed { break }
             do {
                 let now = try await rows("SELECT pg_backend_pid() AS pid", on: connection).first?.first.intValue
-                guard now == pid else {
-                    logger.error(
-                        "The presence connection's statements reach another server session: docketd needs sessions, not a pooler in transaction mode"
-                    )
-                    throw StorageUnavailable(reason: "the presence connection changed sessions")
+                guard now == pid else { throw Self.changedSession(logger) }
+                // Alone: the echo. A hello sent longer ago than the limit and still not heard: the listener is deaf.
+                let echo = state.withLock { state -> Bool? in
+                    guard state.phase == .alone else { return nil }
+                    if let since = state.unanswered, ContinuousClock.now - since > Self.echoLimit { return false }
+                    if state.unanswered == nil { state.unanswered = .now }
+                    return true
                 }
-                if phase == .alone {
-                    if let echoed, ContinuousClock.now - echoed > Self.echoLimit {
-                        share(because: "the listener did not hear this instance's own notification")
-                    } else {
-                        _ = try await rows(PostgresStorage.notification(payload: hello), on: connection)
-                    }
+                if echo == false {
+                    state.withLock { $0.pausedUntil = .now + Self.pause }
+                    share(because: "the listener did not hear this instance's own notification")
+                } else if echo == true {
+                    _ = try await rows(PostgresStorage.notification(payload: hello), on: connection)
                 }
                 letGo()
             } catch {
                 if Task.isCancelled { break }
-                logger.warning(
-                    "Lost the connection that tells other instances this one is here; writes wait until it is back",
-                    metadata: ["error": "\(PostgresStorage.describe(error))"]
-                )
-                let current = state.withLock { state -> Bool in
-                    guard state.generation == generation, state.connection != nil else { return false }
-                    state.connection = nil
-                    state.exclusiveOn = nil
-                    return true
-                }
-                if current { share(because: "the presence connection broke") }
-                try? await connection.close()
+                discard(connection, generation: generation, because: error)
             }
+        }
+    }
+
+    /// The error of a statement that reached another server session than the one that holds the key.
+    private static func changedSession(_ logger: Logger) -> StorageUnavailable {
+        logger.error(
+            "The presence connection's statements reach another server session: docketd needs sessions, not a pooler in transaction mode"
+        )
+        return StorageUnavailable(reason: "the presence connection changed sessions")
+    }
+
+    /// Gives up a presence connection whose statement failed or timed out (a lock taken or let go late would
+    /// otherwise go untracked): ending its session is the one sure way to let go of its locks. Stops being alone in
+    /// the same step; ``keep()`` (or a write, ``ensureJoined()``) joins again.
+    private func discard(_ connection: PostgresConnection, generation: Int, because error: any Error) {
+        let was = state.withLock { state -> Phase? in
+            guard state.generation == generation, state.connection != nil else { return nil }
+            state.connection = nil
+            state.exclusiveOn = nil
+            defer {
+                state.phase = .shared
+                alone.store(false, ordering: .releasing)
+            }
+            return state.phase
+        }
+        guard let was else { return }
+        logger.warning(
+            "Lost the connection that tells other instances this one is here; writes wait until it is back",
+            metadata: ["error": "\(PostgresStorage.describe(error))"]
+        )
+        if was == .alone { logger.info("No longer alone on the database's schema", metadata: ["reason": "the presence connection broke"]) }
+        Task { try? await connection.close() }
+    }
+
+    /// Joins again now if the presence connection is lost (a write that finds it so waits for this, bounded by
+    /// ``PostgresStorage/leaseTimeout``); throws ``StorageUnavailable`` when it could not.
+    func ensureJoined() async throws {
+        if isJoined { return }
+        if let task = rejoinOnce() { _ = try await bounded(PostgresStorage.leaseTimeout) { await task.value } }
+        guard isJoined else {
+            throw StorageUnavailable(reason: "joining the database's other users again after a lost connection")
+        }
+    }
+
+    /// The join under way, or a new one; nil when joined or closed.
+    private func rejoinOnce() -> Task<Void, Never>? {
+        state.withLock { state in
+            guard !state.closed, state.connection == nil else { return nil }
+            if let task = state.rejoining { return task }
+            let task = Task {
+                await self.rejoin()
+                self.state.withLock { $0.rejoining = nil }
+            }
+            state.rejoining = task
+            return task
         }
     }
 
@@ -265,19 +314,19 @@ final class PostgresPresence: Sendable {
     /// process: a newcomer's `hello:`, or a commit of one that takes no key.
     func heard(_ payload: String) {
         if payload == hello {
-            state.withLock { $0.echoed = .now }
+            state.withLock { $0.unanswered = nil }
             return
         }
         let foreign = state.withLock { state -> Bool? in
             guard state.phase != .shared else { return nil }
             guard !payload.hasPrefix("hello:") else { return false }
-            state.pausedUntil = .now + Self.foreignPause
+            state.pausedUntil = .now + Self.pause
             return true
         }
         guard let foreign else { return }
         if foreign {
             logger.warning(
-                "A process that does not announce itself (a docketd of a release before 2026-12-04?) committed on this schema; not alone for \(Self.foreignPause)"
+                "A process that holds no presence key committed on this schema (a docketd of a release before 2026-12-04, or one joining again); not alone for \(Self.pause)"
             )
         }
         share(because: foreign ? "another process committed" : "another instance started")
@@ -296,16 +345,26 @@ final class PostgresPresence: Sendable {
         guard ready else { return }
         do {
             let taken = try await exclusive.withLock(timeout: PostgresStorage.leaseTimeout) { () -> Bool in
-                guard case let (connection, generation, held)? = self.state.withLock({ state in
-                    state.phase == .taking ? state.connection.map { ($0, state.generation, state.exclusiveOn == state.generation) } : nil
+                guard case let (connection, generation, held, pid)? = self.state.withLock({ state in
+                    state.phase == .taking
+                        ? state.connection.map { ($0, state.generation, state.exclusiveOn == state.generation, state.backendPID ?? 0) } : nil
                 }) else { return false }
                 // Advisory locks count: taken once per session, so that one unlock lets go of it.
                 if held { return true }
-                let granted = try await self.rows(
-                    "SELECT CASE WHEN pg_try_advisory_lock(" + .bind(Int(self.key ?? 0)) + ") THEN 1 ELSE 0 END AS held",
-                    on: connection
-                ).first?.first.intValue == 1
-                guard granted else { return false }
+                let answer: Int?
+                do {
+                    answer = try await self.rows(
+                        "SELECT CASE WHEN pg_backend_pid() <> " + .bind(pid) + " THEN -1 WHEN pg_try_advisory_lock("
+                            + .bind(Int(self.key ?? 0)) + ") THEN 1 ELSE 0 END AS held",
+                        on: connection
+                    ).first?.first.intValue
+                    if answer == -1 { throw Self.changedSession(self.logger) }
+                } catch {
+                    // Taken or not, late: the session goes, and its locks with it.
+                    self.discard(connection, generation: generation, because: error)
+                    throw error
+                }
+                guard answer == 1 else { return false }
                 // Held by that session: a connection replaced meanwhile took it with it.
                 return self.state.withLock { state in
                     guard state.generation == generation, state.connection != nil else { return false }
@@ -323,7 +382,7 @@ final class PostgresPresence: Sendable {
         let became = state.withLock { state -> Bool in
             guard state.phase == .taking, state.exclusiveOn == state.generation else { return false }
             state.phase = .alone
-            state.echoed = .now
+            state.unanswered = nil
             alone.store(true, ordering: .releasing)
             return true
         }
@@ -355,12 +414,22 @@ final class PostgresPresence: Sendable {
         guard state.withLock({ $0.phase == .shared && $0.exclusiveOn != nil }) else { return }
         Task {
             try? await exclusive.withLock(timeout: PostgresStorage.leaseTimeout) {
-                guard case let (connection, generation, key)? = self.state.withLock({ state in
+                guard case let (connection, generation, key, pid)? = self.state.withLock({ state in
                     state.phase == .shared && state.exclusiveOn == state.generation
-                        ? state.connection.map { ($0, state.generation, state.key ?? 0) } : nil
+                        ? state.connection.map { ($0, state.generation, state.key ?? 0, state.backendPID ?? 0) } : nil
                 }) else { return }
-                _ = try await self.rows("SELECT pg_advisory_unlock(" + .bind(Int(key)) + ")", on: connection)
-                self.state.withLock { if $0.exclusiveOn == generation { $0.exclusiveOn = nil } }
+                do {
+                    let answer = try await self.rows(
+                        "SELECT CASE WHEN pg_backend_pid() <> " + .bind(pid) + " THEN -1 WHEN pg_advisory_unlock("
+                            + .bind(Int(key)) + ") THEN 1 ELSE 0 END AS released",
+                        on: connection
+                    ).first?.first.intValue
+                    if answer == -1 { throw Self.changedSession(self.logger) }
+                    self.state.withLock { if $0.exclusiveOn == generation { $0.exclusiveOn = nil } }
+                } catch {
+                    // Let go or not, late: the session goes, and its locks with it.
+                    self.discard(connection, generation: generation, because: error)
+                }
             }
         }
     }
@@ -377,6 +446,9 @@ final class PostgresPresence: Sendable {
         }
         task?.cancel()
         await task?.value
+        let rejoining = state.withLock { $0.rejoining }
+        rejoining?.cancel()
+        await rejoining?.value
         try? await connection?.close()
     }
 }

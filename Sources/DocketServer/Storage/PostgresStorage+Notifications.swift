@@ -49,6 +49,11 @@ extension PostgresStorage {
                             // Since 2026-12-03 a notification lists the numbers of one or more commits
                             // (``CommitAnnouncer``): dropped only when every one of them is accounted for.
                             for try await notification in notifications {
+                                // An instance announcing itself (or this one's echo) committed nothing to read.
+                                if notification.payload.hasPrefix("hello:") {
+                                    presence.heard(notification.payload)
+                                    continue
+                                }
                                 if let numbers = CommitAnnouncer.Announcement.numbers(in: notification.payload),
                                     numbers.allSatisfy(ignoring)
                                 {

@@ -338,10 +338,8 @@ final class PostgresStorage: Storage {
     func write<T: Sendable>(scope: WriteScope, _ body: @Sendable (SQLExecutor) async throws -> T) async throws -> T {
         if let down = unavailable { throw down }
         // A process whose presence connection broke has let go of its key: another might be alone, and not read
-        // the log for what this one writes, until it has joined again (``PostgresPresence``).
-        guard presence.isJoined else {
-            throw StorageUnavailable(reason: "joining the database's other users again after a lost connection")
-        }
+        // the log for what this one writes, until it has joined again (``PostgresPresence``): the write waits.
+        if !presence.isJoined { try await presence.ensureJoined() }
         // Exclusive writes queue behind each other here (they would wait for the advisory lock anyway); writes of
         // rows queue only for a connection, leaving the rest of the pool to reads.
         let queue = scope == .exclusive ? writeLock : rowWriters

@@ -168,7 +168,7 @@ struct PostgresPresenceTests {
         try await storage.close()
     }
 
-    @Test("a lost presence connection ends being alone, refuses writes until joined again, then writes go on")
+    @Test("a lost presence connection ends being alone; a write waits for the join again, and is refused (503) when it cannot join within its bound")
     func lostPresenceConnection() async throws {
         let location = try #require(TestDatabase.freshPostgres())
         let (storage, signals) = try await Self.open(location)
@@ -184,12 +184,23 @@ struct PostgresPresenceTests {
         #expect(!killed.isEmpty)
         try await Self.until { !storage.isAlone && !storage.presence.isJoined }
         #expect(!storage.isAlone)
+        // Someone holds the key exclusively: the join cannot complete, and the write gives up at its bound.
+        let runner = PostgresRunner(connection: admin, logger: Logger(label: "test"))
+        try await runner.run("SELECT pg_advisory_lock(" + .bind(Int(key)) + ")")
+        let ran = Atomic<Bool>(false)
         await #expect(throws: StorageUnavailable.self) {
-            try await storage.write(scope: .exclusive) { db in try await db.run("SELECT 1") }
+            try await storage.write(scope: .exclusive) { db in
+                ran.store(true, ordering: .relaxed)
+                try await db.run("SELECT 1")
+            }
         }
-        try await Self.until { storage.presence.isJoined }
-        #expect(storage.presence.isJoined)
+        let bodyRan = ran.load(ordering: .relaxed)
+        #expect(!bodyRan)
+        #expect(!storage.presence.isJoined)
+        // Let go: the next write joins first, then runs.
+        try await runner.run("SELECT pg_advisory_unlock(" + .bind(Int(key)) + ")")
         try await storage.write(scope: .exclusive) { db in try await db.run("SELECT 1") }
+        #expect(storage.presence.isJoined)
         _ = signals
         try await admin.close()
         try await storage.close()
