@@ -62,9 +62,21 @@ final class CommitAnnouncer: Sendable {
             }
         }
 
-        /// The numbers a payload lists; nil for any other payload (which wakes a listener as an unnumbered one).
+        /// The payload with the sender's id after a `;` (``PostgresPresence/id``), so that an instance tells its own
+        /// notifications from another's also when they list no numbers.
+        func payload(from sender: String) -> String { payload + ";" + sender }
+
+        /// The sender's id a payload ends with (``payload(from:)``); nil when it names none.
+        static func sender(of payload: String) -> String? {
+            let parts = payload.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)
+            return parts.count == 2 ? String(parts[1]) : nil
+        }
+
+        /// The numbers a payload lists (before its sender's id); nil for any other payload (which wakes a listener
+        /// as an unnumbered one).
         static func numbers(in payload: String) -> [Int]? {
-            let numbers = payload.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
+            let listed = payload.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            let numbers = listed.split(separator: ",", omittingEmptySubsequences: false).map { Int($0) }
             guard !numbers.isEmpty, numbers.count <= maximumNumbers, numbers.allSatisfy({ $0 != nil }) else { return nil }
             return numbers.compactMap { $0 }
         }

@@ -317,6 +317,8 @@ final class PostgresPresence: Sendable {
             state.withLock { $0.unanswered = nil }
             return
         }
+        // This process's own commit (announced before it was alone): nobody else's.
+        if CommitAnnouncer.Announcement.sender(of: payload) == id { return }
         let foreign = state.withLock { state -> Bool? in
             guard state.phase != .shared else { return nil }
             guard !payload.hasPrefix("hello:") else { return false }

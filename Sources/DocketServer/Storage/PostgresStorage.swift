@@ -380,7 +380,8 @@ final class PostgresStorage: Storage {
         announcer.announce(announcement, send: { [self] announcement in
             // Not subject to the statement faults tests plan: it runs beside the statements they aim at.
             try await withConnection { connection in
-                try await PostgresRunner(connection: connection, logger: logger, prepared: prepared).run(Self.notification(announcement))
+                try await PostgresRunner(connection: connection, logger: logger, prepared: prepared)
+                    .run(Self.notification(payload: announcement.payload(from: presence.id)))
             }
         }, failed: { [self, logger] error in
             // A storage closed or a database down: the others find the commit when they read the log next.
@@ -392,14 +393,10 @@ final class PostgresStorage: Storage {
         })
     }
 
-    /// The notification of `announcement` (its payload is read by ``logSignals(ignoring:)``).
+    /// A notification on the schema's channel with `payload` (read by ``logSignals(ignoring:)``): an announcement of
+    /// commits (``CommitAnnouncer/Announcement/payload(from:)``) or a process's `hello:` (``PostgresPresence``).
     /// A `NOTIFY` gives its transaction an id, so its commit writes a record: not waited for here
     /// (`synchronous_commit` off for that transaction alone), since the notification need not outlive a crash.
-    static func notification(_ announcement: CommitAnnouncer.Announcement) -> SQLFragment {
-        notification(payload: announcement.payload)
-    }
-
-    /// A notification on the schema's channel with `payload` (also a newcomer's `hello:`, ``PostgresPresence``).
     static func notification(payload: String) -> SQLFragment {
         "SELECT set_config('synchronous_commit', 'off', true), pg_notify('" + SQLFragment(channelPrefix)
             + "' || current_schema(), " + .bind(payload) + ")"

@@ -59,7 +59,15 @@ struct CommitAnnouncerTests {
         #expect(Announcement.numbers(in: "42") == [42])
         #expect(Announcement.numbers(in: "3,42") == [3, 42])
         #expect(Announcement.numbers(in: many.payload) == Array(1...Announcement.maximumNumbers))
-        for unreadable in ["", "x", "1,,2", "1,", " 1", "1;2", String(repeating: "1,", count: 70) + "1"] {
+        // With the sender's id after a `;` (what PostgreSQL's storage sends): the numbers before it.
+        #expect(Announcement.numbers([3, 42]).payload(from: "abc") == "3,42;abc")
+        #expect(Announcement.numbers(in: "3,42;abc") == [3, 42])
+        #expect(Announcement.sender(of: "3,42;abc") == "abc")
+        #expect(Announcement.unnumbered.payload(from: "abc") == ";abc")
+        #expect(Announcement.numbers(in: ";abc") == nil)
+        #expect(Announcement.sender(of: ";abc") == "abc")
+        #expect(Announcement.sender(of: "3,42") == nil)
+        for unreadable in ["", "x", "1,,2", "1,", " 1", "1.2", ";1", String(repeating: "1,", count: 70) + "1"] {
             #expect(Announcement.numbers(in: unreadable) == nil, "\(unreadable)")
         }
         let drawn = DrawnEvents()

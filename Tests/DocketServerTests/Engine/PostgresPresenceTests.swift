@@ -76,7 +76,7 @@ struct PostgresPresenceTests {
         // Another process opens the schema: by the time its open returns, the first is no longer alone.
         let (second, _) = try await Self.open(location, listening: false)
         #expect(!first.isAlone)
-        #expect(try await Self.heard(location, within: .seconds(1)) { first.announce(.numbers([42])) } == ["42"])
+        #expect(try await Self.heard(location, within: .seconds(1)) { first.announce(.numbers([42])) } == ["42;" + first.presence.id])
         // While the second holds its key, the first cannot be alone.
         await first.tryBeingAlone {}
         #expect(!first.isAlone)
@@ -109,6 +109,11 @@ struct PostgresPresenceTests {
         // Its own announcement of itself (a hello with its own id: the echo it sends each second while alone) does not.
         try await PostgresRunner(connection: other, logger: Logger(label: "test"))
             .run(PostgresStorage.notification(payload: storage.presence.hello))
+        // Nor does a late announcement of its own commits (one that lists no numbers, too: many folded into one).
+        for own in [CommitAnnouncer.Announcement.numbers([5]), .unnumbered] {
+            try await PostgresRunner(connection: other, logger: Logger(label: "test"))
+                .run(PostgresStorage.notification(payload: own.payload(from: storage.presence.id)))
+        }
         try await Task.sleep(for: .milliseconds(300))
         #expect(storage.isAlone)
         try await PostgresRunner(connection: other, logger: Logger(label: "test")).run(PostgresStorage.notification(payload: "99"))
