@@ -135,11 +135,16 @@ def deliver(driver, base, payload):
     """Delivers `payload` to the /app/ service worker through the DevTools protocol; returns the notifications it
     then shows with the payload's tag. The protocol names registrations by ids it reports only as events, which
     Selenium does not pass on, and accepts any id without saying whether it exists; they are small numbers counted
-    from 0, so the push goes to the first few (a repeat with the same tag replaces the notification)."""
-    for candidate in range(0, 10):
-        driver.execute_cdp_cmd("ServiceWorker.deliverPushMessage", {"origin": base, "registrationId": str(candidate), "data": payload})
-    deadline = time.time() + 10
+    from 0, so the push goes to the first few (a repeat with the same tag replaces the notification). A push that
+    reaches a worker still starting can be dropped (seen once in CI, with both cores busy), so it is sent again each
+    second until its notification shows."""
+    deadline = time.time() + 20
+    sent = 0.0
     while time.time() < deadline:
+        if time.time() - sent >= 1:
+            for candidate in range(0, 10):
+                driver.execute_cdp_cmd("ServiceWorker.deliverPushMessage", {"origin": base, "registrationId": str(candidate), "data": payload})
+            sent = time.time()
         shown = driver.execute_async_script("""
             const done = arguments[arguments.length - 1];
             navigator.serviceWorker.getRegistration('/app/').then(r => r.getNotifications({tag: 'n1'})).then(
