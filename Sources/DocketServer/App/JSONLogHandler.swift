@@ -56,7 +56,7 @@ public struct JSONLogHandler: LogHandler {
             writer.value(Self.json(all[key]!))
         }
         writer.endObject()
-        output.line(writer.bytes + [UInt8(ascii: "\n")])
+        output.line(writer.bytes + [UInt8(ascii: "\n")], level: event.level)
     }
 
     static func json(_ value: Logger.Metadata.Value) -> JSONValue {

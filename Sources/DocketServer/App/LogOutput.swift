@@ -8,43 +8,70 @@ import Glibc
 import Darwin
 #endif
 
-/// Where docketd's log lines go: a file descriptor (standard error), written by whichever caller finds nobody
-/// writing. Lines logged while a write is under way are appended to a buffer and go out with the next write, so
-/// that under load many lines cost one system call instead of one each, and a line never waits for a lock held
-/// over a system call. A line is written before its caller returns, or by the caller writing at that moment; while
-/// standard error blocks, at most ``maximumPending`` bytes wait, and lines beyond are dropped and counted.
+/// Where docketd's log lines go: a file descriptor (standard error), in batches. A line at `warning` or above is
+/// written before its caller returns, with every line logged before it, by whichever caller finds nobody writing
+/// (lines logged while a write is under way go out with the next write, and a line never waits for a lock held over
+/// a system call). Lines below `warning` (the request line among them) are written by a thread of the output's own
+/// at most ``flushDelay`` later, together with those logged meanwhile: under load many lines cost one system call
+/// instead of one each. At exit (`exit`, or `main` returning) what is pending is written (``flush()``); a process
+/// killed outright loses at most the last ``flushDelay`` of lines below `warning`. While standard error blocks, at
+/// most ``maximumPending`` bytes wait, and lines beyond are dropped and counted.
 final class LogOutput: Sendable {
     private struct State {
         var pending: [UInt8] = []
         var writing = false
+        /// The flushing thread was woken for what is pending and has not taken it yet.
+        var flushDue = false
         /// Lines dropped since the last write (the buffer was full: standard error does not keep up).
         var dropped = 0
     }
 
-    /// The most bytes waiting while a write is under way: when standard error blocks (a stalled log reader), lines
-    /// beyond it are dropped and counted, and a line saying how many follows when writing goes on, rather than the
-    /// server's memory growing or its requests waiting on the log.
+    /// The most bytes waiting to be written: when standard error blocks (a stalled log reader), lines beyond it are
+    /// dropped and counted, and a line saying how many follows when writing goes on, rather than the server's memory
+    /// growing or its requests waiting on the log.
     static let maximumPending = 4 << 20
+
+    /// How long a line below `warning` may wait for others to share its write (microseconds).
+    static let flushDelay: useconds_t = 2_000
 
     private let state = Mutex(State())
     /// Where batches go (a descriptor), or nil when each line goes to `perLine`.
     private let descriptor: Int32?
     private let perLine: (@Sendable ([UInt8]) -> Void)?
     private let ordering = Mutex(())
+    /// Wakes the flushing thread (signalled once per batch: by the line that finds nothing due).
+    private let due = DispatchSemaphore(value: 0)
 
     /// Lines go to `descriptor`, in batches.
     init(descriptor: Int32) {
         self.descriptor = descriptor
         perLine = nil
+        // A thread rather than a task: the flush must not wait behind request work for a thread of the pool.
+        let thread = Thread { [self] in
+            while true {
+                due.wait()
+                usleep(Self.flushDelay)
+                state.withLock { $0.flushDue = false }
+                drain()
+            }
+        }
+        thread.name = "docketd log"
+        thread.start()
     }
 
-    /// Lines go to `write` (tests, the suite's log file), one call per line, one call at a time.
+    /// Lines go to `write` (tests, the suite's log file), one call per line, one call at a time, each before its
+    /// caller returns.
     init(_ write: @escaping @Sendable ([UInt8]) -> Void) {
         descriptor = nil
         perLine = write
     }
 
-    static let standardError = LogOutput(descriptor: 2)
+    /// Standard error; what is pending is written when the process exits.
+    static let standardError: LogOutput = {
+        let output = LogOutput(descriptor: 2)
+        atexit { LogOutput.standardError.flush() }
+        return output
+    }()
 
     /// A line's metadata: the handler's, then the provider's, then the line's own (the later wins), and the error's
     /// text and type when the line carries one.
@@ -73,23 +100,57 @@ final class LogOutput: Sendable {
         return entries
     }
 
-    /// Writes one line (its bytes end with a newline).
-    func line(_ bytes: [UInt8]) {
-        guard let descriptor else {
+    /// Writes one line (its bytes end with a newline) logged at `level`.
+    func line(_ bytes: [UInt8], level: Logger.Level) {
+        guard descriptor != nil else {
             ordering.withLock { _ in perLine?(bytes) }
             return
         }
-        let writer = state.withLock { state -> Bool in
-            if state.writing, state.pending.count + bytes.count > Self.maximumPending {
+        let now = level >= .warning
+        let (writer, wake) = state.withLock { state -> (Bool, Bool) in
+            if state.pending.count + bytes.count > Self.maximumPending {
                 state.dropped += 1
-                return false
+                return (false, false)
             }
             state.pending.append(contentsOf: bytes)
-            if state.writing { return false }
+            // Whoever is writing takes this line too, before it stops.
+            if state.writing { return (false, false) }
+            if now {
+                state.writing = true
+                return (true, false)
+            }
+            if state.flushDue { return (false, false) }
+            state.flushDue = true
+            return (false, true)
+        }
+        if wake { due.signal() }
+        if writer { writeWhilePending() }
+    }
+
+    /// Writes what is pending, and waits (at most a second) for a write under way to end: what was logged before
+    /// the call is out when it returns, unless standard error blocks.
+    func flush() {
+        guard descriptor != nil else { return }
+        for _ in 0..<1_000 {
+            drain()
+            if state.withLock({ $0.pending.isEmpty && !$0.writing }) { return }
+            usleep(1_000)
+        }
+    }
+
+    /// Writes what is pending unless someone is writing already (who then writes it).
+    private func drain() {
+        let writer = state.withLock { state -> Bool in
+            guard !state.writing, !state.pending.isEmpty else { return false }
             state.writing = true
             return true
         }
-        guard writer else { return }
+        if writer { writeWhilePending() }
+    }
+
+    /// The writer's loop, entered with `writing` set: writes batches until nothing is pending, then lets go.
+    private func writeWhilePending() {
+        guard let descriptor else { return }
         var batch: [UInt8] = []
         while true {
             let more = state.withLock { state -> Bool in
@@ -203,7 +264,7 @@ public struct TextLogHandler: LogHandler, RequestLineLogging {
         line.append(contentsOf: "] ".utf8)
         line.append(contentsOf: message.utf8)
         line.append(UInt8(ascii: "\n"))
-        output.line(line)
+        output.line(line, level: level)
     }
 
     /// The local time's text (`%Y-%m-%dT%H:%M:%S%z`), made once a second.

@@ -179,6 +179,9 @@ struct ObservabilityTests {
             }
             // A device's push token in a path is logged as the route's pattern.
             #expect(ObservedResponder.loggedPath("/rest/registry/device/f00dcafe", route: "/rest/registry/device/{token}") == "/rest/registry/device/{token}")
+            #expect(ObservedResponder.carriesToken("/a/{deviceToken}/b") && ObservedResponder.carriesToken("/a/{TOKEN}"))
+            #expect(!ObservedResponder.carriesToken("/a/{token") && !ObservedResponder.carriesToken("/a/{tokens}") && !ObservedResponder.carriesToken("}"))
+            #expect(!ObservedResponder.carriesToken("/api/now/table/{table}") && !ObservedResponder.carriesToken(""))
         }
     }
 

@@ -68,14 +68,48 @@ struct TextLogTests {
         await withTaskGroup(of: Void.self) { group in
             for task in 0..<8 {
                 group.addTask {
-                    for index in 0..<500 { output.line(Array("line \(task)-\(index) \(String(repeating: "x", count: 40))\n".utf8)) }
+                    for index in 0..<500 {
+                        // Most below warning (written by the output's thread), some at warning (by their callers).
+                        output.line(Array("line \(task)-\(index) \(String(repeating: "x", count: 40))\n".utf8), level: index % 50 == 0 ? .warning : .info)
+                    }
                 }
             }
         }
+        output.flush()
         close(descriptors[1])
         let lines = await reader.value
         #expect(lines.count == 4_000)
         #expect(Set(lines).count == 4_000)
         #expect(lines.allSatisfy { $0.hasPrefix("line ") && $0.hasSuffix(String(repeating: "x", count: 40)) })
+    }
+
+    @Test("a warning is written before its call returns, after the lines logged before it; an info line follows by itself", .timeLimit(.minutes(1)))
+    func warningsAtOnce() async throws {
+        var descriptors: [Int32] = [0, 0]
+        #expect(pipe(&descriptors) == 0)
+        defer { close(descriptors[0]) }
+        let output = LogOutput(descriptor: descriptors[1])
+        let flags = fcntl(descriptors[0], F_GETFL)
+        #expect(fcntl(descriptors[0], F_SETFL, flags | O_NONBLOCK) == 0)
+        func available() -> String {
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            let count = read(descriptors[0], &buffer, buffer.count)
+            return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : ""
+        }
+
+        output.line(Array("first\n".utf8), level: .info)
+        output.line(Array("second\n".utf8), level: .warning)
+        // Read without waiting: both are in the pipe already, in order.
+        #expect(available() == "first\nsecond\n")
+
+        // An info line alone is written by the output's thread: poll until it shows.
+        output.line(Array("third\n".utf8), level: .info)
+        var seen = ""
+        while !seen.hasSuffix("third\n") {
+            seen += available()
+            try await Task.sleep(for: .milliseconds(1))
+        }
+        #expect(seen == "third\n")
+        close(descriptors[1])
     }
 }
