@@ -57,17 +57,20 @@ python3 - "$work/post.log" "$work/post.sql" <<'PY'
 import re, sys
 statements, current = [], None
 for line in open(sys.argv[1]):
-    m = re.search(r"LOG:  execute (\S+): (.*)$", line)
+    m = re.search(r"\[(\d+)\] LOG:  execute (\S+): (.*)$", line)
     if m:
         current = None
-        if m.group(1) == "<unnamed>" or m.group(1).startswith("docket_") and "docket_latest" not in m.group(1):
-            current = [m.group(2), {}]
+        if m.group(2) == "<unnamed>" or m.group(2).startswith("docket_") and "docket_latest" not in m.group(2):
+            current = [m.group(3), {}, m.group(1)]
             statements.append(current)
         continue
     m = re.search(r"DETAIL:  parameters: (.*)$", line)
     if m and current is not None:
         current[1] = {int(n): v for n, v in re.findall(r"\$(\d+) = ('(?:[^']|'')*'|NULL)", m.group(1))}
-texts = [re.sub(r"\$(\d+)\b", lambda m: values[int(m.group(1))], text) for text, values in statements]
+# Only the statements of the connection that wrote the record: the others in the window are the process's own
+# (a presence echo each second, the listener's poll of the log's head), not the POST's.
+writer = next(pid for text, _, pid in statements if "INSERT INTO" in text and "nextval(" in text)
+texts = [re.sub(r"\$(\d+)\b", lambda m: values[int(m.group(1))], text) for text, values, pid in statements if pid == writer]
 # The insert that draws the number: on its own, or inside the statement that also appends the event (since
 # 2026-12-02: `WITH docket_inserted AS (INSERT …) SELECT …, docket_append_event(…)`, run without BEGIN and COMMIT).
 inserted = next(t for t in texts if "INSERT INTO" in t and "nextval(" in t)

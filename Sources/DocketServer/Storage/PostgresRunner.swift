@@ -34,11 +34,10 @@ struct PostgresRunner: SQLRunner {
 
     private func execute(_ sql: SQLFragment) async throws -> [ResultRow] {
         let spoiled = faults?.spoils(sql) ?? false
-        let (text, binds) = connection.sql().serialize(sql)
-        var bindings = PostgresBindings(capacity: binds.count)
+        var bindings = PostgresBindings()
         // One letter per value, for how it is bound: a text prepared with values of other types is another statement.
         var signature = ""
-        for bind in binds {
+        let text = try sql.postgresText { bind in
             switch bind {
             // PostgreSQL's text cannot hold NUL: it becomes U+FFFD (SQLite keeps it), so such input is stored or
             // matched like any other text instead of failing the statement.
@@ -70,10 +69,12 @@ struct PostgresRunner: SQLRunner {
         do {
             if let prepared, let use = prepared.slot(for: text, signature: signature, on: connection, logger: logger) {
                 do {
-                    let rows = try await Self.collect(
-                        prepared.run(slot: use.slot, bindings: bindings, on: connection, logger: logger), spoiled: spoiled
+                    let (rows, columns) = try await Self.collect(
+                        prepared.run(slot: use.slot, bindings: bindings, on: connection, logger: logger), spoiled: spoiled,
+                        known: use.columns
                     )
                     prepared.ran(use, on: connection, error: nil, logger: logger)
+                    if let columns, columns !== use.columns { prepared.remember(columns, of: use.slot) }
                     return rows
                 } catch {
                     // A statement whose answer could not be read ran (and was prepared).
@@ -82,8 +83,8 @@ struct PostgresRunner: SQLRunner {
                 }
             }
             return try await Self.collect(
-                connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger), spoiled: spoiled
-            )
+                connection.query(PostgresQuery(unsafeSQL: text, binds: bindings), logger: logger), spoiled: spoiled, known: nil
+            ).rows
         } catch let error as PSQLError {
             if let message = error.serverInfo?[.message] {
                 throw PostgresStatementError(message: message, sqlState: error.serverInfo?[.sqlState])
@@ -96,16 +97,18 @@ struct PostgresRunner: SQLRunner {
     /// does not stop the reading: the rest of the answer is read, and then ``UndecodableAnswer`` says that the
     /// statement ran to its end (and, run on its own, committed). Before, the value's error was thrown as it came,
     /// and looked like the statement's own failure. `spoiled`: tests only (``StatementFaults/spoilAnswerOfNext(_:)``).
+    /// `known`: the statement's columns from an earlier run (used when the rows have as many); returns the columns
+    /// used.
     private static func collect<Rows: AsyncSequence>(
-        _ sequence: Rows, spoiled: Bool
-    ) async throws -> [ResultRow] where Rows.Element == PostgresRow {
+        _ sequence: Rows, spoiled: Bool, known: PostgresColumns?
+    ) async throws -> (rows: [ResultRow], columns: PostgresColumns?) where Rows.Element == PostgresRow {
         var result: [ResultRow] = []
-        var columns: PostgresColumns?
+        var columns = known
         var undecodable: (any Error)?
         for try await row in sequence where undecodable == nil {
             do {
                 if spoiled { throw PostgresStorageError.unsupportedColumn("(spoiled by a test)", type: "none") }
-                let names = columns ?? PostgresColumns(row)
+                let names = columns.flatMap { $0.count == row.count ? $0 : nil } ?? PostgresColumns(row)
                 columns = names
                 result.append(ResultRow(try PostgresResultRow(row, columns: names)))
             } catch {
@@ -113,7 +116,7 @@ struct PostgresRunner: SQLRunner {
             }
         }
         if let undecodable { throw UndecodableAnswer(cause: undecodable) }
-        return result
+        return (result, result.isEmpty ? nil : columns)
     }
 
     func run(_ sql: SQLFragment) async throws { _ = try await rows(sql) }
@@ -136,9 +139,13 @@ private struct UntypedText: PostgresDynamicTypeEncodable {
 final class PostgresColumns: Sendable {
     let index: [String: Int]
     let first: String?
+    /// How many columns (some may share a name).
+    let count: Int
 
     init(_ row: PostgresRow) {
         var index: [String: Int] = [:]
+        index.reserveCapacity(row.count)
+        count = row.count
         var first: String?
         for (position, cell) in row.enumerated() {
             if first == nil { first = cell.columnName }

@@ -28,6 +28,9 @@ final class PreparedStatements: Sendable {
         var texts: [String] = []
         var connections: [ObjectIdentifier: OnConnection] = [:]
         var full = false
+        /// The result's column names of each slot that returned rows: a function of its text (docketd names the
+        /// columns it selects and returns), kept so that each run need not index them anew.
+        var columns: [Int: PostgresColumns] = [:]
     }
 
     /// What became of the slots a connection ran: prepared there, or failed before they were (run unprepared there).
@@ -45,6 +48,8 @@ final class PreparedStatements: Sendable {
     struct Use {
         let slot: Int
         let prepared: Bool
+        /// The slot's result columns, when a run returned rows before.
+        var columns: PostgresColumns? = nil
     }
 
     /// The slot of `text` bound with values of `signature` (one letter per value) on `connection`, if it is to run
@@ -56,7 +61,7 @@ final class PreparedStatements: Sendable {
             if let slot = state.slotOf[key] {
                 let known = Self.entry(for: connection, in: &state)
                 if known.failed.contains(slot) { return nil }
-                return Use(slot: slot, prepared: known.prepared.contains(slot))
+                return Use(slot: slot, prepared: known.prepared.contains(slot), columns: state.columns[slot])
             }
             if state.seen.contains(key) {
                 guard state.texts.count < Self.slots else {
@@ -85,6 +90,11 @@ final class PreparedStatements: Sendable {
         let entry = OnConnection(connection: connection)
         state.connections[key] = entry
         return entry
+    }
+
+    /// Keeps `columns` as the result columns of `slot` (``Use/columns``).
+    func remember(_ columns: PostgresColumns, of slot: Int) {
+        state.withLock { $0.columns[slot] = columns }
     }
 
     /// Whether a text seen again now would still get a slot.

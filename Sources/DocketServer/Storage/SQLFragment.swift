@@ -130,6 +130,30 @@ struct SQLFragment: SQLExpression, Sendable, ExpressibleByStringLiteral {
 }
 
 extension SQLFragment {
+    /// The statement as PostgreSQL takes it, its values handed to `bind` in order: the text SQLKit's serializer
+    /// with PostgreSQL's dialect gives (`$1`, `$2`, … for the values; identifiers in double quotes, a quote in one
+    /// doubled), made in one pass without the serializer's dialect lookups and boxed placeholders (about 2 % of a
+    /// POST's CPU on PostgreSQL).
+    func postgresText(_ bind: (any Encodable & Sendable) throws -> Void) rethrows -> String {
+        var text = ""
+        var count = 0
+        for piece in pieces {
+            switch piece {
+            case .raw(let raw): text += raw
+            case .identifier(let name):
+                text += "\""
+                text += Self.isPlain(name) ? name : name.replacingOccurrences(of: "\"", with: "\"\"")
+                text += "\""
+            case .bind(let value):
+                try bind(value)
+                count += 1
+                text += "$"
+                text += String(count)
+            }
+        }
+        return text
+    }
+
     static func isPlain(_ name: String) -> Bool {
         name.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5f }
     }

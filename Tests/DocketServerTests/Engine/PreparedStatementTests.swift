@@ -160,3 +160,19 @@ struct PreparedStatementTests {
         }
     }
 }
+
+/// The statement text PostgreSQL storage sends (``SQLFragment/postgresText(_:)``): what SQLKit's serializer with
+/// PostgreSQL's dialect gives.
+@Suite("PostgreSQL statement text")
+struct PostgresTextTests {
+    @Test("values become $1, $2, … in order; identifiers are quoted, a quote in one doubled")
+    func text() throws {
+        let fragment: SQLFragment = "SELECT " + .column("t", "number") + ", " + .identifier("We\"ird Name") + " FROM "
+            + .identifier("incident") + " t WHERE a = " + .bind("x") + " AND b IN (" + [.bind(1), .bind(2.5)].joined(", ") + ")"
+        var values: [String] = []
+        let text = fragment.postgresText { values.append("\($0)") }
+        #expect(text == #"SELECT "t"."number", "We""ird Name" FROM "incident" t WHERE a = $1 AND b IN ($2, $3)"#)
+        #expect(values == ["x", "1", "2.5"])
+        #expect(SQLFragment("SELECT 1").postgresText { _ in Issue.record("no values") } == "SELECT 1")
+    }
+}
