@@ -42,7 +42,8 @@ post() {
         -d '{"short_description":"Benchmark write","impact":"2","urgency":"2"}' "$base/api/now/table/incident" >/dev/null
 }
 post # the first write of a process reads more (caches); the next one is a POST as the benchmarks see it
-sql "ALTER SYSTEM SET log_statement = 'all'" && sql "SELECT pg_reload_conf()" >/dev/null
+# Each line names its backend (`[pid]`): the statements of the connection that wrote are told from the others.
+sql "ALTER SYSTEM SET log_line_prefix = '%m [%p] '" && sql "ALTER SYSTEM SET log_statement = 'all'" && sql "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
 lines="$(wc -l <"$log")"
 post
@@ -71,6 +72,9 @@ for line in open(sys.argv[1]):
 # (a presence echo each second, the listener's poll of the log's head), not the POST's.
 writer = next(pid for text, _, pid in statements if "INSERT INTO" in text and "nextval(" in text)
 texts = [re.sub(r"\$(\d+)\b", lambda m: values[int(m.group(1))], text) for text, values, pid in statements if pid == writer]
+others = [" ".join(text.split()[:2]) for text, _, pid in statements if pid != writer]
+if others:
+    print(f"left out, run on other connections: {', '.join(others)}", file=sys.stderr)
 # The insert that draws the number: on its own, or inside the statement that also appends the event (since
 # 2026-12-02: `WITH docket_inserted AS (INSERT …) SELECT …, docket_append_event(…)`, run without BEGIN and COMMIT).
 inserted = next(t for t in texts if "INSERT INTO" in t and "nextval(" in t)

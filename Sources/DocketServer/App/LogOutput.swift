@@ -8,27 +8,29 @@ import Glibc
 import Darwin
 #endif
 
-/// Where docketd's log lines go: a file descriptor (standard error), in batches. A line at `warning` or above is
-/// written before its caller returns, with every line logged before it, by whichever caller finds nobody writing
-/// (lines logged while a write is under way go out with the next write, and a line never waits for a lock held over
-/// a system call). Lines below `warning` (the request line among them) are written by a thread of the output's own
-/// at most ``flushDelay`` later, together with those logged meanwhile: under load many lines cost one system call
-/// instead of one each. At exit (`exit`, or `main` returning) what is pending is written (``flush()``); a process
-/// killed outright loses at most the last ``flushDelay`` of lines below `warning`. While standard error blocks, at
-/// most ``maximumPending`` bytes wait, and lines beyond are dropped and counted.
+/// Where docketd's log lines go: a file descriptor (standard error), in batches. Lines below `warning` (the request
+/// line among them) are written by a thread of the output's own at most ``flushDelay`` later, together with those
+/// logged meanwhile: under load many lines cost one system call instead of one each. A line at `warning` or above
+/// is written at once with every line logged before it: by its caller when nobody is writing (one write; what is
+/// logged meanwhile is left to the thread, which then writes without waiting), or else by the write under way,
+/// which takes it next. At exit (`exit`, or `main` returning) what is pending is written (``flush()``, bounded by a
+/// second); a process that crashes or is killed loses at most the last ``flushDelay`` of lines below `warning`.
+/// While standard error blocks, at most ``maximumPending`` bytes wait, and lines beyond are dropped and counted.
 final class LogOutput: Sendable {
     private struct State {
         var pending: [UInt8] = []
         var writing = false
         /// The flushing thread was woken for what is pending and has not taken it yet.
         var flushDue = false
+        /// What is pending follows a warning: the thread writes it without waiting for more.
+        var urgent = false
         /// Lines dropped since the last write (the buffer was full: standard error does not keep up).
         var dropped = 0
     }
 
     /// The most bytes waiting to be written: when standard error blocks (a stalled log reader), lines beyond it are
     /// dropped and counted, and a line saying how many follows when writing goes on, rather than the server's memory
-    /// growing or its requests waiting on the log.
+    /// growing or its requests waiting on the log. A single longer line is taken when nothing else waits.
     static let maximumPending = 4 << 20
 
     /// How long a line below `warning` may wait for others to share its write (microseconds).
@@ -39,10 +41,11 @@ final class LogOutput: Sendable {
     private let descriptor: Int32?
     private let perLine: (@Sendable ([UInt8]) -> Void)?
     private let ordering = Mutex(())
-    /// Wakes the flushing thread (signalled once per batch: by the line that finds nothing due).
+    /// Wakes the flushing thread (signalled by the line that finds nothing due, or by a warning's hand-off).
     private let due = DispatchSemaphore(value: 0)
 
-    /// Lines go to `descriptor`, in batches.
+    /// Lines go to `descriptor`, in batches, through a thread of the output's own that lives as long as the process
+    /// (docketd makes one output, for standard error).
     init(descriptor: Int32) {
         self.descriptor = descriptor
         perLine = nil
@@ -50,8 +53,11 @@ final class LogOutput: Sendable {
         let thread = Thread { [self] in
             while true {
                 due.wait()
-                usleep(Self.flushDelay)
-                state.withLock { $0.flushDue = false }
+                if !state.withLock({ $0.urgent }) { usleep(Self.flushDelay) }
+                state.withLock { state in
+                    state.flushDue = false
+                    state.urgent = false
+                }
                 drain()
             }
         }
@@ -108,7 +114,7 @@ final class LogOutput: Sendable {
         }
         let now = level >= .warning
         let (writer, wake) = state.withLock { state -> (Bool, Bool) in
-            if state.pending.count + bytes.count > Self.maximumPending {
+            if !state.pending.isEmpty, state.pending.count + bytes.count > Self.maximumPending {
                 state.dropped += 1
                 return (false, false)
             }
@@ -119,22 +125,39 @@ final class LogOutput: Sendable {
                 state.writing = true
                 return (true, false)
             }
-            if state.flushDue { return (false, false) }
-            state.flushDue = true
-            return (false, true)
+            return (false, Self.due(&state))
         }
         if wake { due.signal() }
-        if writer { writeWhilePending() }
+        guard writer else { return }
+        // One write, of this line and every one before it; what came meanwhile is the thread's.
+        writeBatches(limit: 1)
     }
 
-    /// Writes what is pending, and waits (at most a second) for a write under way to end: what was logged before
-    /// the call is out when it returns, unless standard error blocks.
+    /// Marks what is pending as due for the thread; true when the thread is to be woken for it.
+    private static func due(_ state: inout State) -> Bool {
+        guard !state.flushDue else { return false }
+        state.flushDue = true
+        return true
+    }
+
+    /// Writes what is pending, and waits for a write under way to end: what was logged before the call is out when
+    /// it returns, unless standard error did not take it within a second (then the rest is given up: called at exit).
     func flush() {
         guard descriptor != nil else { return }
-        for _ in 0..<1_000 {
-            drain()
-            if state.withLock({ $0.pending.isEmpty && !$0.writing }) { return }
-            usleep(1_000)
+        let deadline = ContinuousClock.now + .seconds(1)
+        while ContinuousClock.now < deadline {
+            let writer = state.withLock { state -> Bool? in
+                if state.writing { return false }
+                if state.pending.isEmpty { return nil }
+                state.writing = true
+                return true
+            }
+            guard let writer else { return }
+            if writer {
+                writeBatches(limit: nil, deadline: deadline)
+            } else {
+                usleep(1_000)
+            }
         }
     }
 
@@ -145,29 +168,67 @@ final class LogOutput: Sendable {
             state.writing = true
             return true
         }
-        if writer { writeWhilePending() }
+        if writer { writeBatches(limit: nil) }
     }
 
-    /// The writer's loop, entered with `writing` set: writes batches until nothing is pending, then lets go.
-    private func writeWhilePending() {
+    /// The writer's loop, entered with `writing` set: writes batches until nothing is pending (or after `limit`
+    /// batches, leaving the rest to the thread without delay), then lets go. With a `deadline`, each write waits
+    /// for standard error to take bytes only until then, and what it did not take is dropped.
+    private func writeBatches(limit: Int?, deadline: ContinuousClock.Instant? = nil) {
         guard let descriptor else { return }
         var batch: [UInt8] = []
+        var written = 0
         while true {
-            let more = state.withLock { state -> Bool in
+            let (more, wake) = state.withLock { state -> (Bool, Bool) in
                 if state.pending.isEmpty {
                     state.writing = false
-                    return false
+                    return (false, false)
+                }
+                if let deadline, ContinuousClock.now >= deadline {
+                    state.writing = false
+                    return (false, false)
+                }
+                if let limit, written >= limit {
+                    state.writing = false
+                    state.urgent = true
+                    return (false, Self.due(&state))
                 }
                 swap(&batch, &state.pending)
                 if state.dropped > 0 {
                     batch.append(contentsOf: "docketd: \(state.dropped) log lines dropped: standard error did not keep up\n".utf8)
                     state.dropped = 0
                 }
-                return true
+                return (true, false)
             }
+            if wake { due.signal() }
             guard more else { return }
-            batch.withUnsafeBytes { Self.writeAll($0, to: descriptor) }
+            batch.withUnsafeBytes { bytes in
+                if let deadline {
+                    Self.writeAll(bytes, to: descriptor, until: deadline)
+                } else {
+                    Self.writeAll(bytes, to: descriptor)
+                }
+            }
             batch.removeAll(keepingCapacity: true)
+            written += 1
+        }
+    }
+
+    /// Writes in pieces of at most a pipe's atomic size, each once `descriptor` takes bytes, until `deadline`
+    /// (the rest is given up): a stalled reader cannot hold the process's exit.
+    private static func writeAll(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32, until deadline: ContinuousClock.Instant) {
+        var offset = 0
+        while offset < bytes.count {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return }
+            var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+            let milliseconds = Int32(clamping: left.components.seconds * 1_000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            let answer = poll(&ready, 1, milliseconds)
+            if answer < 0, errno == EINTR { continue }
+            guard answer > 0, ready.revents & Int16(POLLOUT) != 0 else { return }
+            let piece = min(bytes.count - offset, Int(PIPE_BUF))
+            Self.writeAll(UnsafeRawBufferPointer(rebasing: bytes[offset..<(offset + piece)]), to: descriptor)
+            offset += piece
         }
     }
 
