@@ -12,10 +12,11 @@ import Darwin
 /// line among them) are written by a thread of the output's own at most ``flushDelay`` later, together with those
 /// logged meanwhile: under load many lines cost one system call instead of one each. A line at `warning` or above
 /// is written at once with every line logged before it: by its caller when nobody is writing (one write; what is
-/// logged meanwhile is left to the thread, which then writes without waiting), or else by the write under way,
+/// logged meanwhile is handed to the thread, which then writes without waiting), or else by the write under way,
 /// which takes it next. At exit (`exit`, or `main` returning) what is pending is written (``flush()``, bounded by a
-/// second); a process that crashes or is killed loses at most the last ``flushDelay`` of lines below `warning`.
-/// While standard error blocks, at most ``maximumPending`` bytes wait, and lines beyond are dropped and counted.
+/// second). A process that crashes or is killed loses what was not written yet: normally the last ``flushDelay`` of
+/// lines below `warning`, and a warning that waited behind a write under way. While standard error blocks, at most
+/// ``maximumPending`` bytes wait, and lines beyond are dropped and counted.
 final class LogOutput: Sendable {
     private struct State {
         var pending: [UInt8] = []
@@ -30,7 +31,8 @@ final class LogOutput: Sendable {
 
     /// The most bytes waiting to be written: when standard error blocks (a stalled log reader), lines beyond it are
     /// dropped and counted, and a line saying how many follows when writing goes on, rather than the server's memory
-    /// growing or its requests waiting on the log. A single longer line is taken when nothing else waits.
+    /// growing. A single longer line is taken when nothing else waits. (The one writing meanwhile waits in `write`: the
+    /// thread, or the caller of a warning, which waits as long as standard error does.)
     static let maximumPending = 4 << 20
 
     /// How long a line below `warning` may wait for others to share its write (microseconds).
@@ -43,6 +45,8 @@ final class LogOutput: Sendable {
     private let ordering = Mutex(())
     /// Wakes the flushing thread (signalled by the line that finds nothing due, or by a warning's hand-off).
     private let due = DispatchSemaphore(value: 0)
+    /// Cuts the thread's wait for more lines short: a warning's hand-off came (signalled once per wake at most).
+    private let hurry = DispatchSemaphore(value: 0)
 
     /// Lines go to `descriptor`, in batches, through a thread of the output's own that lives as long as the process
     /// (docketd makes one output, for standard error).
@@ -53,11 +57,15 @@ final class LogOutput: Sendable {
         let thread = Thread { [self] in
             while true {
                 due.wait()
-                if !state.withLock({ $0.urgent }) { usleep(Self.flushDelay) }
+                if !state.withLock({ $0.urgent }) {
+                    _ = hurry.wait(timeout: .now() + .microseconds(Int(Self.flushDelay)))
+                }
                 state.withLock { state in
                     state.flushDue = false
                     state.urgent = false
                 }
+                // A hand-off's signal that came after the wait was over is answered by this drain too.
+                while hurry.wait(timeout: .now()) == .success {}
                 drain()
             }
         }
@@ -179,28 +187,31 @@ final class LogOutput: Sendable {
         var batch: [UInt8] = []
         var written = 0
         while true {
-            let (more, wake) = state.withLock { state -> (Bool, Bool) in
+            let (more, wake) = state.withLock { state -> (Bool, DispatchSemaphore?) in
                 if state.pending.isEmpty {
                     state.writing = false
-                    return (false, false)
+                    return (false, nil)
                 }
                 if let deadline, ContinuousClock.now >= deadline {
                     state.writing = false
-                    return (false, false)
+                    return (false, nil)
                 }
                 if let limit, written >= limit {
                     state.writing = false
+                    let first = !state.urgent
                     state.urgent = true
-                    return (false, Self.due(&state))
+                    if Self.due(&state) { return (false, due) }
+                    // The thread, already due, may be waiting for more lines: it is told to write now instead.
+                    return (false, first ? hurry : nil)
                 }
                 swap(&batch, &state.pending)
                 if state.dropped > 0 {
                     batch.append(contentsOf: "docketd: \(state.dropped) log lines dropped: standard error did not keep up\n".utf8)
                     state.dropped = 0
                 }
-                return (true, false)
+                return (true, nil)
             }
-            if wake { due.signal() }
+            wake?.signal()
             guard more else { return }
             batch.withUnsafeBytes { bytes in
                 if let deadline {

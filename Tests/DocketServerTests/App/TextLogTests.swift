@@ -66,10 +66,12 @@ struct TextLogTests {
         let reader = Thread {
             var bytes: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 65_536)
-            while bytes.count(where: { $0 == UInt8(ascii: "\n") }) < 4_000 {
+            var newlines = 0
+            while newlines < 4_000 {
                 let count = read(readEnd, &buffer, buffer.count)
                 guard count > 0 else { break }
                 bytes.append(contentsOf: buffer.prefix(count))
+                newlines += buffer.prefix(count).count(where: { $0 == UInt8(ascii: "\n") })
             }
             received.withLock { $0 = String(decoding: bytes, as: UTF8.self).split(separator: "\n").map(String.init) }
         }
@@ -84,7 +86,7 @@ struct TextLogTests {
                 }
             }
         }
-        output.flush()
+        // No flush: the output's thread writes what is left by itself.
         var lines: [String] = []
         while true {
             if let done = received.withLock({ $0 }) {
@@ -99,6 +101,11 @@ struct TextLogTests {
         #expect(lines.count == 4_000)
         #expect(Set(lines).count == 4_000)
         #expect(lines.allSatisfy { $0.hasPrefix("line ") && $0.hasSuffix(String(repeating: "x", count: 40)) })
+        // Each task's lines in the order it logged them.
+        for task in 0..<8 {
+            let indexes = lines.filter { $0.hasPrefix("line \(task)-") }.compactMap { Int($0.dropFirst("line \(task)-".count).prefix { $0 != " " }) }
+            #expect(indexes == Array(0..<500))
+        }
     }
 
     @Test("a warning is written at once, after the lines logged before it; an info line follows by itself", .timeLimit(.minutes(1)))
@@ -114,6 +121,10 @@ struct TextLogTests {
             let count = read(descriptors[0], &buffer, buffer.count)
             return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : ""
         }
+
+        // Nobody writes on a fresh output: a warning is in the pipe when its call returns.
+        output.line(Array("zero\n".utf8), level: .warning)
+        #expect(available() == "zero\n")
 
         output.line(Array("first\n".utf8), level: .info)
         output.line(Array("second\n".utf8), level: .warning)
@@ -138,7 +149,7 @@ struct TextLogTests {
     }
 
     @Test("flush gives up when nobody reads: a stalled log reader cannot hold the process's exit", .timeLimit(.minutes(1)))
-    func flushWithStalledReader() throws {
+    func flushWithStalledReader() async throws {
         var descriptors: [Int32] = [0, 0]
         #expect(pipe(&descriptors) == 0)
         // Neither end is closed: the output's thread may stay in a write to this pipe for the rest of the process,
@@ -147,7 +158,14 @@ struct TextLogTests {
         let line = Array((String(repeating: "x", count: 1_023) + "\n").utf8)
         // Four times what a pipe holds, and nobody reads.
         for _ in 0..<256 { output.line(line, level: .info) }
-        output.flush()
+        // On a thread of its own, so that a flush that never returned would fail this test at its time limit
+        // instead of holding a thread of the shared pool.
+        let returned = Mutex(false)
+        Thread {
+            output.flush()
+            returned.withLock { $0 = true }
+        }.start()
+        while !returned.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         // Reaching this line is the test: flush returned although standard error took nothing more.
         var readable = pollfd(fd: descriptors[0], events: Int16(POLLIN), revents: 0)
         #expect(poll(&readable, 1, 0) == 1)
