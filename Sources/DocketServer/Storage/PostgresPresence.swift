@@ -142,8 +142,13 @@ final class PostgresPresence: Sendable {
                     + " current_schema() AS schema, pg_backend_pid() AS pid",
                 on: connection
             ).first
-            let key = Self.key(schema: try session?.value(at: "schema", kind: .text).text ?? "public")
-            let pid = try session?.value(at: "pid", kind: .integer).intValue ?? 0
+            // (A SELECT without FROM answers one row; its schema is NULL when the search path names no schema there.)
+            guard let session, let schema = try session.value(at: "schema", kind: .text).text,
+                let pid = try session.value(at: "pid", kind: .integer).intValue
+            else {
+                throw StorageUnavailable(reason: "the presence connection's session has no current schema (is the search path's schema there?)")
+            }
+            let key = Self.key(schema: schema)
             let start = ContinuousClock.now
             var announced: ContinuousClock.Instant?
             while true {

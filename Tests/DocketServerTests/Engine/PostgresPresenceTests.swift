@@ -120,16 +120,21 @@ struct PostgresPresenceTests {
         let (storage, signals) = try await Self.open(location)
         try await Self.becomeAlone(storage)
         let other = try await Self.raw(location)
-        // Its own announcement of itself (a hello with its own id: the echo it sends each second while alone) does not.
+        // The listener's wake-ups show how far it has read: the one it gave when it began listening is taken first.
+        var wakes = try #require(signals).makeAsyncIterator()
+        _ = await wakes.next()
+        // Its own announcement of itself (a hello with its own id: the echo it sends each second while alone) does not,
+        // nor does a late announcement of its own commits (one that lists no numbers, too: many folded into one). An
+        // announcement wakes the follower after it was heard (a hello does not), and the channel keeps their order:
+        // each wake below shows that everything sent before it was heard.
         try await PostgresRunner(connection: other, logger: Logger(label: "test"))
             .run(PostgresStorage.notification(payload: storage.presence.hello))
-        // Nor does a late announcement of its own commits (one that lists no numbers, too: many folded into one).
         for own in [CommitAnnouncer.Announcement.numbers([5]), .unnumbered] {
             try await PostgresRunner(connection: other, logger: Logger(label: "test"))
                 .run(PostgresStorage.notification(payload: own.payload(from: storage.presence.id)))
+            _ = await wakes.next()
+            #expect(storage.isAlone)
         }
-        try await Task.sleep(for: .milliseconds(300))
-        #expect(storage.isAlone)
         try await PostgresRunner(connection: other, logger: Logger(label: "test")).run(PostgresStorage.notification(payload: "99"))
         try await Self.until { !storage.isAlone }
         #expect(!storage.isAlone)
@@ -138,7 +143,6 @@ struct PostgresPresenceTests {
             try await Task.sleep(for: .milliseconds(20))
         }
         #expect(!storage.isAlone)
-        _ = signals
         try await other.close()
         try await storage.close()
     }
