@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # POST on PostgreSQL, one docketd and two sharing the database, for one build or two (a baseline beside it),
-# alternating, on loopback with wrk. While each load runs, a probe samples PostgreSQL's lock table every 2 ms:
+# alternating, on loopback with wrk. With DOCKET_BENCH_METHOD=PATCH, updates instead: each run first creates 200
+# incidents, and each request changes the short description of one of them, drawn at random. While each load runs, a probe samples PostgreSQL's lock table every 2 ms:
 # how often the cluster-wide write lock (docketd's advisory lock) was held, and how many lock waits there were;
 # from the lock's busy share and the writes per second comes how long each write held it.
 #
-#   DOCKET_BENCH_BINARY=PATH [DOCKET_BENCH_BASELINE=PATH] Benchmarks/postgres-writes.sh [seconds] [connections] [rounds]
+#   DOCKET_BENCH_BINARY=PATH [DOCKET_BENCH_BASELINE=PATH] [DOCKET_BENCH_METHOD=PATCH] \
+#       Benchmarks/postgres-writes.sh [seconds] [connections] [rounds]
 #
 # Needs wrk, curl and psql; a PostgreSQL server at DOCKET_BENCH_POSTGRES_URL (docketd creates a schema per run),
 # or else scripts/postgres-cluster.sh starts a throw-away one. Without DOCKET_BENCH_BINARY, this tree's release
@@ -38,7 +40,36 @@ start() { # binary, name, database URL; sets $url and $pid
     [ -n "$url" ] || { echo "docketd $2 did not start:" >&2; cat "$work/$2.log" >&2; exit 1; }
 }
 
-post_lua "$work/post.lua"
+method="${DOCKET_BENCH_METHOD:-POST}"
+case "$method" in
+    POST) post_lua "$work/post.lua" ;;
+    PATCH) ;;
+    *) echo "DOCKET_BENCH_METHOD is POST or PATCH, not $method" >&2; exit 1 ;;
+esac
+
+# PATCH: 200 incidents created through `$1`, and wrk's script that updates one of them, drawn at random, per request.
+patch_lua() {
+    local ids=() id i
+    for i in $(seq 1 200); do
+        id="$(curl -sf -u admin:admin -H 'Content-Type: application/json' -d '{"short_description":"to update"}' \
+            "$1/api/now/table/incident?sysparm_fields=sys_id" | sed -n 's/.*"sys_id":"\([0-9a-f]*\)".*/\1/p')"
+        [ -n "$id" ] || { echo "could not create the incidents to update" >&2; exit 1; }
+        ids+=("\"$id\"")
+    done
+    cat >"$work/post.lua" <<LUA
+wrk.method = "PATCH"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Basic $(printf 'admin:admin' | base64)"
+local ids = { $(IFS=,; echo "${ids[*]}") }
+-- Each wrk process its own draws (a table's address differs between processes).
+math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)") or "0", 16) % 1000000)
+local n = 0
+request = function()
+    n = n + 1
+    return wrk.format(nil, "/api/now/table/incident/" .. ids[math.random(#ids)], nil, '{"short_description":"update ' .. n .. '"}')
+end
+LUA
+}
 
 # Samples pg_locks every 2 ms for `seconds` of the clock (a function of the probe's own session, so that each
 # sample reads the lock table anew): the share of samples in which docketd's advisory lock (any of the schema
@@ -109,6 +140,7 @@ for round in $(seq 1 "$rounds"); do
         schema="writes_${name}_${round}_$(date +%s)"
         start "$binary" "$name-$round-a" "$postgres${separator}schema=$schema"
         url_a="$url"; pid_a="$pid"
+        [ "$method" = PATCH ] && patch_lua "$url_a"
         measure "$name, one docketd" "$pid_a" "$url_a"
         start "$binary" "$name-$round-b" "$postgres${separator}schema=$schema"
         url_b="$url"; pid_b="$pid"

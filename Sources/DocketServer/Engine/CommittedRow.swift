@@ -2,19 +2,28 @@ import DocketModel
 import Synchronization
 
 /// A row as a write's transaction committed it, for the write's answer: read back inside the transaction
-/// (``RecordStore/readBack(_:in:fields:caller:db:)``), or taken from an insert's `RETURNING` (``fill(_:plan:sysID:)``).
+/// (``RecordStore/readBack(_:in:fields:caller:db:)``), or taken from an insert's or an update's `RETURNING`
+/// (``fill(_:plan:sysID:)``).
 final class CommittedRow: Sendable {
     private let row = Mutex<(columns: [ResultColumn], record: Record)?>(nil)
     private let modCount = Mutex<String?>(nil)
-    /// The record whose row came from its insert (``fill(_:plan:sysID:)``): ``read(_:plan:db:)`` keeps that row for
-    /// it. A run of the transaction that failed after its insert leaves another sys_id here, so the next run's row is
-    /// never mistaken for it.
+    /// The record whose row came from its insert or update (``fill(_:plan:sysID:)``): ``read(_:plan:db:)`` keeps that
+    /// row for it. A run of an insert's transaction that failed after its insert leaves another sys_id here, so the
+    /// next run's row is never mistaken for it; an update's transaction forgets it at the start of each run
+    /// (``forget()``).
     private let filled = Mutex<String?>(nil)
-    /// Whether the row was taken from the insert (for tests).
-    var tookInsertRow: Bool { filled.withLock { $0 != nil } }
+    /// Whether the row was taken from the write's own statement (for tests).
+    var tookWrittenRow: Bool { filled.withLock { $0 != nil } }
     func set(_ value: (columns: [ResultColumn], record: Record)?) { row.withLock { $0 = value } }
 
-    /// A row to fill with what an insert committed, and how to read it.
+    /// Forgets what a run of the write's transaction took or read: that run was rolled back.
+    func forget() {
+        row.withLock { $0 = nil }
+        modCount.withLock { $0 = nil }
+        filled.withLock { $0 = nil }
+    }
+
+    /// A row to fill with what a write committed, and how to read it.
     struct Answer: Sendable {
         let row: CommittedRow
         let plan: Plan
@@ -35,13 +44,14 @@ final class CommittedRow: Sendable {
                 ? nil : try store.readBackPlan(table, fields: ["sys_mod_count"], caller: caller)
         }
 
-        /// The columns an insert may return in place of the read (the version among them).
+        /// The columns an insert or an update may return in place of the read (the version among them).
         var returning: RecordStore.SelectPlan.Returning? { version == nil ? row.select.returning : nil }
     }
 
-    /// Takes the row of `sysID` from its insert's `RETURNING` (the plan's ``Plan/returning`` columns): an insert's
-    /// row is what the transaction commits where nothing after it in the transaction changes it (see
-    /// ``RecordStore/insert(into:values:caller:options:answer:within:)``).
+    /// Takes the row of `sysID` from its insert's or update's `RETURNING` (the plan's ``Plan/returning`` columns): the
+    /// row written is what the transaction commits where nothing after it in the transaction changes it (see
+    /// ``RecordStore/insert(into:values:caller:options:answer:within:)`` and
+    /// ``RecordStore/update(_:in:values:caller:options:answer:within:)``).
     func fill(_ rows: [ResultRow], plan: Plan, sysID: String) throws {
         let record = try plan.row.select.records(rows).first
         set(record.map { (plan.row.select.columns, $0) })
@@ -50,7 +60,7 @@ final class CommittedRow: Sendable {
     }
 
     /// Reads the row as the plan's caller sees it with its fields, and its version (also when the fields leave it out).
-    /// Nothing when the row of `sysID` was taken from its insert (``fill(_:plan:sysID:)``).
+    /// Nothing when the row of `sysID` was taken from its write (``fill(_:plan:sysID:)``).
     func read(_ sysID: String, plan: Plan, db: SQLExecutor) async throws {
         if filled.withLock({ $0 == sysID }) { return }
         let row = try await plan.row.run(sysID, db: db)

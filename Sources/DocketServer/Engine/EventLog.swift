@@ -49,11 +49,17 @@ extension RecordStore {
         table: SchemaCatalog.Table, sysID: String, operation: ChangeEvent.Operation, fields: [String],
         values: [String: String], previous: [String: String], caller: Caller, now: String, db: SQLExecutor
     ) async throws -> ChangeEvent {
-        var event = Self.event(
+        try await append(Self.event(
             table: table, sysID: sysID, operation: operation, fields: fields, values: values, previous: previous,
             caller: caller, now: now
-        )
-        // Other processes sharing the database learn of it at commit (see ``RecordStore/catchUp()``).
+        ), db: db)
+    }
+
+    /// Appends `event` (made by ``event(table:sysID:operation:fields:values:previous:caller:now:)``, not yet numbered)
+    /// inside the writing transaction; returns it with its sequence.
+    func append(_ event: ChangeEvent, db: SQLExecutor) async throws -> ChangeEvent {
+        var event = event
+        // Other processes sharing the database learn of it once it has committed (see ``RecordStore/catchUp()``).
         event.sequence = try await db.integer(db.dialect.appendingEvent(Self.eventValues(of: event, after: .bind(Self.json(event.values)))))
         drew(event.sequence)
         return event

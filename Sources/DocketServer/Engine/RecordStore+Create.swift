@@ -20,7 +20,7 @@ extension RecordStore {
         let now = GlideDateTime.format(Date())
         let rules = try await businessRules.rules(for: .create, on: table, storage: storage)
         try await ensureNumberSequence(for: table)
-        let scope = options.exclusive ? .exclusive : writeScope(of: table, rows: [])
+        let scope = options.exclusive ? .exclusive : writeScope(of: table)
         let events: [ChangeEvent]
         do {
             events = try await createEvents(

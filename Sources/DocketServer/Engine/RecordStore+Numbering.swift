@@ -190,8 +190,8 @@ struct CommittedWithoutAnswer: Error, CustomStringConvertible {
     var description: String { "The insert into \(table) committed, and its answer could not be read: \(cause)" }
 }
 
-/// Unreachable: an insert that appends its event answered without the event's sequence.
+/// Unreachable: an insert or an update that appends its event answered without the event's sequence.
 struct EventNotAppended: Error, CustomStringConvertible {
     let table: String
-    var description: String { "The insert into \(table) answered without its event's sequence" }
+    var description: String { "The write of a \(table) row answered without its event's sequence" }
 }

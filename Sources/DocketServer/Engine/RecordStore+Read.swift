@@ -99,13 +99,14 @@ extension RecordStore {
         return (columns, Record(table: entry.record.table, sysID: sysID, values: values))
     }
 
-    /// The one SELECT behind every read.
+    /// The one SELECT behind every read. `locking`: the rows read are locked for the rest of the write's transaction
+    /// (``SelectPlan/run(sysID:limit:offset:count:locking:db:)``).
     func select(
         _ table: SchemaCatalog.Table, query: EncodedQuery, fields: [String]?, sysID: String? = nil, limit: Int,
-        offset: Int, count: Bool, caller: Caller, db: SQLExecutor
+        offset: Int, count: Bool, caller: Caller, locking: Bool = false, db: SQLExecutor
     ) async throws -> RecordPage {
         try await selectPlan(table, query: query, fields: fields, caller: caller, dialect: db.dialect)
-            .run(sysID: sysID, limit: limit, offset: offset, count: count, db: db)
+            .run(sysID: sysID, limit: limit, offset: offset, count: count, locking: locking, db: db)
     }
 
     /// ``select(_:query:fields:sysID:limit:offset:count:caller:db:)`` compiled, to be run later: a write's read-back
@@ -140,8 +141,8 @@ extension RecordStore {
             ? SelectPlan.Returning(alias: compiler.alias, columns: projection.expressions) : nil
         return SelectPlan(
             table: table, columns: projection.columns, select: projection.select + compiler.from,
-            from: compiler.from, sysIDColumn: compiler.column("sys_id"), conditions: conditions, order: order,
-            returning: returning
+            from: compiler.from, sysIDColumn: compiler.column("sys_id"), alias: compiler.alias, conditions: conditions,
+            order: order, returning: returning
         )
     }
 
@@ -244,6 +245,8 @@ extension RecordStore {
         let select: SQLFragment
         let from: SQLFragment
         let sysIDColumn: SQLFragment
+        /// The table's alias in `from`.
+        let alias: String
         /// The class, access and query conditions (the sys_id's, when given, comes first).
         let conditions: [SQLFragment]
         let order: SQLFragment
@@ -257,13 +260,20 @@ extension RecordStore {
             let columns: SQLFragment
         }
 
-        func run(sysID: String?, limit: Int, offset: Int, count: Bool, db: SQLExecutor) async throws -> RecordPage {
+        /// `locking`: on PostgreSQL, the table's rows read are locked until the transaction ends (`FOR UPDATE OF`
+        /// the table alone, never a joined one), and read as their newest committed version: a write that reads the
+        /// row it changes this way takes its row lock and its read in one round trip. Nothing on SQLite, whose one
+        /// writer has every row to itself.
+        func run(sysID: String?, limit: Int, offset: Int, count: Bool, locking: Bool = false, db: SQLExecutor) async throws -> RecordPage {
             var conditions = conditions
             if let sysID { conditions.insert(sysIDColumn + " = " + .bind(sysID), at: 0) }
             let whereClause: SQLFragment = conditions.isEmpty ? "" : " WHERE " + conditions.joined(" AND ")
             var records: [Record] = []
             if limit > 0 {
-                let rows = try await db.rows(select + whereClause + " " + order + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset))
+                let lock: SQLFragment = locking && db.dialect == .postgres ? " FOR UPDATE OF " + .identifier(alias) : ""
+                let rows = try await db.rows(
+                    select + whereClause + " " + order + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset) + lock
+                )
                 records = try self.records(rows)
             }
             var total: Int? = nil

@@ -39,28 +39,40 @@ extension RecordStore {
 
     /// Changes a record (only the given fields); returns the sys_id. Journal fields add entries. `within` runs in
     /// the same transaction after the row is written (to read back what is committed), also when nothing changed.
+    /// `answer`: the row as committed, for the write's answer: taken from the update itself where its plan allows
+    /// (``CommittedRow/Plan/returning``) and nothing may change the row after it (no `within`), else read in the
+    /// transaction after everything else (also when nothing changed).
+    ///
+    /// On PostgreSQL the transaction's first read of the row locks it (``SelectPlan/run(sysID:limit:offset:count:locking:db:)``),
+    /// so writes of one record follow each other, and the row's update appends its event in the same statement
+    /// (``StorageDialect/updateAppendingEvent(_:returnsRows:event:)``): `BEGIN`, the locking read, the update and
+    /// `COMMIT`, with a comment's journal entry as one statement more.
     @discardableResult
     func update(
         _ sysID: String, in tableName: String, values input: [String: String], caller: Caller,
-        options: WriteOptions = .init(), within: (@Sendable (SQLExecutor, String) async throws -> Void)? = nil
+        options: WriteOptions = .init(), answer: CommittedRow.Answer? = nil,
+        within: (@Sendable (SQLExecutor, String) async throws -> Void)? = nil
     ) async throws -> String {
         let urlTable = try table(tableName)
         let now = GlideDateTime.format(Date())
-        // Validation needs the concrete class (PATCH /table/task/<incident> may set incident fields).
-        let concrete = try await concreteTable(of: sysID, in: urlTable, caller: caller)
-        let prepared = try await prepare(input, for: concrete, isInsert: false, options: options.allowed(for: caller), caller: caller)
+        let (concrete, prepared) = try await concreteInput(input, of: sysID, in: urlTable, options: options, caller: caller)
         if !caller.isAdmin, concrete.field("sys_domain") != nil, prepared.values["sys_domain"] != nil {
             throw EngineError.badRequest(
                 "Operation Failed", detail: "The enterprise of a record (sys_domain) cannot be changed", field: "sys_domain"
             )
         }
         let rules = try await businessRules.rules(for: .write, on: concrete, storage: storage)
-        let events = try await writeEvents(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
+        // The row is locked by the transaction's read of it (below), not by a statement of its own.
+        let events = try await writeEvents(scope: writeScope(of: concrete)) { db -> [ChangeEvent] in
+            // A run before this one that lost a race was rolled back: what it took from its update never was.
+            answer?.row.forget()
             // First: a request repeated with its key is answered as the first was, never a conflict with itself.
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
+            // Locked as it is read: another write of the record waits here until this one has ended, and this one reads
+            // the row as the last of them committed it.
             let page = try await self.select(
                 concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
-                caller: caller, db: db
+                caller: caller, locking: true, db: db
             )
             guard let current = page.records.first else { throw EngineError.notFound(table: concrete.name, sysID: sysID) }
             // Checked in the writing transaction, so no other write can come between the check and this one.
@@ -89,6 +101,7 @@ extension RecordStore {
                 // Nothing to write: the read-back still reports what is committed (a run before this one, which
                 // lost a race and was rolled back, may have read back a row that never was).
                 try await within?(db, sysID)
+                if let answer { try await answer.row.read(sysID, plan: answer.plan, db: db) }
                 return []
             }
             if SchemaAdministration.tables.contains(concrete.name) {
@@ -123,14 +136,21 @@ extension RecordStore {
                     "sys_mod_count = sys_mod_count + 1",
                 ]
             }
-            if !assignments.isEmpty {
-                try await db.run(
-                    "UPDATE " + .identifier(concrete.physicalTable) + " SET " + assignments.joined(", ")
-                        + " WHERE sys_id = " + .bind(sysID)
-                )
-            }
+            var after = values
+            for entry in prepared.journals { after[entry.field] = entry.text }
+            let event = Self.event(
+                table: concrete, sysID: sysID, operation: .update, fields: changed.sorted() + prepared.journals.map(\.field),
+                values: after, previous: changed.reduce(into: [:]) { $0[$1] = current[$1] }, caller: caller, now: now
+            )
+            // The update appends the event itself where the storage can, and gives the answer's row where nothing
+            // below changes it (no `within`) and the answer reads the record's own class.
+            let folded = assignments.isEmpty ? nil : try await self.updateRow(
+                sysID, of: concrete, assignments: assignments, event: event,
+                answer: within == nil && answer?.plan.row.select.table === concrete ? answer : nil, db: db
+            )
             try await self.appendJournals(prepared.journals, to: sysID, table: concrete, caller: caller, now: now, db: db)
             try await within?(db, sysID)
+            if let answer { try await answer.row.read(sysID, plan: answer.plan, db: db) }
             if concrete.name == "sys_user", !changed.isDisjoint(with: UserDirectory.credentialFields) {
                 // A new password, a lock or a deactivation ends every OAuth token and session of the user in the
                 // same commit.
@@ -138,13 +158,8 @@ extension RecordStore {
                 try await db.run("DELETE FROM docket_session WHERE user_id = " + .bind(sysID))
                 try await OpenIDGrants.endSessions(ofUser: sysID, db)
             }
-            var after = values
-            for entry in prepared.journals { after[entry.field] = entry.text }
-            var events = [try await self.appendEvent(
-                table: concrete, sysID: sysID, operation: .update,
-                fields: changed.sorted() + prepared.journals.map(\.field), values: after,
-                previous: changed.reduce(into: [:]) { $0[$1] = current[$1] }, caller: caller, now: now, db: db
-            )]
+            var events: [ChangeEvent]
+            if let folded { events = [folded] } else { events = [try await self.append(event, db: db)] }
             if let run, let history = try await self.recordHistory(
                 run, of: events[events.count - 1], table: concrete, caller: caller, time: values["sys_updated_on"] ?? now, now: now, db: db
             ) {
@@ -169,23 +184,26 @@ extension RecordStore {
         let now = GlideDateTime.format(Date())
         let rules = try await businessRules.rules(for: .delete, on: concrete, storage: storage)
         let action = action ?? options.action
-        let events = try await writeEvents(scope: writeScope(of: concrete, rows: [sysID])) { db -> [ChangeEvent] in
+        // The row is locked by the transaction's read of it (below), not by a statement of its own.
+        let events = try await writeEvents(scope: writeScope(of: concrete)) { db -> [ChangeEvent] in
             if let claim = options.idempotency { try await IdempotencyRecords.claim(claim, table: concrete.name, sysID: sysID, db: db) }
             var cascaded: [(sysID: String, row: [String: String])] = []
+            // The event carries the whole deleted row, so that followers know what left. Locked as it is read, before
+            // anything is decided from it: a write of the record under way ends first, and this one reads its result.
+            let deleted = try await self.select(
+                concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
+                caller: .system, locking: true, db: db
+            ).records.first?.values ?? [:]
+            // Removed by a write that came first: nothing to delete, nothing to tell.
+            guard !deleted.isEmpty else { throw EngineError.notFound(table: concrete.name, sysID: sysID) }
             try await self.checkAccess(.delete, on: concrete, sysID: sysID, fields: [], caller: caller, db: db)
             if SchemaAdministration.tables.contains(concrete.name) {
                 throw EngineError.badRequest(
                     "Operation Failed", detail: "Tables and fields cannot be deleted through the API; set active=false instead"
                 )
             }
-            // The event carries the whole deleted row, so that followers know what left.
-            let deleted = try await self.select(
-                concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
-                caller: .system, db: db
-            ).records.first?.values ?? [:]
             if let expected = options.expectedModCount {
                 // Checked in the deleting transaction: an edit that came first is not deleted unseen.
-                guard !deleted.isEmpty else { throw EngineError.notFound(table: concrete.name, sysID: sysID) }
                 if Int(deleted["sys_mod_count"] ?? "") != expected {
                     let visible = try await self.select(
                         concrete, query: EncodedQuery(), fields: nil, sysID: sysID, limit: 1, offset: 0, count: false,
@@ -257,10 +275,10 @@ extension RecordStore {
     /// changes, locked before it reads them, so that writes of one record follow each other and writes of
     /// different records run in parallel. Writes that decide from many rows at once stay exclusive: the schema
     /// (tables, fields, choices, numbering, state models), users and the credentials bound to them.
-    func writeScope(of table: SchemaCatalog.Table, rows: [String]) -> WriteScope {
+    func writeScope(of table: SchemaCatalog.Table) -> WriteScope {
         let exclusive = SchemaCatalog.sourceTables.contains(table.name) || SchemaAdministration.tables.contains(table.name)
             || table.root == "sys_user" || RegisteredCredentials.boundFields[table.name] != nil
-        return exclusive ? .exclusive : .rows(table: table.physicalTable, sysIDs: rows)
+        return exclusive ? .exclusive : .rows
     }
 
     /// The concrete class of a record the caller may read through `table`; 404 otherwise.
@@ -269,6 +287,56 @@ extension RecordStore {
     {
         let (_, record) = try await get(sysID, in: table.name, fields: ["sys_id"], caller: caller)
         return catalog.table(record.table) ?? table
+    }
+
+    /// The class an update of `sysID` through `table` writes, and its input validated for that class (PATCH
+    /// /table/task/<incident> may set incident fields). A table that nothing extends is its records' class: the
+    /// record is not read first (the write's own read finds it, or answers 404), unless the input is refused, which
+    /// a record that is not there (or not visible to the caller) answers with 404 first, as for other tables.
+    private func concreteInput(
+        _ input: [String: String], of sysID: String, in table: SchemaCatalog.Table, options: WriteOptions, caller: Caller
+    ) async throws -> (SchemaCatalog.Table, PreparedWrite) {
+        let allowed = options.allowed(for: caller)
+        guard table.descendants == [table.name] else {
+            let concrete = try await concreteTable(of: sysID, in: table, caller: caller)
+            return (concrete, try await prepare(input, for: concrete, isInsert: false, options: allowed, caller: caller))
+        }
+        do {
+            return (table, try await prepare(input, for: table, isInsert: false, options: allowed, caller: caller))
+        } catch {
+            _ = try await concreteTable(of: sysID, in: table, caller: caller)
+            throw error
+        }
+    }
+
+    /// Runs an update's `UPDATE` of one record's row (locked by the transaction already). Where the storage can, the
+    /// statement also appends `event` (the change, not yet numbered) and returns it numbered; with `answer`, whose
+    /// plan reads the row's own class, it also fills the answer's row from the update (`RETURNING`). Returns nil where
+    /// the caller is to append the event.
+    private func updateRow(
+        _ sysID: String, of table: SchemaCatalog.Table, assignments: [SQLFragment], event: ChangeEvent,
+        answer: CommittedRow.Answer?, db: SQLExecutor
+    ) async throws -> ChangeEvent? {
+        let returning = db.dialect.insertAppendsEvent ? answer?.plan.returning : nil
+        let update: SQLFragment = "UPDATE " + .identifier(table.physicalTable)
+            + (returning.map { " AS " + .identifier($0.alias) } ?? "") + " SET " + assignments.joined(", ")
+            + " WHERE sys_id = " + .bind(sysID) + (returning.map { " RETURNING " + $0.columns } ?? "")
+        guard let statement = db.dialect.updateAppendingEvent(
+            update, returnsRows: returning != nil, event: Self.eventValues(of: event, after: .bind(Self.json(event.values)))
+        ) else {
+            try await db.run(update)
+            return nil
+        }
+        let rows = try await db.rows(statement)
+        // The row is locked by this transaction: the update found it, and appended the event once.
+        guard let sequence = try rows.first?.value(at: "docket_event_seq", kind: .integer).intValue else {
+            throw EventNotAppended(table: table.name)
+        }
+        if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: sysID) }
+        var numbered = event
+        numbered.sequence = sequence
+        drew(sequence)
+        return numbered
     }
 
     func prepare(

@@ -424,12 +424,9 @@ final class PostgresStorage: Storage {
             switch scope {
             case .exclusive:
                 first = ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"]
-            case .rows(let table, let sysIDs):
-                // In one order, so that two writes of the same records never wait for each other crosswise.
-                first = sysIDs.isEmpty ? [] : [
-                    "SELECT 1 FROM " + .identifier(table) + " WHERE sys_id IN (" + .bindList(Array(Set(sysIDs)).sorted())
-                        + ") ORDER BY sys_id FOR UPDATE"
-                ]
+            case .rows:
+                // The write locks the row it changes as it reads it (``WriteScope/rows``).
+                first = []
             }
             if !self.location.prepare { first.insert("SELECT set_config('lock_timeout', " + .bind(Self.lockTimeout) + ", true)", at: 0) }
             do {

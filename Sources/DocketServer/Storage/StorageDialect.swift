@@ -71,14 +71,25 @@ enum StorageDialect: Sendable {
     /// ``appendingEvent(_:)``, whose `values_after` may take the inserted row's number (``withInsertedNumber(_:)``).
     /// PostgreSQL only (nil on SQLite, where the append costs no round trip).
     func insertAppendingEvent(_ insert: SQLFragment, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
+        writeAppendingEvent(insert, named: "docket_inserted", returnsRows: returnsRows, event: event)
+    }
+
+    /// An update of one row (`UPDATE …`, with or without `RETURNING`) that also appends the record's event in the
+    /// same statement, as ``insertAppendingEvent(_:returnsRows:event:)`` does for an insert. An update that
+    /// matches no row appends nothing and returns no row. PostgreSQL only.
+    func updateAppendingEvent(_ update: SQLFragment, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
+        writeAppendingEvent(update, named: "docket_updated", returnsRows: returnsRows, event: event)
+    }
+
+    private func writeAppendingEvent(_ write: SQLFragment, named name: String, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
         switch self {
         case .sqlite: return nil
         case .postgres:
-            // The data-modifying WITH runs its insert before the outer query reads its row: the event is appended
-            // after the row, as when the two are apart.
-            return "WITH docket_inserted AS (" + insert + (returnsRows ? "" : " RETURNING 1 AS docket_inserted_row")
-                + ") SELECT docket_inserted.*, docket_append_event(" + event.joined(", ")
-                + ") AS docket_event_seq FROM docket_inserted"
+            // The data-modifying WITH runs its write before the outer query reads its row: the event is appended
+            // after the row is written, as when the two are apart, and once for each row written.
+            return "WITH " + SQLFragment(name) + " AS (" + write + (returnsRows ? "" : " RETURNING 1 AS " + SQLFragment(name) + "_row")
+                + ") SELECT " + SQLFragment(name) + ".*, docket_append_event(" + event.joined(", ")
+                + ") AS docket_event_seq FROM " + SQLFragment(name)
         }
     }
 

@@ -288,7 +288,7 @@ struct SharedDatabaseTests {
         let drawn = Box<Int>()
         let release = Box<Bool>()
         let write = Task {
-            try await store.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
+            try await store.writeEvents(scope: .rows) { db in
                 let event = try await store.appendEvent(
                     table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
                     caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
@@ -370,7 +370,7 @@ struct SharedDatabaseTests {
             let drawn = Box<Int>()
             struct Refused: Error {}
             await #expect(throws: Refused.self) {
-                try await a.writeEvents(scope: .rows(table: incident.physicalTable, sysIDs: [])) { db in
+                try await a.writeEvents(scope: .rows) { db in
                     let event = try await a.appendEvent(
                         table: incident, sysID: SysID.generate(), operation: .insert, fields: [], values: [:], previous: [:],
                         caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
@@ -401,7 +401,7 @@ struct SharedDatabaseTests {
                 caller: Callers.admin, answer: CommittedRow.Answer(row: committed, plan: plan)
             )
             let answered = try #require(committed.value)
-            #expect(committed.tookInsertRow)
+            #expect(committed.tookWrittenRow)
             let read = try await a.get(id, in: "incident", caller: Callers.admin)
             #expect(answered.record.sysID == id)
             #expect(answered.record.table == "incident")
@@ -421,7 +421,7 @@ struct SharedDatabaseTests {
                 caller: Callers.admin, answer: CommittedRow.Answer(row: walkedRow, plan: walked)
             )
             #expect(walkedRow.value?.record.sysID == walkedID)
-            #expect(!walkedRow.tookInsertRow)
+            #expect(!walkedRow.tookWrittenRow)
             #expect(walkedRow.value?.record.values["caller_id.user_name"] == "abel.tuter")
             #expect(walkedRow.version == "0")
         }
@@ -671,7 +671,7 @@ struct SharedDatabaseTests {
                     // wait for it, never pass it.
                     group.addTask {
                         let incident = try store.table("incident")
-                        _ = try await store.storage.write(scope: .rows(table: "task", sysIDs: [])) { db in
+                        _ = try await store.storage.write(scope: .rows) { db in
                             let event = try await store.appendEvent(
                                 table: incident, sysID: SysID.generate(), operation: .update, fields: ["comments"],
                                 values: ["comments": "slow \(name)"], previous: [:], caller: Callers.admin,
@@ -686,7 +686,7 @@ struct SharedDatabaseTests {
                         let incident = try store.table("incident")
                         for _ in 0..<5 {
                             do {
-                                _ = try await store.storage.write(scope: .rows(table: "task", sysIDs: [])) { db -> Int in
+                                _ = try await store.storage.write(scope: .rows) { db -> Int in
                                     _ = try await store.appendEvent(
                                         table: incident, sysID: SysID.generate(), operation: .update, fields: [], values: [:],
                                         previous: [:], caller: Callers.admin, now: GlideDateTime.format(Date()), db: db
@@ -820,7 +820,7 @@ struct SharedDatabaseTests {
             let release = Flag()
             let before = try await b.changeMark()
             let holder = Task {
-                try await a.storage.write(scope: .rows(table: "task", sysIDs: [])) { db in
+                try await a.storage.write(scope: .rows) { db in
                     try await db.run("INSERT INTO docket_meta (key, value) VALUES ('held', 'x')")
                     holding.set()
                     for _ in 0..<2_000 where !release.isSet { try await Task.sleep(for: .milliseconds(10)) }

@@ -53,7 +53,7 @@ struct StorageTests {
             let storage = MeasuredStorage(base: base, metrics: ServerMetrics())
             let sent = Mutex<[String]>([])
             storage.faults.observe { text in sent.withLock { $0.append(text) } }
-            let scope = WriteScope.rows(table: "t", sysIDs: [])
+            let scope = WriteScope.rows
             let rows = try await storage.write(scope: scope) { db in
                 try await db.lastRows("INSERT INTO t (n) VALUES (5) RETURNING n")
             }

@@ -136,9 +136,10 @@ struct TableController {
                 options.expectedModCount = expected
                 options.idempotency = claim
                 do {
+                    // The answer is the row as this write committed it: from the update, or read in its transaction.
                     try await store.update(
                         sysID, in: table.name, values: values, caller: caller, options: options,
-                        within: { db, id in try await committed.read(id, plan: plan, db: db) }
+                        answer: CommittedRow.Answer(row: committed, plan: plan)
                     )
                 } catch let error as EngineError where error.code == .conflict && expected != nil {
                     throw try await preconditionFailed(sysID, table: table, parameters: parameters, request: request, caller: caller)

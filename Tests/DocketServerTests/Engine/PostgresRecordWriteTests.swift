@@ -1,0 +1,247 @@
+import DocketModel
+import Foundation
+import Synchronization
+import Testing
+
+@testable import DocketServer
+
+/// Updates and deletes on PostgreSQL in as few round trips as the writes allow: the record's row locked by the
+/// write's own read of it, the update appending its event and giving the answer's row in one statement. Two engines
+/// on one database (``SharedDatabaseTests/withTwoInstances(followingA:_:)``), as two docketd.
+@Suite("Record updates and deletes on PostgreSQL", .enabled(if: TestDatabase.postgres != nil, TestDatabase.postgresHint))
+struct PostgresRecordWriteTests {
+    /// The statements `store` runs for `write`, less the reads of the log that catching up may run meanwhile.
+    static func statements(of store: RecordStore, _ write: () async throws -> Void) async throws -> [String] {
+        let seen = Mutex<[String]?>([])
+        store.storage.faults.observe { text in seen.withLock { $0?.append(text) } }
+        try await write()
+        let texts = seen.withLock { seen in
+            defer { seen = nil }
+            return seen ?? []
+        }
+        return texts.filter {
+            $0 != StorageDialect.newestEventSequenceSQL && !$0.contains("docket_event_log") && !$0.contains("docket_meta")
+        }
+    }
+
+    @Test("an update of a table nothing extends: BEGIN, the read that locks the row, one statement that updates, appends its event and answers, COMMIT")
+    func updateInFourStatements() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, b in
+            let incident = try a.table("incident")
+            let id = DemoData.id("incident", 4)
+            // The first update of a process reads what later ones keep (the business rules).
+            try await a.update(DemoData.id("incident", 6), in: "incident", values: ["short_description": "first"], caller: Callers.admin)
+            let old = try await a.get(id, in: "incident", caller: Callers.admin).record
+            let urgency = old["urgency"] == "1" ? "3" : "1"
+            let head = try await a.storage.latestEventSequence()
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            let committed = CommittedRow()
+            let update = try await Self.statements(of: a) {
+                try await a.update(
+                    id, in: "incident", values: ["short_description": "patched in one", "urgency": urgency], caller: Callers.admin,
+                    answer: CommittedRow.Answer(row: committed, plan: plan)
+                )
+            }
+            #expect(update.count == 4, "\(update)")
+            #expect(update.first == "BEGIN ISOLATION LEVEL READ COMMITTED")
+            #expect(update.dropFirst().first?.hasSuffix("FOR UPDATE OF ") == true, "\(update)")
+            #expect(update.dropFirst(2).first?.hasPrefix("WITH docket_updated AS (UPDATE") == true, "\(update)")
+            #expect(update.last == "COMMIT")
+            #expect(!update.contains { $0.hasPrefix("SELECT 1 FROM") })
+            // The answer is the row as committed, taken from the update.
+            let read = try await a.get(id, in: "incident", caller: Callers.admin).record
+            #expect(committed.tookWrittenRow)
+            #expect(committed.value?.record.values == read.values)
+            #expect(committed.value?.record.table == "incident")
+            #expect(read["short_description"] == "patched in one")
+            #expect(committed.version == String((Int(old["sys_mod_count"]) ?? 0) + 1))
+            #expect(read["sys_mod_count"] == committed.version)
+            // Its event, as the other instance reads it from the log: what changed, and what it held before.
+            try await b.catchUp()
+            #expect(try await b.get(id, in: "incident", caller: Callers.admin).record["short_description"] == "patched in one")
+            let events = try await b.events(after: head).filter { $0.sysID == id }
+            #expect(events.count == 1)
+            let event = try #require(events.first)
+            #expect(event.operation == .update)
+            #expect(event.table == "incident" && event.rootTable == "task")
+            #expect(Set(event.fields).isSuperset(of: ["short_description", "urgency"]))
+            #expect(event.previous["short_description"] == old["short_description"])
+            #expect(event.values["short_description"] == "patched in one")
+            #expect(event.values["sys_mod_count"] == committed.version)
+            #expect(event.userName == "admin")
+
+            // A comment adds its journal entry: one statement more, and the event carries it.
+            let noted = try await Self.statements(of: a) {
+                try await a.update(id, in: "incident", values: ["short_description": "noted", "comments": "a note"], caller: Callers.admin)
+            }
+            #expect(noted.count == 5, "\(noted)")
+            #expect(noted.contains { $0.hasPrefix("INSERT INTO sys_journal_field") })
+            // A comment alone changes no field: no update of the row, the event appended on its own.
+            let headBefore = try await a.storage.latestEventSequence()
+            try await a.update(id, in: "incident", values: ["comments": "only a note"], caller: Callers.admin)
+            let commentEvent = try #require(try await a.events(after: headBefore).first { $0.sysID == id })
+            #expect(commentEvent.fields == ["comments"])
+            #expect(commentEvent.values["comments"] == "only a note")
+        }
+    }
+
+    @Test("an update through a table others extend reads the record's class first; its answer, of the other class, is read after the update")
+    func updateThroughParent() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, _ in
+            try await a.update(DemoData.id("incident", 6), in: "task", values: ["short_description": "first"], caller: Callers.admin)
+            let task = try a.table("task")
+            let id = DemoData.id("incident", 5)
+            let plan = try CommittedRow.Plan(table: task, fields: nil, store: a, caller: Callers.admin)
+            let committed = CommittedRow()
+            let update = try await Self.statements(of: a) {
+                try await a.update(
+                    id, in: "task", values: ["short_description": "through task", "urgency": "2"], caller: Callers.admin,
+                    answer: CommittedRow.Answer(row: committed, plan: plan)
+                )
+            }
+            // The class's read, outside the transaction; then BEGIN.
+            #expect(update.first?.hasPrefix("SELECT") == true && update.first?.contains("FOR UPDATE") == false, "\(update)")
+            #expect(update.dropFirst().first == "BEGIN ISOLATION LEVEL READ COMMITTED")
+            #expect(!committed.tookWrittenRow)
+            #expect(committed.value?.record.table == "incident")
+            #expect(committed.value?.record.values["short_description"] == "through task")
+            // An incident field set through task: validated for the record's class.
+            try await a.update(id, in: "task", values: ["caller_id": DemoData.userID("abel.tuter")], caller: Callers.admin)
+            #expect(try await a.get(id, in: "incident", caller: Callers.admin).record["caller_id"] == DemoData.userID("abel.tuter"))
+        }
+    }
+
+    @Test("an update of a record that is not there, or that the caller cannot see, is 404 whatever its input; one the caller may not change is 403")
+    func updateNotFoundFirst() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, _ in
+            let missing = SysID.generate()
+            for values in [["short_description": "x"], ["urgency": "not a choice"], ["caller_id": "no such user"]] {
+                await #expect(throws: EngineError.self) {
+                    do {
+                        try await a.update(missing, in: "incident", values: values, caller: Callers.admin)
+                    } catch let error as EngineError {
+                        #expect(error.code == .notFound, "\(values): \(error)")
+                        throw error
+                    }
+                }
+            }
+            // An incident of Beth's: Abel (self-service) does not see it.
+            let hidden = try await a.insert(
+                into: "incident", values: ["short_description": "Beth's", "caller_id": DemoData.userID("beth.anglin")],
+                caller: Callers.admin
+            )
+            await #expect(throws: EngineError.self) { _ = try await a.get(hidden, in: "incident", caller: Callers.abel) }
+            for values in [["short_description": "mine now"], ["urgency": "not a choice"]] {
+                do {
+                    try await a.update(hidden, in: "incident", values: values, caller: Callers.abel)
+                    Issue.record("Abel changed a record he cannot see")
+                } catch let error as EngineError {
+                    #expect(error.code == .notFound, "\(values): \(error)")
+                }
+            }
+            #expect(try await a.get(hidden, in: "incident", caller: Callers.admin).record["short_description"] == "Beth's")
+            // A record that is there, with input refused: the refusal.
+            do {
+                try await a.update(hidden, in: "incident", values: ["urgency": "not a choice"], caller: Callers.admin)
+                Issue.record("An invalid choice was written")
+            } catch let error as EngineError {
+                #expect(error.code == .badRequest)
+            }
+            // Deleting what is not there.
+            do {
+                try await a.delete(missing, from: "incident", caller: Callers.admin)
+                Issue.record("A missing record was deleted")
+            } catch let error as EngineError {
+                #expect(error.code == .notFound)
+            }
+        }
+    }
+
+    @Test("a delete locks its row as it reads it; the record is gone on both instances and its event carries the row")
+    func deleteLocksAsItReads() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, b in
+            let id = try await a.insert(into: "incident", values: ["short_description": "to go"], caller: Callers.admin)
+            // The first delete of a process reads what later ones keep (the business rules).
+            let first = try await a.insert(into: "incident", values: ["short_description": "first to go"], caller: Callers.admin)
+            try await a.delete(first, from: "incident", caller: Callers.admin)
+            let head = try await a.storage.latestEventSequence()
+            let statements = try await Self.statements(of: a) { try await a.delete(id, from: "incident", caller: Callers.admin) }
+            // The record's class is read first (outside the transaction), then the row is locked as it is read.
+            #expect(statements.dropFirst().first == "BEGIN ISOLATION LEVEL READ COMMITTED", "\(statements)")
+            #expect(statements.dropFirst(2).first?.hasSuffix("FOR UPDATE OF ") == true, "\(statements)")
+            #expect(!statements.contains { $0.hasPrefix("SELECT 1 FROM") })
+            #expect(statements.last == "COMMIT")
+            try await b.catchUp()
+            await #expect(throws: EngineError.self) { _ = try await b.get(id, in: "incident", caller: Callers.admin) }
+            let event = try #require(try await b.events(after: head).first { $0.sysID == id })
+            #expect(event.operation == .delete)
+            #expect(event.previous["short_description"] == "to go")
+        }
+    }
+
+    @Test("updates and deletes of one record from two instances at once: one delete wins, every other write is done whole or is 404")
+    func updatesAndDeletesRace() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, b in
+            let id = try await a.insert(into: "incident", values: ["short_description": "raced"], caller: Callers.admin)
+            let head = try await a.storage.latestEventSequence()
+            enum Outcome: Sendable, Equatable { case updated, deleted, notFound }
+            let outcomes = try await withThrowingTaskGroup(of: Outcome.self) { group in
+                for (index, store) in [a, b, a, b, a, b, a, b, a, b].enumerated() {
+                    group.addTask {
+                        do {
+                            if index % 3 == 2 {
+                                try await store.delete(id, from: "incident", caller: Callers.admin)
+                                return .deleted
+                            }
+                            try await store.update(id, in: "incident", values: ["short_description": "write \(index)"], caller: Callers.admin)
+                            return .updated
+                        } catch let error as EngineError where error.code == .notFound {
+                            return .notFound
+                        }
+                    }
+                }
+                return try await group.reduce(into: [Outcome]()) { $0.append($1) }
+            }
+            #expect(outcomes.filter { $0 == .deleted }.count == 1, "\(outcomes)")
+            try await a.catchUp()
+            let events = try await a.events(after: head).filter { $0.sysID == id }
+            // Every write that answered is in the log once, the delete last.
+            #expect(events.filter { $0.operation == .update }.count == outcomes.filter { $0 == .updated }.count)
+            #expect(events.filter { $0.operation == .delete }.count == 1)
+            #expect(events.last?.operation == .delete)
+            // Each update took the version after the one before.
+            let versions = events.filter { $0.operation == .update }.compactMap { $0.values["sys_mod_count"].flatMap { Int($0) } }
+            #expect(versions == (0..<versions.count).map { $0 + 1 })
+        }
+    }
+
+    @Test("an update that lost its commit runs again, and answers the row as finally committed, not the one rolled back")
+    func retriedUpdateForgetsItsFirstRun() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, b in
+            let incident = try a.table("incident")
+            let id = try await a.insert(into: "incident", values: ["short_description": "before"], caller: Callers.admin)
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            let committed = CommittedRow()
+            // A's first run updates and takes its answer from the update; its COMMIT fails as a serialization failure
+            // would; while its ROLLBACK's answer is on its way, Beth writes the same value through B. A's second run
+            // then finds nothing to change: its answer is Beth's row as committed.
+            a.storage.faults.failNext({ $0 == "COMMIT" }, with: PostgresStatementError(message: "could not serialize", sqlState: "40001"))
+            a.storage.faults.holdAnswerOfNext({ $0 == "ROLLBACK" }) {
+                do {
+                    try await b.update(id, in: "incident", values: ["short_description": "after"], caller: Callers.beth)
+                } catch {
+                    Issue.record("Beth's write failed: \(error)")
+                }
+            }
+            try await a.update(
+                id, in: "incident", values: ["short_description": "after"], caller: Callers.admin,
+                answer: CommittedRow.Answer(row: committed, plan: plan)
+            )
+            let read = try await a.get(id, in: "incident", caller: Callers.admin).record
+            #expect(read["sys_updated_by"] == "beth.anglin")
+            #expect(read["sys_mod_count"] == "1")
+            #expect(committed.value?.record.values == read.values)
+            #expect(committed.version == "1")
+        }
+    }
+}
