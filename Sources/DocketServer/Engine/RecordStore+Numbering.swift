@@ -85,20 +85,9 @@ extension RecordStore {
             }
         }
         /// Reads the insert's answer from its rows (its number, its row, its event's number; the event counted as
-        /// this process's own last, once nothing else can fail). Where the insert ran on its own it has committed: an
-        /// answer that lacks any of them, or one with a value that could not be decoded (``UndecodableAnswer``), then
-        /// must not say the write failed (``CommittedWithoutAnswer``).
+        /// this process's own last, once nothing else can fail): ``committedAnswer(table:sysID:db:_:)``.
         func answered<T>(_ read: () throws -> T) throws -> T {
-            do {
-                return try read()
-            } catch {
-                guard db.committedAlone else { throw error }
-                // Its event committed with it, under a number not known here: announced as such, so that every
-                // instance reads the log (``CommitAnnouncer``).
-                DrawnEvents.current?.addUnnumbered()
-                DrawnEvents.current?.committed()
-                throw CommittedWithoutAnswer(table: table.name, sysID: values["sys_id", default: ""], cause: error)
-            }
+            try committedAnswer(table: table.name, sysID: values["sys_id", default: ""], db: db, read)
         }
         guard let numbering, let insert = db.dialect.insertTakingNumber(
             into: table.physicalTable, columns: columns(given), values: row(given),
@@ -130,6 +119,22 @@ extension RecordStore {
                 table.fields.filter { $0.type.isStored && !values[$0.name, default: ""].isEmpty },
                 try numbered(rows, appended: folding != nil)
             )
+        }
+    }
+
+    /// Reads what a write's statement answered (`read`). Where the statement ran on its own it has committed: an answer
+    /// that lacks what the write reads, or one with a value that could not be decoded (``UndecodableAnswer``), then must
+    /// not say the write failed (``CommittedWithoutAnswer``).
+    func committedAnswer<T>(table: String, sysID: String, db: SQLExecutor, _ read: () throws -> T) throws -> T {
+        do {
+            return try read()
+        } catch {
+            guard db.committedAlone else { throw error }
+            // Its event committed with it, under a number not known here: announced as such, so that every
+            // instance reads the log (``CommitAnnouncer``).
+            DrawnEvents.current?.addUnnumbered()
+            DrawnEvents.current?.committed()
+            throw CommittedWithoutAnswer(table: table, sysID: sysID, cause: error)
         }
     }
 
@@ -180,14 +185,14 @@ extension RecordStore {
     }
 }
 
-/// An insert that ran on its own committed, and its rows lack what the write reads (a fault of the driver or of this code):
-/// the create is reported as done, its row read afresh, and its event published from the log (its number was
-/// never counted as this process's own).
+/// An insert or an update that ran on its own committed, and its rows lack what the write reads (a fault of the driver
+/// or of this code): the write is reported as done, its row read afresh, and its event published from the log (its
+/// number was never counted as this process's own).
 struct CommittedWithoutAnswer: Error, CustomStringConvertible {
     let table: String
     let sysID: String
     let cause: any Error
-    var description: String { "The insert into \(table) committed, and its answer could not be read: \(cause)" }
+    var description: String { "A write of \(table) committed, and its answer could not be read: \(cause)" }
 }
 
 /// Unreachable: an insert or an update that appends its event answered without the event's sequence.

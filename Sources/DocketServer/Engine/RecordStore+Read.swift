@@ -141,7 +141,7 @@ extension RecordStore {
             ? SelectPlan.Returning(alias: compiler.alias, columns: projection.expressions) : nil
         return SelectPlan(
             table: table, columns: projection.columns, select: projection.select + compiler.from,
-            from: compiler.from, sysIDColumn: compiler.column("sys_id"), alias: compiler.alias, conditions: conditions,
+            expressions: projection.expressions, from: compiler.from, sysIDColumn: compiler.column("sys_id"), alias: compiler.alias, conditions: conditions,
             order: order, returning: returning
         )
     }
@@ -243,6 +243,8 @@ extension RecordStore {
         let columns: [ResultColumn]
         /// `SELECT … FROM …`.
         let select: SQLFragment
+        /// The columns of `select` alone.
+        let expressions: SQLFragment
         let from: SQLFragment
         let sysIDColumn: SQLFragment
         /// The table's alias in `from`.
@@ -281,6 +283,20 @@ extension RecordStore {
                 total = try await db.integer("SELECT COUNT(*) FROM " + from + whereClause)
             }
             return RecordPage(columns: columns, records: records, total: total)
+        }
+
+        /// The record `sysID` and its row's version, PostgreSQL's `xmin` (the transaction that wrote the row as it is
+        /// now: every change of the row renews it), as text; nil when the caller does not see the record. PostgreSQL only.
+        func rowWithVersion(_ sysID: String, db: SQLExecutor) async throws -> (record: Record, version: String)? {
+            let conditions = [sysIDColumn + " = " + .bind(sysID)] + self.conditions
+            let rows = try await db.rows(
+                "SELECT " + .identifier(alias) + ".xmin::text AS " + .identifier("_version") + ", " + expressions + " FROM "
+                    + from + " WHERE " + conditions.joined(" AND ") + " LIMIT 1"
+            )
+            guard let row = rows.first, let record = try records([row]).first,
+                let version = try row.value(at: "_version", kind: .text).text, !version.isEmpty
+            else { return nil }
+            return (record, version)
         }
 
         /// The records of rows with the plan's columns (`_id`, `_class`, then `c0`, `c1`, …).

@@ -82,8 +82,11 @@ struct TracingTests {
             for statement in statements {
                 #expect(Self.texts(statement)["db.query.text"]?.contains("traced again") == false)
             }
+            // The access check runs where the update reads the row: on PostgreSQL, an update of the row alone reads it
+            // (with its version) before the write, in a read of the storage of its own.
             let check = try #require(spans.first { $0.operationName == "access.check" })
-            #expect(check.parentSpanID == write.spanID)
+            let reads = spans.filter { $0.operationName == "db.read" }.map(\.spanID)
+            #expect(TestDatabase.postgres == nil ? check.parentSpanID == write.spanID : reads.contains(check.parentSpanID ?? ""))
             #expect(Self.texts(check)["docket.access.operation"] == "write")
             #expect(Self.texts(check)["docket.access.allowed"] == "true")
             #expect(check.status == nil)

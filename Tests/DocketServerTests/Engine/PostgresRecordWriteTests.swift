@@ -24,8 +24,8 @@ struct PostgresRecordWriteTests {
         }
     }
 
-    @Test("an update of a table nothing extends: BEGIN, the read that locks the row, one statement that updates, appends its event and answers, COMMIT")
-    func updateInFourStatements() async throws {
+    @Test("an update of the row alone: its read with the row's version, then one statement that updates that version, appends its event and answers")
+    func updateInTwoStatements() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, b in
             let incident = try a.table("incident")
             let id = DemoData.id("incident", 4)
@@ -42,11 +42,9 @@ struct PostgresRecordWriteTests {
                     answer: CommittedRow.Answer(row: committed, plan: plan)
                 )
             }
-            #expect(update.count == 4, "\(update)")
-            #expect(update.first == "BEGIN ISOLATION LEVEL READ COMMITTED")
-            #expect(update.dropFirst().first?.hasSuffix("FOR UPDATE OF ") == true, "\(update)")
-            #expect(update.dropFirst(2).first?.hasPrefix("WITH docket_updated AS (UPDATE") == true, "\(update)")
-            #expect(update.last == "COMMIT")
+            #expect(update.count == 2, "\(update)")
+            #expect(update.first?.contains(".xmin::text") == true && update.first?.contains("FOR UPDATE") == false, "\(update)")
+            #expect(update.last?.hasPrefix("WITH docket_updated AS (UPDATE") == true && update.last?.contains("AND xmin = ") == true, "\(update)")
             #expect(!update.contains { $0.hasPrefix("SELECT 1 FROM") })
             // The answer is the row as committed, taken from the update.
             let read = try await a.get(id, in: "incident", caller: Callers.admin).record
@@ -70,12 +68,21 @@ struct PostgresRecordWriteTests {
             #expect(event.values["sys_mod_count"] == committed.version)
             #expect(event.userName == "admin")
 
-            // A comment adds its journal entry: one statement more, and the event carries it.
+            // A comment adds its journal entry: in a transaction whose read locks the row (BEGIN, the read, the update
+            // with its event, the entry, COMMIT), and the event carries it.
             let noted = try await Self.statements(of: a) {
                 try await a.update(id, in: "incident", values: ["short_description": "noted", "comments": "a note"], caller: Callers.admin)
             }
             #expect(noted.count == 5, "\(noted)")
-            #expect(noted.contains { $0.hasPrefix("INSERT INTO sys_journal_field") })
+            #expect(noted.first == "BEGIN ISOLATION LEVEL READ COMMITTED")
+            #expect(noted.dropFirst().first?.hasSuffix("FOR UPDATE OF ") == true, "\(noted)")
+            #expect(noted.dropFirst(2).first?.hasPrefix("WITH docket_updated AS (UPDATE") == true, "\(noted)")
+            #expect(noted.dropFirst(3).first?.hasPrefix("INSERT INTO sys_journal_field") == true)
+            #expect(noted.last == "COMMIT")
+            #expect(!noted.contains { $0.hasPrefix("SELECT 1 FROM") })
+            let notedEvent = try #require(try await a.events(after: head).last { $0.sysID == id })
+            #expect(notedEvent.values["comments"] == "a note")
+            #expect(notedEvent.fields.contains("comments"))
             // A comment alone changes no field: no update of the row, the event appended on its own.
             let headBefore = try await a.storage.latestEventSequence()
             try await a.update(id, in: "incident", values: ["comments": "only a note"], caller: Callers.admin)
@@ -222,9 +229,10 @@ struct PostgresRecordWriteTests {
             let id = try await a.insert(into: "incident", values: ["short_description": "before"], caller: Callers.admin)
             let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
             let committed = CommittedRow()
-            // A's first run updates and takes its answer from the update; its COMMIT fails as a serialization failure
-            // would; while its ROLLBACK's answer is on its way, Beth writes the same value through B. A's second run
-            // then finds nothing to change: its answer is Beth's row as committed.
+            // With an idempotency key the update runs in a transaction. A's first run updates and takes its answer from
+            // the update; its COMMIT fails as a serialization failure would; while its ROLLBACK's answer is on its way,
+            // Beth writes the same value through B. A's second run then finds nothing to change: its answer is Beth's
+            // row as committed.
             a.storage.faults.failNext({ $0 == "COMMIT" }, with: PostgresStatementError(message: "could not serialize", sqlState: "40001"))
             a.storage.faults.holdAnswerOfNext({ $0 == "ROLLBACK" }) {
                 do {
@@ -233,8 +241,10 @@ struct PostgresRecordWriteTests {
                     Issue.record("Beth's write failed: \(error)")
                 }
             }
+            var options = WriteOptions()
+            options.idempotency = IdempotencyClaim(userID: Callers.admin.userID, key: "retried-\(id)", fingerprint: "retried")
             try await a.update(
-                id, in: "incident", values: ["short_description": "after"], caller: Callers.admin,
+                id, in: "incident", values: ["short_description": "after"], caller: Callers.admin, options: options,
                 answer: CommittedRow.Answer(row: committed, plan: plan)
             )
             let read = try await a.get(id, in: "incident", caller: Callers.admin).record
@@ -242,6 +252,87 @@ struct PostgresRecordWriteTests {
             #expect(read["sys_mod_count"] == "1")
             #expect(committed.value?.record.values == read.values)
             #expect(committed.version == "1")
+        }
+    }
+
+    @Test("an update whose row changes between its read and its statement writes nothing there, and runs again locked: both changes are kept")
+    func changedBetweenReadAndWrite() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, b in
+            let incident = try a.table("incident")
+            let id = try await a.insert(into: "incident", values: ["short_description": "read", "impact": "3"], caller: Callers.admin)
+            let head = try await a.storage.latestEventSequence()
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            let committed = CommittedRow()
+            // While A's read of the row (with its version) is on its way back, Beth changes another field through B.
+            a.storage.faults.holdAnswerOfNext({ $0.contains(".xmin::text") }) {
+                do {
+                    try await b.update(id, in: "incident", values: ["impact": "1"], caller: Callers.beth)
+                } catch {
+                    Issue.record("Beth's write failed: \(error)")
+                }
+            }
+            let statements = try await Self.statements(of: a) {
+                try await a.update(
+                    id, in: "incident", values: ["short_description": "written after Beth"], caller: Callers.admin,
+                    answer: CommittedRow.Answer(row: committed, plan: plan)
+                )
+            }
+            // The version did not match: the statement wrote nothing, and the locked update ran.
+            #expect(statements.contains { $0.contains("AND xmin = ") }, "\(statements)")
+            #expect(statements.contains("BEGIN ISOLATION LEVEL READ COMMITTED"), "\(statements)")
+            let read = try await a.get(id, in: "incident", caller: Callers.admin).record
+            #expect(read["impact"] == "1")
+            #expect(read["short_description"] == "written after Beth")
+            #expect(read["sys_mod_count"] == "2")
+            #expect(committed.value?.record.values == read.values)
+            #expect(committed.version == "2")
+            // Two events, A's from the row as Beth left it.
+            let events = try await a.events(after: head).filter { $0.sysID == id }
+            #expect(events.map(\.userName) == ["beth.anglin", "admin"])
+            #expect(events.last?.previous["short_description"] == "read")
+            #expect(events.last?.values["impact"] == "1")
+            #expect(events.last?.values["sys_mod_count"] == "2")
+
+            // A row deleted meanwhile: 404, and nothing written.
+            let gone = try await a.insert(into: "incident", values: ["short_description": "going"], caller: Callers.admin)
+            a.storage.faults.holdAnswerOfNext({ $0.contains(".xmin::text") }) {
+                do {
+                    try await b.delete(gone, from: "incident", caller: Callers.admin)
+                } catch {
+                    Issue.record("The delete failed: \(error)")
+                }
+            }
+            do {
+                try await a.update(gone, in: "incident", values: ["short_description": "too late"], caller: Callers.admin)
+                Issue.record("A deleted record was updated")
+            } catch let error as EngineError {
+                #expect(error.code == .notFound)
+            }
+            #expect(try await a.events(after: head).filter { $0.sysID == gone && $0.operation == .update }.isEmpty)
+        }
+    }
+
+    @Test("an update whose lone statement committed and whose answer could not be read is reported done; its event is published once, from the log")
+    func unlockedUpdateWithoutAnswer() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, b in
+            let incident = try a.table("incident")
+            let id = try await a.insert(into: "incident", values: ["short_description": "before"], caller: Callers.admin)
+            try await b.catchUp()
+            let head = try await a.storage.latestEventSequence()
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            let committed = CommittedRow()
+            a.storage.faults.spoilAnswerOfNext { $0.hasPrefix("WITH docket_updated") }
+            let answered = try await a.update(
+                id, in: "incident", values: ["short_description": "committed, unanswered"], caller: Callers.admin,
+                answer: CommittedRow.Answer(row: committed, plan: plan)
+            )
+            #expect(answered == id)
+            // The answer's row is read afresh by the caller.
+            #expect(committed.value == nil)
+            #expect(try await a.get(id, in: "incident", caller: Callers.admin).record["short_description"] == "committed, unanswered")
+            try await b.catchUp()
+            #expect(try await b.get(id, in: "incident", caller: Callers.admin).record["short_description"] == "committed, unanswered")
+            #expect(try await a.events(after: head).filter { $0.sysID == id }.count == 1)
         }
     }
 }
