@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # POST on PostgreSQL, one docketd and two sharing the database, for one build or two (a baseline beside it),
 # alternating, on loopback with wrk. With DOCKET_BENCH_METHOD=PATCH, updates instead: each run first creates 200
-# incidents, and each request changes the short description of one of them, drawn at random. While each load runs, a probe samples PostgreSQL's lock table every 2 ms:
+# incidents, and each request changes the short description of one of them, drawn at random (PATCH+NOTE: and adds a
+# work note). While each load runs, a probe samples PostgreSQL's lock table every 2 ms:
 # how often the cluster-wide write lock (docketd's advisory lock) was held, and how many lock waits there were;
 # from the lock's busy share and the writes per second comes how long each write held it.
 #
-#   DOCKET_BENCH_BINARY=PATH [DOCKET_BENCH_BASELINE=PATH] [DOCKET_BENCH_METHOD=PATCH] \
+#   DOCKET_BENCH_BINARY=PATH [DOCKET_BENCH_BASELINE=PATH] [DOCKET_BENCH_METHOD=PATCH|PATCH+NOTE] \
 #       Benchmarks/postgres-writes.sh [seconds] [connections] [rounds]
 #
 # Needs wrk, curl and psql; a PostgreSQL server at DOCKET_BENCH_POSTGRES_URL (docketd creates a schema per run),
@@ -43,8 +44,9 @@ start() { # binary, name, database URL; sets $url and $pid
 method="${DOCKET_BENCH_METHOD:-POST}"
 case "$method" in
     POST) post_lua "$work/post.lua" ;;
-    PATCH) ;;
-    *) echo "DOCKET_BENCH_METHOD is POST or PATCH, not $method" >&2; exit 1 ;;
+    PATCH) note="" ;;
+    PATCH+NOTE) note=',"work_notes":"note ' .. n .. '"' ;;
+    *) echo "DOCKET_BENCH_METHOD is POST, PATCH or PATCH+NOTE, not $method" >&2; exit 1 ;;
 esac
 
 # PATCH: 200 incidents created through `$1`, and wrk's script that updates one of them, drawn at random, per request.
@@ -66,7 +68,7 @@ math.randomseed(os.time() + tonumber(tostring({}):match("0x(%x+)") or "0", 16) %
 local n = 0
 request = function()
     n = n + 1
-    return wrk.format(nil, "/api/now/table/incident/" .. ids[math.random(#ids)], nil, '{"short_description":"update ' .. n .. '"}')
+    return wrk.format(nil, "/api/now/table/incident/" .. ids[math.random(#ids)], nil, '{"short_description":"update ' .. n .. '"$note}')
 end
 LUA
 }
@@ -140,7 +142,7 @@ for round in $(seq 1 "$rounds"); do
         schema="writes_${name}_${round}_$(date +%s)"
         start "$binary" "$name-$round-a" "$postgres${separator}schema=$schema"
         url_a="$url"; pid_a="$pid"
-        [ "$method" = PATCH ] && patch_lua "$url_a"
+        [ "$method" != POST ] && patch_lua "$url_a"
         measure "$name, one docketd" "$pid_a" "$url_a"
         start "$binary" "$name-$round-b" "$postgres${separator}schema=$schema"
         url_b="$url"; pid_b="$pid"

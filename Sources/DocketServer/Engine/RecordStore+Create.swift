@@ -115,8 +115,9 @@ extension RecordStore {
             // reads the insert's own answer (its row, its number, its event's number), which lacks one only on a fault
             // of the driver or of this code; the write has then committed (``CommittedWithoutAnswer``), is answered as
             // done, and its event is delivered from the log (its number was never counted as this process's own).
-            let endsWrite = foldsEvent && allowedAlready && prepared.journals.isEmpty && run == nil
-                && (answer == nil || fromInsert)
+            // Journal entries are added by the insert's statement where it appends the event (PostgreSQL).
+            let endsWrite = foldsEvent && allowedAlready && (prepared.journals.isEmpty || db.dialect.insertAppendsEvent)
+                && run == nil && (answer == nil || fromInsert)
             let (stored, folded) = try await self.insertRow(
                 into: table, values: &values, db: db, answer: fromInsert ? answer : nil,
                 event: foldsEvent ? InsertEvent(journals: prepared.journals, caller: caller, now: now) : nil,
@@ -127,7 +128,9 @@ extension RecordStore {
                 .create, on: table, sysID: sysID, fields: Set(prepared.values.keys), caller: caller, db: db,
                 verdict: verdict
             )
-            try await self.appendJournals(prepared.journals, to: sysID, table: table, caller: caller, now: now, db: db)
+            if folded == nil {
+                try await self.appendJournals(prepared.journals, to: sysID, table: table, caller: caller, now: now, db: db)
+            }
             if SchemaAdministration.tables.contains(table.name) {
                 try await SchemaAdministration.apply(inserted: values, into: table.name, catalog: self.catalog, db: db)
             }

@@ -19,8 +19,9 @@ extension RecordStore {
     /// `answer`: where the row as inserted goes, read from the insert itself (`RETURNING`) when its plan allows
     /// (``CommittedRow/Plan/returning``); otherwise it is read later, as the plan says.
     /// `event`: the record's insert event, appended by the insert's own statement where the storage can
-    /// (``StorageDialect/insertAppendingEvent(_:returnsRows:event:)``) and then returned numbered; nil when the
-    /// caller is to append it (``appendEvent(table:sysID:operation:fields:values:previous:caller:now:db:)``).
+    /// (``StorageDialect/insertAppendingEvent(_:returnsRows:event:also:)``), with its journal entries, and then returned
+    /// numbered; nil when the caller is to append it (``appendEvent(table:sysID:operation:fields:values:previous:caller:now:db:)``)
+    /// and add the entries (``appendJournals(_:to:table:caller:now:db:)``).
     /// `endsWrite`: the caller runs no statement after this one and nothing of its own that can fail: when the
     /// insert also appends the event and gives the answer, it is run as the transaction's last statement
     /// (``SQLExecutor/lastRows(_:)``).
@@ -29,6 +30,7 @@ extension RecordStore {
         event: InsertEvent? = nil, endsWrite: Bool = false
     ) async throws -> (fields: [FieldDefinition], event: ChangeEvent?) {
         let numbering = table.field("number") != nil && values["number", default: ""].isEmpty ? numberOwner(of: table) : nil
+        let eventGiven = event
         func columns(_ fields: [FieldDefinition]) -> [SQLFragment] { fields.map { .identifier($0.name) } }
         func row(_ fields: [FieldDefinition]) -> [SQLFragment] {
             fields.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }
@@ -53,10 +55,17 @@ extension RecordStore {
         /// The statement with the event appended by it, where the storage can.
         /// `drawsNumber`: the statement draws the number (and returns it as `number`).
         func appending(_ insert: SQLFragment, returnsRows: Bool, drawsNumber: Bool) -> SQLFragment? {
-            guard let event = folded, drawsNumber || numbering == nil else { return nil }
+            guard let event = folded, let given = eventGiven, drawsNumber || numbering == nil else { return nil }
             let json = Self.json(event.values)
             let after: SQLFragment = drawsNumber ? db.dialect.withInsertedNumber(json) : .bind(json)
-            return db.dialect.insertAppendingEvent(insert, returnsRows: returnsRows, event: Self.eventValues(of: event, after: after))
+            // The record's journal entries too, in the same statement.
+            let journals = Self.journalInserts(
+                given.journals, to: values["sys_id", default: ""], table: table, caller: given.caller, now: given.now,
+                from: StorageDialect.insertedRows
+            )
+            return db.dialect.insertAppendingEvent(
+                insert, returnsRows: returnsRows, event: Self.eventValues(of: event, after: after), also: journals
+            )
         }
         /// Numbers the event from the statement's row (nil when the statement did not append it).
         func numbered(_ rows: [ResultRow], appended: Bool) throws -> ChangeEvent? {

@@ -9,9 +9,9 @@ extension RecordStore {
     /// (``CommittedRow/Plan/returning``) and nothing may change the row after it (no `within`), else read in the
     /// transaction after everything else (also when nothing changed).
     ///
-    /// On PostgreSQL an update that writes the row alone (no journal entry, no idempotency key, no action's history,
-    /// no `within`) runs without a transaction of its own: the row and its version are read, and one statement
-    /// updates the row only if it is still that version, appends the event and gives the answer
+    /// On PostgreSQL an update that one statement can write (no idempotency key, no action's history, no `within`)
+    /// runs without a transaction of its own: the row and its version are read, and one statement updates the row only
+    /// if it is still that version, adds the journal entries, appends the event and gives the answer
     /// (``updateUnlocked(_:answer:within:)``): two round trips. Any other update, or one whose row changed between
     /// the two, runs in a transaction whose first read of the row locks it (``updateLocked(_:answer:within:)``).
     /// Either way writes of one record follow each other, each from the version the one before it committed.
@@ -173,10 +173,13 @@ extension RecordStore {
             // The answer's row from the update where nothing below changes it (no `within`) and it reads the
             // record's own class.
             let folded = plan.assignments.isEmpty ? nil : try await self.updateRow(
-                sysID, of: concrete, assignments: plan.assignments, event: plan.event,
+                write, assignments: plan.assignments, event: plan.event,
                 answer: within == nil && answer?.plan.row.select.table === concrete ? answer : nil, db: db
             )
-            try await self.appendJournals(prepared.journals, to: sysID, table: concrete, caller: caller, now: now, db: db)
+            // Journal entries: in the update's own statement when it appended the event.
+            if folded == nil {
+                try await self.appendJournals(prepared.journals, to: sysID, table: concrete, caller: caller, now: now, db: db)
+            }
             try await within?(db, sysID)
             if let answer { try await answer.row.read(sysID, plan: answer.plan, db: db) }
             if concrete.name == "sys_user", !plan.changed.isDisjoint(with: UserDirectory.credentialFields) {
@@ -197,16 +200,16 @@ extension RecordStore {
         }
     }
 
-    /// The update without a transaction of its own, where it writes the row alone (PostgreSQL; no journal entry,
-    /// idempotency key, action or `within`; an answer, if asked for, read from the update itself): the row and its
-    /// version (its `xmin`, which every change of the row renews) read on a pooled connection, the update worked out
-    /// from them, then one statement that updates the row only if it is still that version, appends the event and
-    /// gives the answer, committing on its own. Nil when the update cannot be written so, or when the row changed
+    /// The update without a transaction of its own, where one statement can write it (PostgreSQL; no idempotency key,
+    /// action or `within`; an answer, if asked for, read from the update itself): the row and its version (its `xmin`,
+    /// which every change of the row renews) read on a pooled connection, the update worked out from them, then one
+    /// statement that updates the row only if it is still that version, adds the journal entries, appends the event
+    /// and gives the answer, committing on its own. Nil when the update cannot be written so, or when the row changed
     /// (or went) between the read and the statement, which then wrote nothing: the caller runs the locked update.
     private func updateUnlocked(
         _ write: UpdateWrite, answer: CommittedRow.Answer?, within: (@Sendable (SQLExecutor, String) async throws -> Void)?
     ) async throws -> [ChangeEvent]? {
-        guard storage.dialect == .postgres, within == nil, write.options.idempotency == nil, write.prepared.journals.isEmpty,
+        guard storage.dialect == .postgres, within == nil, write.options.idempotency == nil,
             !write.options.allowed(for: write.caller).suppressAutoSysFields, writeScope(of: write.table) == .rows,
             answer.map({ $0.plan.returning != nil && $0.plan.row.select.table === write.table }) ?? true
         else { return nil }
@@ -222,8 +225,7 @@ extension RecordStore {
             return try await writeEvents(scope: .rows) { db -> [ChangeEvent] in
                 answer?.row.forget()
                 guard let event = try await self.updateRow(
-                    write.sysID, of: write.table, assignments: plan.assignments, event: plan.event, answer: answer,
-                    version: version, db: db
+                    write, assignments: plan.assignments, event: plan.event, answer: answer, version: version, db: db
                 ) else {
                     throw EventNotAppended(table: write.table.name)
                 }
@@ -234,23 +236,29 @@ extension RecordStore {
         }
     }
 
-    /// Runs an update's `UPDATE` of one record's row. Where the storage can, the statement also appends `event` (the
-    /// change, not yet numbered) and returns it numbered; with `answer`, whose plan reads the row's own class, it also
-    /// fills the answer's row from the update (`RETURNING`). Returns nil where the caller is to append the event.
+    /// Runs an update's `UPDATE` of one record's row. Where the storage can, the statement also adds the update's
+    /// journal entries and appends `event` (the change, not yet numbered), and returns it numbered; with `answer`, whose
+    /// plan reads the row's own class, it also fills the answer's row from the update (`RETURNING`). Returns nil where
+    /// the caller is to add the journal entries and append the event.
     /// Without `version`, the row is locked by the transaction already. With it (PostgreSQL), the statement runs on its
     /// own (``SQLExecutor/lastRows(_:)``) and updates the row only if its `xmin` is still `version`; when it is not,
     /// it writes nothing and ``RowChangedSinceRead`` is thrown.
     private func updateRow(
-        _ sysID: String, of table: SchemaCatalog.Table, assignments: [SQLFragment], event: ChangeEvent,
-        answer: CommittedRow.Answer?, version: String? = nil, db: SQLExecutor
+        _ write: UpdateWrite, assignments: [SQLFragment], event: ChangeEvent, answer: CommittedRow.Answer?,
+        version: String? = nil, db: SQLExecutor
     ) async throws -> ChangeEvent? {
+        let (sysID, table) = (write.sysID, write.table)
         let returning = db.dialect.insertAppendsEvent ? answer?.plan.returning : nil
         let update: SQLFragment = "UPDATE " + .identifier(table.physicalTable)
             + (returning.map { " AS " + .identifier($0.alias) } ?? "") + " SET " + assignments.joined(", ")
             + " WHERE sys_id = " + .bind(sysID) + (version.map { " AND xmin = " + .bind($0) + "::xid" } ?? "")
             + (returning.map { " RETURNING " + $0.columns } ?? "")
+        let journals = Self.journalInserts(
+            write.prepared.journals, to: sysID, table: table, caller: write.caller, now: write.now, from: StorageDialect.updatedRows
+        )
         guard let statement = db.dialect.updateAppendingEvent(
-            update, returnsRows: returning != nil, event: Self.eventValues(of: event, after: .bind(Self.json(event.values)))
+            update, returnsRows: returning != nil, event: Self.eventValues(of: event, after: .bind(Self.json(event.values))),
+            also: journals
         ) else {
             try await db.run(update)
             return nil

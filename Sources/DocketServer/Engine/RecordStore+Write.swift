@@ -295,17 +295,38 @@ extension RecordStore {
         _ entries: [(field: String, text: String)], to sysID: String, table: SchemaCatalog.Table, caller: Caller,
         now: String, db: SQLExecutor
     ) async throws {
-        for entry in entries {
-            let values: [(String, SQLValue)] = [
+        for values in Self.journalRows(entries, to: sysID, table: table, caller: caller, now: now) {
+            try await db.run(
+                "INSERT INTO sys_journal_field (" + values.map { SQLFragment.identifier($0.0) }.joined(", ")
+                    + ") VALUES (" + values.map(\.1.fragment).joined(", ") + ")"
+            )
+        }
+    }
+
+    /// The journal entries of a write as statements of the `WITH` of the statement that writes the record's row
+    /// (PostgreSQL: ``StorageDialect/insertAppendingEvent(_:returnsRows:event:also:)``): each inserts its entry once for
+    /// each row the statement's write named `written` wrote, so nothing when it wrote none.
+    static func journalInserts(
+        _ entries: [(field: String, text: String)], to sysID: String, table: SchemaCatalog.Table, caller: Caller,
+        now: String, from written: String
+    ) -> [SQLFragment] {
+        journalRows(entries, to: sysID, table: table, caller: caller, now: now).map { values in
+            "INSERT INTO sys_journal_field (" + values.map { SQLFragment.identifier($0.0) }.joined(", ") + ") SELECT "
+                + values.map(\.1.fragment).joined(", ") + " FROM " + SQLFragment(written)
+        }
+    }
+
+    /// The columns and values of each journal entry a write adds.
+    private static func journalRows(
+        _ entries: [(field: String, text: String)], to sysID: String, table: SchemaCatalog.Table, caller: Caller, now: String
+    ) -> [[(String, SQLValue)]] {
+        entries.map { entry in
+            [
                 ("sys_id", .text(SysID.generate())), ("element_id", .text(sysID)), ("element", .text(entry.field)),
                 ("name", .text(table.name)), ("value", .text(entry.text)), ("sys_created_on", .text(now)),
                 ("sys_created_by", .text(caller.userName)), ("sys_updated_on", .text(now)),
                 ("sys_updated_by", .text(caller.userName)), ("sys_mod_count", .integer(0)),
             ]
-            try await db.run(
-                "INSERT INTO sys_journal_field (" + values.map { SQLFragment.identifier($0.0) }.joined(", ")
-                    + ") VALUES (" + values.map(\.1.fragment).joined(", ") + ")"
-            )
         }
     }
 }

@@ -34,7 +34,7 @@ enum StorageDialect: Sendable {
     }
 
     /// Whether an insert appends its record's event in the same statement
-    /// (``insertAppendingEvent(_:returnsRows:event:)``): PostgreSQL only.
+    /// (``insertAppendingEvent(_:returnsRows:event:also:)``): PostgreSQL only.
     var insertAppendsEvent: Bool { self == .postgres }
 
     /// The event log's columns an append writes, in the order ``appendingEvent(_:)`` takes their values.
@@ -70,31 +70,45 @@ enum StorageDialect: Sendable {
     /// none named) with the event's sequence as `docket_event_seq`. `event`: the values of ``eventColumns`` for
     /// ``appendingEvent(_:)``, whose `values_after` may take the inserted row's number (``withInsertedNumber(_:)``).
     /// PostgreSQL only (nil on SQLite, where the append costs no round trip).
-    func insertAppendingEvent(_ insert: SQLFragment, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
-        writeAppendingEvent(insert, named: "docket_inserted", returnsRows: returnsRows, event: event)
+    /// `also`: statements that run with it, in its `WITH` (a journal entry's insert, reading the inserted row from
+    /// ``insertedRows``).
+    func insertAppendingEvent(_ insert: SQLFragment, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment] = []) -> SQLFragment? {
+        writeAppendingEvent(insert, named: Self.insertedRows, returnsRows: returnsRows, event: event, also: also)
     }
 
     /// An update of one row (`UPDATE …`, with or without `RETURNING`) that also appends the record's event in the
-    /// same statement, as ``insertAppendingEvent(_:returnsRows:event:)`` does for an insert. An update that
-    /// matches no row appends nothing and returns no row. PostgreSQL only.
-    func updateAppendingEvent(_ update: SQLFragment, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
-        writeAppendingEvent(update, named: "docket_updated", returnsRows: returnsRows, event: event)
+    /// same statement, as ``insertAppendingEvent(_:returnsRows:event:also:)`` does for an insert, with the statements of
+    /// `also` (reading the updated row from ``updatedRows``). An update that matches no row appends nothing, runs
+    /// nothing of `also` that reads its row, and returns no row. PostgreSQL only.
+    func updateAppendingEvent(_ update: SQLFragment, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment] = []) -> SQLFragment? {
+        writeAppendingEvent(update, named: Self.updatedRows, returnsRows: returnsRows, event: event, also: also)
     }
 
-    private func writeAppendingEvent(_ write: SQLFragment, named name: String, returnsRows: Bool, event: [SQLFragment]) -> SQLFragment? {
+    /// The names of the rows written by the statements of ``insertAppendingEvent(_:returnsRows:event:also:)`` and
+    /// ``updateAppendingEvent(_:returnsRows:event:also:)``, for the statements of their `also`.
+    static let insertedRows = "docket_inserted"
+    static let updatedRows = "docket_updated"
+
+    private func writeAppendingEvent(
+        _ write: SQLFragment, named name: String, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment]
+    ) -> SQLFragment? {
         switch self {
         case .sqlite: return nil
         case .postgres:
-            // The data-modifying WITH runs its write before the outer query reads its row: the event is appended
-            // after the row is written, as when the two are apart, and once for each row written.
-            return "WITH " + SQLFragment(name) + " AS (" + write + (returnsRows ? "" : " RETURNING 1 AS " + SQLFragment(name) + "_row")
-                + ") SELECT " + SQLFragment(name) + ".*, docket_append_event(" + event.joined(", ")
-                + ") AS docket_event_seq FROM " + SQLFragment(name)
+            // The data-modifying WITH runs its write before the outer query (and the statements of `also`) read its
+            // row: the event is appended after the row is written, as when the two are apart, and once for each row
+            // written.
+            let rows = SQLFragment(name)
+            var statement: SQLFragment = "WITH " + rows + " AS (" + write + (returnsRows ? "" : " RETURNING 1 AS " + rows + "_row") + ")"
+            for (index, other) in also.enumerated() {
+                statement += ", " + rows + SQLFragment("_also\(index)") + " AS (" + other + ")"
+            }
+            return statement + " SELECT " + rows + ".*, docket_append_event(" + event.joined(", ") + ") AS docket_event_seq FROM " + rows
         }
     }
 
     /// The JSON object `json` (text, bound) with the `number` the statement of
-    /// ``insertAppendingEvent(_:returnsRows:event:)`` drew added first: its `values_after`.
+    /// ``insertAppendingEvent(_:returnsRows:event:also:)`` drew added first: its `values_after`.
     func withInsertedNumber(_ json: String) -> SQLFragment {
         "('{\"number\":' || to_json(docket_inserted." + .identifier("number") + "::text)::text || "
             + .bind(json == "{}" ? "}" : "," + json.dropFirst()) + ")"

@@ -273,16 +273,17 @@ struct OutageTests {
         try await Self.withFaultyRouter { client, faulty in
             let count = { try await client.get("/api/now/table/incident?sysparm_limit=1").headers[.xTotalCount].flatMap { Int($0) } }
             let before = try #require(try await count())
-            // With a comment the create is BEGIN, the insert, the journal entry and COMMIT on PostgreSQL: the insert's
-            // rows lost there fail the write before COMMIT, which rolls it back. (SQLite's insert is another
-            // statement, which the fault does not match: that create is stored as usual.)
+            // With a field through a reference in its answer the create is BEGIN, the insert, the answer's read and
+            // COMMIT on PostgreSQL: the insert's rows lost there fail the write before COMMIT, which rolls it back.
+            // (SQLite's insert is another statement, which the fault does not match: that create is stored as usual.)
             if undecodable {
                 faulty.faults.spoilAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
             } else {
                 faulty.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
             }
             let failed = try await client.send(
-                .post, "/api/now/table/incident", json: #"{"short_description":"answer lost","comments":"noted"}"#
+                .post, "/api/now/table/incident?sysparm_fields=number,caller_id.user_name",
+                json: #"{"short_description":"answer lost","comments":"noted"}"#
             )
             if faulty.dialect == .postgres { #expect(failed.status == .internalServerError) }
             #expect(try await count() == before + (faulty.dialect == .postgres ? 0 : 1))
