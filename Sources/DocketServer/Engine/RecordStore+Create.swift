@@ -116,7 +116,7 @@ extension RecordStore {
             // of the driver or of this code; the write has then committed (``CommittedWithoutAnswer``), is answered as
             // done, and its event is delivered from the log (its number was never counted as this process's own).
             // Journal entries are added by the insert's statement where it appends the event (PostgreSQL).
-            let endsWrite = foldsEvent && allowedAlready && (prepared.journals.isEmpty || db.dialect.insertAppendsEvent)
+            let endsWrite = foldsEvent && allowedAlready && (prepared.journals.isEmpty || db.dialect.writeAppendsEvent)
                 && run == nil && (answer == nil || fromInsert)
             let (stored, folded) = try await self.insertRow(
                 into: table, values: &values, db: db, answer: fromInsert ? answer : nil,

@@ -42,7 +42,7 @@ extension RecordStore {
             $0.type.isStored && (!values[$0.name, default: ""].isEmpty || (numbering != nil && $0.name == "number"))
         }
         // The event, less the number the insert draws (added by the statement, and here once it is known).
-        let folded = !db.dialect.insertAppendsEvent ? nil : event.map { event -> ChangeEvent in
+        let folded = !db.dialect.writeAppendsEvent ? nil : event.map { event -> ChangeEvent in
             var after = values.filter { table.field($0.key)?.type.isStored == true }
             if numbering != nil { after["number"] = nil }
             for entry in event.journals { after[entry.field] = entry.text }

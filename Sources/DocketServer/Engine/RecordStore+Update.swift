@@ -23,11 +23,6 @@ extension RecordStore {
     ) async throws -> String {
         let urlTable = try table(tableName)
         let (concrete, prepared) = try await concreteInput(input, of: sysID, in: urlTable, options: options, caller: caller)
-        if !caller.isAdmin, concrete.field("sys_domain") != nil, prepared.values["sys_domain"] != nil {
-            throw EngineError.badRequest(
-                "Operation Failed", detail: "The enterprise of a record (sys_domain) cannot be changed", field: "sys_domain"
-            )
-        }
         let write = UpdateWrite(
             sysID: sysID, table: concrete, prepared: prepared, options: options, caller: caller,
             rules: try await businessRules.rules(for: .write, on: concrete, storage: storage), now: GlideDateTime.format(Date())
@@ -66,7 +61,8 @@ extension RecordStore {
         let options: WriteOptions
         let caller: Caller
         let rules: [BusinessRules.Rule]
-        let now: String
+        /// The update's time (`sys_updated_on`, its journal entries' and its event's).
+        var now: String
     }
 
     /// What an update makes of the row as it is (``planUpdate(_:current:db:)``).
@@ -151,6 +147,10 @@ extension RecordStore {
     private func updateLocked(
         _ write: UpdateWrite, answer: CommittedRow.Answer?, within: (@Sendable (SQLExecutor, String) async throws -> Void)?
     ) async throws -> [ChangeEvent] {
+        // Its own time: after an unlocked update whose row another write changed first, later than that write's.
+        var timed = write
+        timed.now = GlideDateTime.format(Date())
+        let write = timed
         let (concrete, prepared, options, caller, sysID, now) = (write.table, write.prepared, write.options, write.caller, write.sysID, write.now)
         // The row is locked by the transaction's read of it (below), not by a statement of its own.
         return try await writeEvents(scope: writeScope(of: concrete)) { db -> [ChangeEvent] in
@@ -170,11 +170,10 @@ extension RecordStore {
                 if let answer { try await answer.row.read(sysID, plan: answer.plan, db: db) }
                 return []
             }
-            // The answer's row from the update where nothing below changes it (no `within`) and it reads the
-            // record's own class.
+            // The answer's row from the update where nothing below changes it (no `within`) and it can.
             let folded = plan.assignments.isEmpty ? nil : try await self.updateRow(
                 write, assignments: plan.assignments, event: plan.event,
-                answer: within == nil && answer?.plan.row.select.table === concrete ? answer : nil, db: db
+                answer: within == nil && Self.answersFromUpdate(answer, of: concrete) ? answer : nil, db: db
             )
             // Journal entries: in the update's own statement when it appended the event.
             if folded == nil {
@@ -201,39 +200,69 @@ extension RecordStore {
     }
 
     /// The update without a transaction of its own, where one statement can write it (PostgreSQL; no idempotency key,
-    /// action or `within`; an answer, if asked for, read from the update itself): the row and its version (its `xmin`,
-    /// which every change of the row renews) read on a pooled connection, the update worked out from them, then one
-    /// statement that updates the row only if it is still that version, adds the journal entries, appends the event
-    /// and gives the answer, committing on its own. Nil when the update cannot be written so, or when the row changed
-    /// (or went) between the read and the statement, which then wrote nothing: the caller runs the locked update.
+    /// action or `within`, not an import keeping system fields, not of a table whose writes are exclusive; an answer,
+    /// if asked for, that the update itself can give: ``answersFromUpdate(_:of:)``): the row and its version (its
+    /// `xmin`, which every change of the row renews) read on a pooled connection, the update worked out from them,
+    /// then one statement that updates the row only if it is still that version, adds the journal entries, appends
+    /// the event and gives the answer, committing on its own. An update that changes nothing is answered from the
+    /// read. Nil when the update cannot be written so (the caller runs the locked update), or when the row changed (or
+    /// went) between the read and the statement, which then wrote nothing (the caller runs the locked update, which
+    /// works from the row as the other write left it).
     private func updateUnlocked(
         _ write: UpdateWrite, answer: CommittedRow.Answer?, within: (@Sendable (SQLExecutor, String) async throws -> Void)?
     ) async throws -> [ChangeEvent]? {
-        guard storage.dialect == .postgres, within == nil, write.options.idempotency == nil,
+        guard storage.dialect.writeAppendsEvent, within == nil, write.options.idempotency == nil,
             !write.options.allowed(for: write.caller).suppressAutoSysFields, writeScope(of: write.table) == .rows,
-            answer.map({ $0.plan.returning != nil && $0.plan.row.select.table === write.table }) ?? true
+            answer == nil || Self.answersFromUpdate(answer, of: write.table)
         else { return nil }
-        let read = try await storage.read { db -> (plan: PlannedUpdate, version: String)? in
+        enum Read: Sendable {
+            /// The update worked out from the row at `version`.
+            case planned(PlannedUpdate, version: String)
+            /// Nothing to change: answered from the read.
+            case unchanged
+            /// An action with its history entry: for the locked update.
+            case locked
+        }
+        let read = try await storage.read { db -> Read in
             let select = try self.selectPlan(write.table, query: EncodedQuery(), fields: nil, caller: write.caller, dialect: db.dialect)
             guard let (current, version) = try await select.rowWithVersion(write.sysID, db: db) else {
                 throw EngineError.notFound(table: write.table.name, sysID: write.sysID)
             }
-            return try await self.planUpdate(write, current: current.values, db: db).map { ($0, version) }
+            guard let plan = try await self.planUpdate(write, current: current.values, db: db) else {
+                if let answer { try await answer.row.read(write.sysID, plan: answer.plan, db: db) }
+                return .unchanged
+            }
+            return plan.run == nil && !plan.assignments.isEmpty ? .planned(plan, version: version) : .locked
         }
-        guard let (plan, version) = read, !plan.assignments.isEmpty, plan.run == nil else { return nil }
+        let plan: PlannedUpdate
+        let version: String
+        switch read {
+        case .planned(let planned, let read): (plan, version) = (planned, read)
+        case .unchanged: return []
+        case .locked: return nil
+        }
         do {
             return try await writeEvents(scope: .rows) { db -> [ChangeEvent] in
                 answer?.row.forget()
                 guard let event = try await self.updateRow(
                     write, assignments: plan.assignments, event: plan.event, answer: answer, version: version, db: db
                 ) else {
-                    throw EventNotAppended(table: write.table.name)
+                    // Unreachable: the storage was found to write a row and its event in one statement.
+                    throw UpdateNotCombined()
                 }
                 return [event]
             }
         } catch is RowChangedSinceRead {
             return nil
         }
+    }
+
+    /// Whether the row an update writes can be the write's answer (`RETURNING`): the answer's plan reads the record's
+    /// own class, and its columns the update can return (``CommittedRow/Plan/returning``: the version among them, the
+    /// caller's read access unconditional, the table's own fields).
+    private static func answersFromUpdate(_ answer: CommittedRow.Answer?, of table: SchemaCatalog.Table) -> Bool {
+        guard let answer else { return false }
+        return answer.plan.returning != nil && answer.plan.row.select.table === table
     }
 
     /// Runs an update's `UPDATE` of one record's row. Where the storage can, the statement also adds the update's
@@ -248,7 +277,7 @@ extension RecordStore {
         version: String? = nil, db: SQLExecutor
     ) async throws -> ChangeEvent? {
         let (sysID, table) = (write.sysID, write.table)
-        let returning = db.dialect.insertAppendsEvent ? answer?.plan.returning : nil
+        let returning = db.dialect.writeAppendsEvent ? answer?.plan.returning : nil
         let update: SQLFragment = "UPDATE " + .identifier(table.physicalTable)
             + (returning.map { " AS " + .identifier($0.alias) } ?? "") + " SET " + assignments.joined(", ")
             + " WHERE sys_id = " + .bind(sysID) + (version.map { " AND xmin = " + .bind($0) + "::xid" } ?? "")
@@ -269,6 +298,10 @@ extension RecordStore {
         } catch let undecodable as UndecodableAnswer {
             // The statement ran to its end, and a value of its answer could not be read.
             return try committedAnswer(table: table.name, sysID: sysID, db: db) { throw undecodable }
+        } catch where version != nil && db.dialect.isSerializationFailure(error) {
+            // A server whose default isolation is stricter than READ COMMITTED refuses, rather than skips, a row
+            // changed since the statement's snapshot: the same as a version that no longer matches.
+            throw RowChangedSinceRead()
         }
         // One row for the row updated; none when the version did not match (nothing written).
         if version != nil, rows.isEmpty { throw RowChangedSinceRead() }
@@ -276,10 +309,10 @@ extension RecordStore {
             guard let sequence = try rows.first?.value(at: "docket_event_seq", kind: .integer).intValue else {
                 throw EventNotAppended(table: table.name)
             }
-            if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: sysID) }
             var numbered = event
             numbered.sequence = sequence
             drew(sequence)
+            if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: sysID) }
             // A statement that ran on its own has committed: other instances hear of it now.
             if db.committedAlone { DrawnEvents.current?.committed() }
             return numbered
@@ -296,19 +329,29 @@ extension RecordStore {
     /// /table/task/<incident> may set incident fields). A table that nothing extends is its records' class: the
     /// record is not read first (the write's own read finds it, or answers 404), unless the input is refused, which
     /// a record that is not there (or not visible to the caller) answers with 404 first, as for other tables.
+    /// A table with a password field is read first too: a password is hashed (slow, on purpose) only for a record
+    /// that is there and visible to the caller.
     private func concreteInput(
         _ input: [String: String], of sysID: String, in table: SchemaCatalog.Table, options: WriteOptions, caller: Caller
     ) async throws -> (SchemaCatalog.Table, PreparedWrite) {
-        let allowed = options.allowed(for: caller)
-        guard table.descendants == [table.name] else {
+        func validated(for concrete: SchemaCatalog.Table) async throws -> PreparedWrite {
+            let prepared = try await prepare(input, for: concrete, isInsert: false, options: options.allowed(for: caller), caller: caller)
+            if !caller.isAdmin, concrete.field("sys_domain") != nil, prepared.values["sys_domain"] != nil {
+                throw EngineError.badRequest(
+                    "Operation Failed", detail: "The enterprise of a record (sys_domain) cannot be changed", field: "sys_domain"
+                )
+            }
+            return prepared
+        }
+        guard table.descendants == [table.name], !table.fields.contains(where: { $0.type == .password }) else {
             let concrete = try await concreteTable(of: sysID, in: table, caller: caller)
-            return (concrete, try await prepare(input, for: concrete, isInsert: false, options: allowed, caller: caller))
+            return (concrete, try await validated(for: concrete))
         }
         do {
-            return (table, try await prepare(input, for: table, isInsert: false, options: allowed, caller: caller))
-        } catch {
+            return (table, try await validated(for: table))
+        } catch let refused as EngineError {
             _ = try await concreteTable(of: sysID, in: table, caller: caller)
-            throw error
+            throw refused
         }
     }
 }
@@ -316,3 +359,8 @@ extension RecordStore {
 /// An update's row was changed (or deleted) by another write between its read and its statement, which therefore
 /// wrote nothing (``RecordStore/updateUnlocked(_:answer:within:)``).
 private struct RowChangedSinceRead: Error {}
+
+/// Unreachable: an update without a transaction on a storage that cannot write a row and its event in one statement.
+private struct UpdateNotCombined: Error, CustomStringConvertible {
+    var description: String { "The storage cannot update a row and append its event in one statement" }
+}

@@ -425,7 +425,7 @@ final class PostgresStorage: Storage {
             case .exclusive:
                 first = ["SELECT pg_advisory_xact_lock(" + .bind(Int(self.writeLockKey)) + ")"]
             case .rows:
-                // The write locks the row it changes as it reads it (``WriteScope/rows``).
+                // The write locks the row it changes as it reads it, or writes only the version it read (``WriteScope/rows``).
                 first = []
             }
             if !self.location.prepare { first.insert("SELECT set_config('lock_timeout', " + .bind(Self.lockTimeout) + ", true)", at: 0) }

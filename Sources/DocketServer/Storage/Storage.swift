@@ -46,10 +46,11 @@ enum WriteScope: Sendable, Equatable {
     /// writes that read, decide and write across many rows (schema changes, users and credentials, sessions, the
     /// notifier's bookkeeping, retention).
     case exclusive
-    /// Only the rows it writes: an update or a delete locks its record's row as it first reads it (`SELECT … FOR
-    /// UPDATE OF`, ``RecordStore/SelectPlan/run(sysID:limit:offset:count:locking:db:)``), so two writes of one record
-    /// follow each other and see each other's result, while writes of other records (and every insert) go on in
-    /// parallel.
+    /// Only the rows it writes: a delete, or an update in a transaction, locks its record's row as it first reads it
+    /// (`SELECT … FOR UPDATE OF`, ``RecordStore/SelectPlan/run(sysID:limit:offset:count:locking:db:)``); an update
+    /// without a transaction writes the row in one statement only if it is still the version it read. Two writes of one
+    /// record follow each other and see each other's result, while writes of other records (and every insert) go on
+    /// in parallel.
     case rows
 }
 

@@ -33,9 +33,10 @@ enum StorageDialect: Sendable {
         }
     }
 
-    /// Whether an insert appends its record's event in the same statement
-    /// (``insertAppendingEvent(_:returnsRows:event:also:)``): PostgreSQL only.
-    var insertAppendsEvent: Bool { self == .postgres }
+    /// Whether the statement that writes a record's row (an insert or an update) also appends its event and adds its
+    /// journal entries (``insertAppendingEvent(_:returnsRows:event:also:)``,
+    /// ``updateAppendingEvent(_:returnsRows:event:also:)``): PostgreSQL only.
+    var writeAppendsEvent: Bool { self == .postgres }
 
     /// The event log's columns an append writes, in the order ``appendingEvent(_:)`` takes their values.
     static let eventColumns = [
@@ -278,6 +279,13 @@ enum StorageDialect: Sendable {
 
     /// Whether a statement failed because integer arithmetic left the 64-bit range (SQLite's `SUM` raises
     /// "integer overflow"; PostgreSQL's `bigint out of range`, SQLSTATE 22003).
+    /// Whether `error` is a serialization failure (SQLSTATE 40001): on PostgreSQL under an isolation stricter than
+    /// READ COMMITTED (a server whose default is REPEATABLE READ), what a statement that meets a row changed since its
+    /// snapshot gets.
+    func isSerializationFailure(_ error: any Error) -> Bool {
+        self == .postgres && (error as? PostgresStatementError)?.sqlState == "40001"
+    }
+
     func isIntegerOverflow(_ error: any Error) -> Bool {
         let text = String(describing: error)
         switch self {

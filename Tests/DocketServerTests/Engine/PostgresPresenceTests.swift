@@ -50,6 +50,22 @@ struct PostgresPresenceTests {
         return count
     }
 
+    /// Runs `body`, then closes `storage` and `connections` however it ended: postgres-nio stops the process when a
+    /// connection is released open, so a failed expectation must not skip the closes.
+    static func closing(
+        _ storage: PostgresStorage, _ connections: [PostgresConnection] = [], _ body: () async throws -> Void
+    ) async throws {
+        do {
+            try await body()
+        } catch {
+            for connection in connections { try? await connection.close() }
+            try? await storage.close()
+            throw error
+        }
+        for connection in connections { try await connection.close() }
+        try await storage.close()
+    }
+
     /// A connection of the test's own to the server, with the schema as its search path.
     static func raw(_ location: StorageLocation) async throws -> PostgresConnection {
         guard case .postgres(let postgres) = location else { throw CancellationError() }
@@ -120,31 +136,31 @@ struct PostgresPresenceTests {
         let (storage, signals) = try await Self.open(location)
         try await Self.becomeAlone(storage)
         let other = try await Self.raw(location)
-        // The listener's wake-ups show how far it has read: the one it gave when it began listening is taken first.
-        var wakes = try #require(signals).makeAsyncIterator()
-        _ = await wakes.next()
-        // Its own announcement of itself (a hello with its own id: the echo it sends each second while alone) does not,
-        // nor does a late announcement of its own commits (one that lists no numbers, too: many folded into one). An
-        // announcement wakes the follower after it was heard (a hello does not), and the channel keeps their order:
-        // each wake below shows that everything sent before it was heard.
-        try await PostgresRunner(connection: other, logger: Logger(label: "test"))
-            .run(PostgresStorage.notification(payload: storage.presence.hello))
-        for own in [CommitAnnouncer.Announcement.numbers([5]), .unnumbered] {
-            try await PostgresRunner(connection: other, logger: Logger(label: "test"))
-                .run(PostgresStorage.notification(payload: own.payload(from: storage.presence.id)))
+        try await Self.closing(storage, [other]) {
+            // The listener's wake-ups show how far it has read: the one it gave when it began listening is taken first.
+            var wakes = try #require(signals).makeAsyncIterator()
             _ = await wakes.next()
-            #expect(storage.isAlone)
+            // Its own announcement of itself (a hello with its own id: the echo it sends each second while alone) does not,
+            // nor does a late announcement of its own commits (one that lists no numbers, too: many folded into one). An
+            // announcement wakes the follower after it was heard (a hello does not), and the channel keeps their order:
+            // each wake below shows that everything sent before it was heard.
+            try await PostgresRunner(connection: other, logger: Logger(label: "test"))
+                .run(PostgresStorage.notification(payload: storage.presence.hello))
+            for own in [CommitAnnouncer.Announcement.numbers([5]), .unnumbered] {
+                try await PostgresRunner(connection: other, logger: Logger(label: "test"))
+                    .run(PostgresStorage.notification(payload: own.payload(from: storage.presence.id)))
+                _ = await wakes.next()
+                #expect(storage.isAlone)
+            }
+            try await PostgresRunner(connection: other, logger: Logger(label: "test")).run(PostgresStorage.notification(payload: "99"))
+            try await Self.until { !storage.isAlone }
+            #expect(!storage.isAlone)
+            for _ in 0..<3 {
+                await storage.tryBeingAlone {}
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(!storage.isAlone)
         }
-        try await PostgresRunner(connection: other, logger: Logger(label: "test")).run(PostgresStorage.notification(payload: "99"))
-        try await Self.until { !storage.isAlone }
-        #expect(!storage.isAlone)
-        for _ in 0..<3 {
-            await storage.tryBeingAlone {}
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        #expect(!storage.isAlone)
-        try await other.close()
-        try await storage.close()
     }
 
     @Test("a lost listener ends being alone (a newcomer's hello would go unheard)")
@@ -153,17 +169,17 @@ struct PostgresPresenceTests {
         let (storage, signals) = try await Self.open(location)
         try await Self.becomeAlone(storage)
         let admin = try await Self.raw(location)
-        let killed = try await PostgresRunner(connection: admin, logger: Logger(label: "test")).rows(
-            // This test's listener only: its channel names the test's own schema.
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' || current_schema() || '%'"
-                + " AND pid <> pg_backend_pid() AND datname = current_database()"
-        )
-        #expect(!killed.isEmpty)
-        try await Self.until { !storage.isAlone }
-        #expect(!storage.isAlone)
-        _ = signals
-        try await admin.close()
-        try await storage.close()
+        try await Self.closing(storage, [admin]) {
+            let killed = try await PostgresRunner(connection: admin, logger: Logger(label: "test")).rows(
+                // This test's listener only: its channel names the test's own schema.
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' || current_schema() || '%'"
+                    + " AND pid <> pg_backend_pid() AND datname = current_database()"
+            )
+            #expect(!killed.isEmpty)
+            try await Self.until { !storage.isAlone }
+            #expect(!storage.isAlone)
+            _ = signals
+        }
     }
 
     @Test("the catch-up runs after the key is taken and before being alone; one that fails leaves it sharing")
@@ -201,36 +217,36 @@ struct PostgresPresenceTests {
         let (storage, signals) = try await Self.open(location)
         try await Self.becomeAlone(storage)
         let admin = try await Self.raw(location)
-        let key = try #require(storage.presence.key)
-        // The presence connection's backend, found by the lock it holds (classid: the key's high half, objid: its low).
-        let killed = try await PostgresRunner(connection: admin, logger: Logger(label: "test")).rows(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = "
-                + .bind(Int(UInt64(bitPattern: key) >> 32)) + " AND objid = " + .bind(Int(UInt64(bitPattern: key) & 0xFFFF_FFFF))
-                + " AND pid <> pg_backend_pid()"
-        )
-        #expect(!killed.isEmpty)
-        try await Self.until { !storage.isAlone && !storage.presence.isJoined }
-        #expect(!storage.isAlone)
-        // Someone holds the key exclusively: the join cannot complete, and the write gives up at its bound.
-        let runner = PostgresRunner(connection: admin, logger: Logger(label: "test"))
-        try await runner.run("SELECT pg_advisory_lock(" + .bind(Int(key)) + ")")
-        let ran = Atomic<Bool>(false)
-        await #expect(throws: StorageUnavailable.self) {
-            try await storage.write(scope: .exclusive) { db in
-                ran.store(true, ordering: .relaxed)
-                try await db.run("SELECT 1")
+        try await Self.closing(storage, [admin]) {
+            let key = try #require(storage.presence.key)
+            // The presence connection's backend, found by the lock it holds (classid: the key's high half, objid: its low).
+            let killed = try await PostgresRunner(connection: admin, logger: Logger(label: "test")).rows(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND classid = "
+                    + .bind(Int(UInt64(bitPattern: key) >> 32)) + " AND objid = " + .bind(Int(UInt64(bitPattern: key) & 0xFFFF_FFFF))
+                    + " AND pid <> pg_backend_pid()"
+            )
+            #expect(!killed.isEmpty)
+            try await Self.until { !storage.isAlone && !storage.presence.isJoined }
+            #expect(!storage.isAlone)
+            // Someone holds the key exclusively: the join cannot complete, and the write gives up at its bound.
+            let runner = PostgresRunner(connection: admin, logger: Logger(label: "test"))
+            try await runner.run("SELECT pg_advisory_lock(" + .bind(Int(key)) + ")")
+            let ran = Atomic<Bool>(false)
+            await #expect(throws: StorageUnavailable.self) {
+                try await storage.write(scope: .exclusive) { db in
+                    ran.store(true, ordering: .relaxed)
+                    try await db.run("SELECT 1")
+                }
             }
+            let bodyRan = ran.load(ordering: .relaxed)
+            #expect(!bodyRan)
+            #expect(!storage.presence.isJoined)
+            // Let go: the next write joins first, then runs.
+            try await runner.run("SELECT pg_advisory_unlock(" + .bind(Int(key)) + ")")
+            try await storage.write(scope: .exclusive) { db in try await db.run("SELECT 1") }
+            #expect(storage.presence.isJoined)
+            _ = signals
         }
-        let bodyRan = ran.load(ordering: .relaxed)
-        #expect(!bodyRan)
-        #expect(!storage.presence.isJoined)
-        // Let go: the next write joins first, then runs.
-        try await runner.run("SELECT pg_advisory_unlock(" + .bind(Int(key)) + ")")
-        try await storage.write(scope: .exclusive) { db in try await db.run("SELECT 1") }
-        #expect(storage.presence.isJoined)
-        _ = signals
-        try await admin.close()
-        try await storage.close()
     }
 
     @Test("two processes opening a schema at once, with a third alone on it: both join, none waits for ever")

@@ -112,6 +112,66 @@ struct PostgresRecordWriteTests {
         }
     }
 
+    @Test("which updates run without a transaction: a caller whose access has conditions, a change of nothing (answered from the read); which run locked: users, imports keeping system fields, answers the update cannot give")
+    func unlockedOrLocked() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, _ in
+            let incident = try a.table("incident")
+            let his = try await a.insert(
+                into: "incident", values: ["short_description": "Abel's", "caller_id": DemoData.userID("abel.tuter")],
+                caller: Callers.admin
+            )
+            try await a.update(DemoData.id("incident", 6), in: "incident", values: ["short_description": "first"], caller: Callers.admin)
+            // Abel's comment on his own incident: the read, his access judged on the row as read, the statement.
+            let comment = try await Self.statements(of: a) {
+                try await a.update(his, in: "incident", values: ["comments": "from Abel"], caller: Callers.abel)
+            }
+            #expect(comment.count == 3, "\(comment)")
+            #expect(comment.contains { $0.hasPrefix("SELECT COUNT(*)") })
+            #expect(!comment.contains("BEGIN ISOLATION LEVEL READ COMMITTED"))
+            #expect(try await Self.journalEntries(of: his, text: "from Abel", in: a) == 1)
+            // His answer cannot come from the update (his read access has conditions): locked, read back in it.
+            let abelsPlan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.abel)
+            let abelsAnswer = CommittedRow()
+            let answered = try await Self.statements(of: a) {
+                try await a.update(
+                    his, in: "incident", values: ["comments": "answered"], caller: Callers.abel,
+                    answer: CommittedRow.Answer(row: abelsAnswer, plan: abelsPlan)
+                )
+            }
+            #expect(answered.first == "BEGIN ISOLATION LEVEL READ COMMITTED", "\(answered)")
+            #expect(abelsAnswer.value?.record.sysID == his)
+            #expect(abelsAnswer.version == (try await a.get(his, in: "incident", caller: Callers.admin).record["sys_mod_count"]))
+            // A change of nothing: the read, answered from it.
+            let current = try await a.get(his, in: "incident", caller: Callers.admin).record
+            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
+            let same = CommittedRow()
+            let unchanged = try await Self.statements(of: a) {
+                try await a.update(
+                    his, in: "incident", values: ["short_description": "Abel's"], caller: Callers.admin,
+                    answer: CommittedRow.Answer(row: same, plan: plan)
+                )
+            }
+            #expect(unchanged.count == 2 && unchanged.allSatisfy { $0.hasPrefix("SELECT") }, "\(unchanged)")
+            #expect(same.value?.record.values == current.values)
+            #expect(same.version == current["sys_mod_count"])
+            // A user (an exclusive write) and an import keeping system fields: locked.
+            let user = try await Self.statements(of: a) {
+                try await a.update(DemoData.userID("abel.tuter"), in: "sys_user", values: ["title": "Tester"], caller: Callers.admin)
+            }
+            #expect(user.contains("BEGIN ISOLATION LEVEL READ COMMITTED"), "\(user)")
+            var keeping = WriteOptions()
+            keeping.suppressAutoSysFields = true
+            let imported = try await Self.statements(of: a) {
+                try await a.update(
+                    his, in: "incident", values: ["short_description": "imported", "sys_mod_count": "40"], caller: Callers.admin,
+                    options: keeping
+                )
+            }
+            #expect(imported.contains("BEGIN ISOLATION LEVEL READ COMMITTED"), "\(imported)")
+            #expect(try await a.get(his, in: "incident", caller: Callers.admin).record["sys_mod_count"] == "40")
+        }
+    }
+
     @Test("an update through a table others extend reads the record's class first; its answer, of the other class, is read after the update")
     func updateThroughParent() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, _ in
@@ -138,7 +198,7 @@ struct PostgresRecordWriteTests {
         }
     }
 
-    @Test("an update of a record that is not there, or that the caller cannot see, is 404 whatever its input; one the caller may not change is 403")
+    @Test("an update of a record that is not there, or that the caller cannot see, is 404 whatever its input; a field the caller may not change is 403")
     func updateNotFoundFirst() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, _ in
             let missing = SysID.generate()
@@ -167,6 +227,24 @@ struct PostgresRecordWriteTests {
                 }
             }
             #expect(try await a.get(hidden, in: "incident", caller: Callers.admin).record["short_description"] == "Beth's")
+            // Abel's own incident: he may add a comment, not change its urgency (403).
+            let his = try await a.insert(
+                into: "incident", values: ["short_description": "Abel's", "caller_id": DemoData.userID("abel.tuter")],
+                caller: Callers.admin
+            )
+            do {
+                try await a.update(his, in: "incident", values: ["urgency": "1"], caller: Callers.abel)
+                Issue.record("Abel changed a field he may not change")
+            } catch let error as EngineError {
+                #expect(error.code == .forbidden, "\(error)")
+            }
+            // A table with a password is read first: a record that is not there is 404 before any password is hashed.
+            do {
+                try await a.update(missing, in: "sys_user", values: ["user_password": "not hashed"], caller: Callers.admin)
+                Issue.record("A missing user was updated")
+            } catch let error as EngineError {
+                #expect(error.code == .notFound)
+            }
             // A record that is there, with input refused: the refusal.
             do {
                 try await a.update(hidden, in: "incident", values: ["urgency": "not a choice"], caller: Callers.admin)
@@ -341,6 +419,8 @@ struct PostgresRecordWriteTests {
             let head = try await a.storage.latestEventSequence()
             let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
             let committed = CommittedRow()
+            let published = Published()
+            a.broadcaster.add(observer: published)
             a.storage.faults.spoilAnswerOfNext { $0.hasPrefix("WITH docket_updated") }
             let answered = try await a.update(
                 id, in: "incident", values: ["short_description": "committed, unanswered"], caller: Callers.admin,
@@ -353,6 +433,15 @@ struct PostgresRecordWriteTests {
             try await b.catchUp()
             #expect(try await b.get(id, in: "incident", caller: Callers.admin).record["short_description"] == "committed, unanswered")
             #expect(try await a.events(after: head).filter { $0.sysID == id }.count == 1)
+            // Published on A once, from the log (by the catch-up), not by the write, which could not say its number.
+            try await a.catchUp()
+            #expect(published.events.withLock { $0 }.filter { $0.sysID == id && $0.sequence > head }.count == 1)
         }
     }
+}
+
+/// Keeps every event a broadcaster publishes.
+private final class Published: ChangeObserver {
+    let events = Mutex<[ChangeEvent]>([])
+    func observe(_ event: ChangeEvent) { events.withLock { $0.append(event) } }
 }
