@@ -45,7 +45,7 @@ method="${DOCKET_BENCH_METHOD:-POST}"
 case "$method" in
     POST) post_lua "$work/post.lua" ;;
     PATCH) note="" ;;
-    PATCH+NOTE) note=',"work_notes":"note ' .. n .. '"' ;;
+    PATCH+NOTE) note=",\"work_notes\":\"note ' .. n .. '\"" ;;
     *) echo "DOCKET_BENCH_METHOD is POST, PATCH or PATCH+NOTE, not $method" >&2; exit 1 ;;
 esac
 
