@@ -69,7 +69,7 @@ extension RecordStore {
     struct PlannedUpdate: Sendable {
         var values: [String: String]
         var changed: Set<String>
-        /// `SET` assignments of the row's `UPDATE`; none for a comment alone.
+        /// `SET` assignments of the row's `UPDATE`: none only for an import keeping system fields that changes no field.
         var assignments: [SQLFragment]
         /// The change, not yet numbered.
         var event: ChangeEvent
