@@ -30,7 +30,7 @@ extension RecordStore {
         event: InsertEvent? = nil, endsWrite: Bool = false
     ) async throws -> (fields: [FieldDefinition], event: ChangeEvent?) {
         let numbering = table.field("number") != nil && values["number", default: ""].isEmpty ? numberOwner(of: table) : nil
-        let eventGiven = event
+        let insertEvent = event
         func columns(_ fields: [FieldDefinition]) -> [SQLFragment] { fields.map { .identifier($0.name) } }
         func row(_ fields: [FieldDefinition]) -> [SQLFragment] {
             fields.map { FieldCoercion.sqlValue(values[$0.name]!, for: $0).fragment }
@@ -55,13 +55,13 @@ extension RecordStore {
         /// The statement with the event appended by it, where the storage can.
         /// `drawsNumber`: the statement draws the number (and returns it as `number`).
         func appending(_ insert: SQLFragment, returnsRows: Bool, drawsNumber: Bool) -> SQLFragment? {
-            guard let event = folded, let given = eventGiven, drawsNumber || numbering == nil else { return nil }
+            guard let event = folded, let insertEvent, drawsNumber || numbering == nil else { return nil }
             let json = Self.json(event.values)
             let after: SQLFragment = drawsNumber ? db.dialect.withInsertedNumber(json) : .bind(json)
             // The record's journal entries too, in the same statement.
             let journals = Self.journalInserts(
-                given.journals, to: values["sys_id", default: ""], table: table, caller: given.caller, now: given.now,
-                from: StorageDialect.insertedRows
+                insertEvent.journals, to: values["sys_id", default: ""], table: table, caller: insertEvent.caller,
+                now: insertEvent.now, from: .inserted
             )
             return db.dialect.insertAppendingEvent(
                 insert, returnsRows: returnsRows, event: Self.eventValues(of: event, after: after), also: journals

@@ -271,7 +271,8 @@ extension RecordStore {
     /// the caller is to add the journal entries and append the event.
     /// Without `version`, the row is locked by the transaction already. With it (PostgreSQL), the statement runs on its
     /// own (``SQLExecutor/lastRows(_:)``) and updates the row only if its `xmin` is still `version`; when it is not,
-    /// it writes nothing and ``RowChangedSinceRead`` is thrown.
+    /// it writes nothing and ``RowChangedSinceRead`` is thrown. It answers one row either way, so an answer with none
+    /// was lost (the update may have committed): the others are told to read the log, and the write is 503.
     private func updateRow(
         _ write: UpdateWrite, assignments: [SQLFragment], event: ChangeEvent, answer: CommittedRow.Answer?,
         version: String? = nil, db: SQLExecutor
@@ -283,11 +284,11 @@ extension RecordStore {
             + " WHERE sys_id = " + .bind(sysID) + (version.map { " AND xmin = " + .bind($0) + "::xid" } ?? "")
             + (returning.map { " RETURNING " + $0.columns } ?? "")
         let journals = Self.journalInserts(
-            write.prepared.journals, to: sysID, table: table, caller: write.caller, now: write.now, from: StorageDialect.updatedRows
+            write.prepared.journals, to: sysID, table: table, caller: write.caller, now: write.now, from: .updated
         )
         guard let statement = db.dialect.updateAppendingEvent(
             update, returnsRows: returning != nil, event: Self.eventValues(of: event, after: .bind(Self.json(event.values))),
-            also: journals
+            also: journals, oneRow: version != nil
         ) else {
             try await db.run(update)
             return nil
@@ -303,16 +304,26 @@ extension RecordStore {
             // changed since the statement's snapshot: the same as a version that no longer matches.
             throw RowChangedSinceRead()
         }
-        // One row for the row updated; none when the version did not match (nothing written).
-        if version != nil, rows.isEmpty { throw RowChangedSinceRead() }
+        if version != nil {
+            guard let row = rows.first else {
+                // The statement ran on its own and its answer never came: whether it wrote is unknown here. Every
+                // instance, this one too, is told to read the log (an event committed under a number not known here).
+                DrawnEvents.current?.addUnnumbered()
+                DrawnEvents.current?.committed()
+                throw StorageUnavailable(reason: "the answer to an update was lost; it may have been written")
+            }
+            // The version did not match: nothing written, no event appended.
+            if try row.value(at: "docket_event_seq", kind: .integer) == .null { throw RowChangedSinceRead() }
+        }
         return try committedAnswer(table: table.name, sysID: sysID, db: db) {
             guard let sequence = try rows.first?.value(at: "docket_event_seq", kind: .integer).intValue else {
                 throw EventNotAppended(table: table.name)
             }
+            if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: sysID) }
+            // Counted as this process's own last, once nothing else can fail (as for an insert).
             var numbered = event
             numbered.sequence = sequence
             drew(sequence)
-            if returning != nil, let answer { try answer.row.fill(rows, plan: answer.plan, sysID: sysID) }
             // A statement that ran on its own has committed: other instances hear of it now.
             if db.committedAlone { DrawnEvents.current?.committed() }
             return numbered

@@ -305,14 +305,14 @@ extension RecordStore {
 
     /// The journal entries of a write as statements of the `WITH` of the statement that writes the record's row
     /// (PostgreSQL: ``StorageDialect/insertAppendingEvent(_:returnsRows:event:also:)``): each inserts its entry once for
-    /// each row the statement's write named `written` wrote, so nothing when it wrote none.
+    /// each row the statement's write (`written`) wrote, so nothing when it wrote none.
     static func journalInserts(
         _ entries: [(field: String, text: String)], to sysID: String, table: SchemaCatalog.Table, caller: Caller,
-        now: String, from written: String
+        now: String, from written: StorageDialect.WrittenRows
     ) -> [SQLFragment] {
         journalRows(entries, to: sysID, table: table, caller: caller, now: now).map { values in
             "INSERT INTO sys_journal_field (" + values.map { SQLFragment.identifier($0.0) }.joined(", ") + ") SELECT "
-                + values.map(\.1.fragment).joined(", ") + " FROM " + SQLFragment(written)
+                + values.map(\.1.fragment).joined(", ") + " FROM " + written.fragment
         }
     }
 

@@ -72,39 +72,55 @@ enum StorageDialect: Sendable {
     /// ``appendingEvent(_:)``, whose `values_after` may take the inserted row's number (``withInsertedNumber(_:)``).
     /// PostgreSQL only (nil on SQLite, where the append costs no round trip).
     /// `also`: statements that run with it, in its `WITH` (a journal entry's insert, reading the inserted row from
-    /// ``insertedRows``).
+    /// ``WrittenRows/inserted``).
     func insertAppendingEvent(_ insert: SQLFragment, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment] = []) -> SQLFragment? {
-        writeAppendingEvent(insert, named: Self.insertedRows, returnsRows: returnsRows, event: event, also: also)
+        writeAppendingEvent(insert, named: .inserted, returnsRows: returnsRows, event: event, also: also, oneRow: false)
     }
 
     /// An update of one row (`UPDATE …`, with or without `RETURNING`) that also appends the record's event in the
     /// same statement, as ``insertAppendingEvent(_:returnsRows:event:also:)`` does for an insert, with the statements of
-    /// `also` (reading the updated row from ``updatedRows``). An update that matches no row appends nothing, runs
-    /// nothing of `also` that reads its row, and returns no row. PostgreSQL only.
-    func updateAppendingEvent(_ update: SQLFragment, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment] = []) -> SQLFragment? {
-        writeAppendingEvent(update, named: Self.updatedRows, returnsRows: returnsRows, event: event, also: also)
+    /// `also` (reading the updated row from ``WrittenRows/updated``). An update that matches no row appends nothing and
+    /// runs nothing of `also` that reads its row. `oneRow`: the statement returns one row whatever the update matched,
+    /// its `docket_event_seq` null when it matched none (so that a missing row means an answer lost, never a row
+    /// unmatched); otherwise a row for each row updated. PostgreSQL only.
+    func updateAppendingEvent(
+        _ update: SQLFragment, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment] = [], oneRow: Bool = false
+    ) -> SQLFragment? {
+        writeAppendingEvent(update, named: .updated, returnsRows: returnsRows, event: event, also: also, oneRow: oneRow)
     }
 
-    /// The names of the rows written by the statements of ``insertAppendingEvent(_:returnsRows:event:also:)`` and
-    /// ``updateAppendingEvent(_:returnsRows:event:also:)``, for the statements of their `also`.
-    static let insertedRows = "docket_inserted"
-    static let updatedRows = "docket_updated"
+    /// The names under which the statements of ``insertAppendingEvent(_:returnsRows:event:also:)`` and
+    /// ``updateAppendingEvent(_:returnsRows:event:also:oneRow:)`` give the rows they wrote to the statements of their
+    /// `also`.
+    enum WrittenRows: String, Sendable {
+        case inserted = "docket_inserted"
+        case updated = "docket_updated"
+
+        var fragment: SQLFragment { SQLFragment(rawValue) }
+    }
 
     private func writeAppendingEvent(
-        _ write: SQLFragment, named name: String, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment]
+        _ write: SQLFragment, named name: WrittenRows, returnsRows: Bool, event: [SQLFragment], also: [SQLFragment], oneRow: Bool
     ) -> SQLFragment? {
         switch self {
         case .sqlite: return nil
         case .postgres:
             // The data-modifying WITH runs its write before the outer query (and the statements of `also`) read its
             // row: the event is appended after the row is written, as when the two are apart, and once for each row
-            // written.
-            let rows = SQLFragment(name)
-            var statement: SQLFragment = "WITH " + rows + " AS (" + write + (returnsRows ? "" : " RETURNING 1 AS " + rows + "_row") + ")"
+            // written. A write that returns no columns of its own returns `<name>_row` (1); so does one that must answer
+            // with one row (`oneRow`), whose `RETURNING` is its last clause.
+            let rows = name.fragment
+            let marker = rows + SQLFragment("_row")
+            let returned: SQLFragment = !returnsRows ? " RETURNING 1 AS " + marker : oneRow ? ", 1 AS " + marker : ""
+            var statement: SQLFragment = "WITH " + rows + " AS (" + write + returned + ")"
             for (index, other) in also.enumerated() {
                 statement += ", " + rows + SQLFragment("_also\(index)") + " AS (" + other + ")"
             }
-            return statement + " SELECT " + rows + ".*, docket_append_event(" + event.joined(", ") + ") AS docket_event_seq FROM " + rows
+            let append: SQLFragment = "docket_append_event(" + event.joined(", ") + ")"
+            guard oneRow else { return statement + " SELECT " + rows + ".*, " + append + " AS docket_event_seq FROM " + rows }
+            // One row whatever was written: the event appended only for a row written.
+            return statement + " SELECT " + rows + ".*, CASE WHEN " + rows + "." + marker + " IS NOT NULL THEN " + append
+                + " END AS docket_event_seq FROM (SELECT 1) AS docket_one LEFT JOIN " + rows + " ON true"
         }
     }
 
@@ -277,8 +293,6 @@ enum StorageDialect: Sendable {
         "CAST(" + expression + " AS TEXT)"
     }
 
-    /// Whether a statement failed because integer arithmetic left the 64-bit range (SQLite's `SUM` raises
-    /// "integer overflow"; PostgreSQL's `bigint out of range`, SQLSTATE 22003).
     /// Whether `error` is a serialization failure (SQLSTATE 40001): on PostgreSQL under an isolation stricter than
     /// READ COMMITTED (a server whose default is REPEATABLE READ), what a statement that meets a row changed since its
     /// snapshot gets.
@@ -286,6 +300,8 @@ enum StorageDialect: Sendable {
         self == .postgres && (error as? PostgresStatementError)?.sqlState == "40001"
     }
 
+    /// Whether a statement failed because integer arithmetic left the 64-bit range (SQLite's `SUM` raises
+    /// "integer overflow"; PostgreSQL's `bigint out of range`, SQLSTATE 22003).
     func isIntegerOverflow(_ error: any Error) -> Bool {
         let text = String(describing: error)
         switch self {

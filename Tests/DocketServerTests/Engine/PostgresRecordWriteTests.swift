@@ -103,9 +103,13 @@ struct PostgresRecordWriteTests {
             #expect(!locked.contains { $0.hasPrefix("INSERT INTO sys_journal_field") || $0.hasPrefix("SELECT 1 FROM") })
             #expect(locked.last == "COMMIT")
             #expect(try await Self.journalEntries(of: id, text: "keyed note", in: a) == 1)
-            // A comment alone changes no field: no update of the row, the event appended on its own.
+            // A comment alone still moves the record on (its update time and version): the same two statements.
             let headBefore = try await a.storage.latestEventSequence()
-            try await a.update(id, in: "incident", values: ["comments": "only a note"], caller: Callers.admin)
+            let alone = try await Self.statements(of: a) {
+                try await a.update(id, in: "incident", values: ["comments": "only a note"], caller: Callers.admin)
+            }
+            #expect(alone.count == 2, "\(alone)")
+            #expect(try await Self.journalEntries(of: id, text: "only a note", in: a) == 1)
             let commentEvent = try #require(try await a.events(after: headBefore).first { $0.sysID == id })
             #expect(commentEvent.fields == ["comments"])
             #expect(commentEvent.values["comments"] == "only a note")
@@ -371,8 +375,8 @@ struct PostgresRecordWriteTests {
             }
             let statements = try await Self.statements(of: a) {
                 try await a.update(
-                    id, in: "incident", values: ["short_description": "written after Beth"], caller: Callers.admin,
-                    answer: CommittedRow.Answer(row: committed, plan: plan)
+                    id, in: "incident", values: ["short_description": "written after Beth", "comments": "once"],
+                    caller: Callers.admin, answer: CommittedRow.Answer(row: committed, plan: plan)
                 )
             }
             // The version did not match: the statement wrote nothing, and the locked update ran.
@@ -390,6 +394,8 @@ struct PostgresRecordWriteTests {
             #expect(events.last?.previous["short_description"] == "read")
             #expect(events.last?.values["impact"] == "1")
             #expect(events.last?.values["sys_mod_count"] == "2")
+            // Its comment written once: not by the statement that matched nothing, by the locked update.
+            #expect(try await Self.journalEntries(of: id, text: "once", in: a) == 1)
 
             // A row deleted meanwhile: 404, and nothing written.
             let gone = try await a.insert(into: "incident", values: ["short_description": "going"], caller: Callers.admin)
@@ -401,12 +407,13 @@ struct PostgresRecordWriteTests {
                 }
             }
             do {
-                try await a.update(gone, in: "incident", values: ["short_description": "too late"], caller: Callers.admin)
+                try await a.update(gone, in: "incident", values: ["short_description": "too late", "comments": "never"], caller: Callers.admin)
                 Issue.record("A deleted record was updated")
             } catch let error as EngineError {
                 #expect(error.code == .notFound)
             }
             #expect(try await a.events(after: head).filter { $0.sysID == gone && $0.operation == .update }.isEmpty)
+            #expect(try await Self.journalEntries(of: gone, text: "never", in: a) == 0)
         }
     }
 
@@ -419,7 +426,7 @@ struct PostgresRecordWriteTests {
             let head = try await a.storage.latestEventSequence()
             let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
             let committed = CommittedRow()
-            let published = Published()
+            let published = SharedDatabaseTests.Published()
             a.broadcaster.add(observer: published)
             a.storage.faults.spoilAnswerOfNext { $0.hasPrefix("WITH docket_updated") }
             let answered = try await a.update(
@@ -435,13 +442,42 @@ struct PostgresRecordWriteTests {
             #expect(try await a.events(after: head).filter { $0.sysID == id }.count == 1)
             // Published on A once, from the log (by the catch-up), not by the write, which could not say its number.
             try await a.catchUp()
-            #expect(published.events.withLock { $0 }.filter { $0.sysID == id && $0.sequence > head }.count == 1)
+            #expect(published.all.filter { $0.sysID == id && $0.sequence > head }.count == 1)
+        }
+    }
+
+    @Test("a lone update refused as a serialization failure (a server whose default isolation is stricter) runs again locked; one whose answer was lost is 503, written once")
+    func loneUpdateFailures() async throws {
+        try await SharedDatabaseTests.withTwoInstances { a, b in
+            let id = try await a.insert(into: "incident", values: ["short_description": "before"], caller: Callers.admin)
+            let head = try await a.storage.latestEventSequence()
+            a.storage.faults.failNext(
+                { $0.hasPrefix("WITH docket_updated") && $0.contains("AND xmin = ") },
+                with: PostgresStatementError(message: "could not serialize access due to concurrent update", sqlState: "40001")
+            )
+            let statements = try await Self.statements(of: a) {
+                try await a.update(id, in: "incident", values: ["short_description": "serialized", "comments": "serialized"], caller: Callers.admin)
+            }
+            #expect(statements.contains("BEGIN ISOLATION LEVEL READ COMMITTED"), "\(statements)")
+            #expect(try await a.get(id, in: "incident", caller: Callers.admin).record["sys_mod_count"] == "1")
+            #expect(try await Self.journalEntries(of: id, text: "serialized", in: a) == 1)
+            // Its answer lost: whether it wrote is not known here, so 503; it did write, once, and every instance
+            // publishes it from the log.
+            let published = SharedDatabaseTests.Published()
+            a.broadcaster.add(observer: published)
+            a.storage.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_updated") }
+            await #expect(throws: StorageUnavailable.self) {
+                try await a.update(id, in: "incident", values: ["short_description": "lost", "comments": "lost"], caller: Callers.admin)
+            }
+            #expect(try await Self.journalEntries(of: id, text: "lost", in: a) == 1)
+            // A request catches up before it is answered: A's caches then hold the commit too.
+            try await a.catchUp()
+            try await b.catchUp()
+            #expect(try await a.get(id, in: "incident", caller: Callers.admin).record["sys_mod_count"] == "2")
+            #expect(try await b.get(id, in: "incident", caller: Callers.admin).record["short_description"] == "lost")
+            #expect(try await a.events(after: head).filter { $0.sysID == id }.count == 2)
+            #expect(published.all.filter { $0.sysID == id && $0.values["short_description"] == "lost" }.count == 1)
         }
     }
 }
 
-/// Keeps every event a broadcaster publishes.
-private final class Published: ChangeObserver {
-    let events = Mutex<[ChangeEvent]>([])
-    func observe(_ event: ChangeEvent) { events.withLock { $0.append(event) } }
-}

@@ -530,7 +530,7 @@ struct SharedDatabaseTests {
                 a.storage.faults.loseAnswerOfNext { $0.hasPrefix("WITH docket_inserted") }
             }
             let lost = try await a.insert(
-                into: "incident", values: ["short_description": "answer lost"], caller: Callers.admin,
+                into: "incident", values: ["short_description": "answer lost", "comments": "lost with it"], caller: Callers.admin,
                 answer: CommittedRow.Answer(row: committed, plan: plan)
             )
             // Done, with no row to answer from: the caller reads it afresh (the Table API does).
@@ -538,6 +538,9 @@ struct SharedDatabaseTests {
             let row = try await a.get(lost, in: "incident", caller: Callers.admin).record
             #expect(row["short_description"] == "answer lost")
             #expect(row["number"].hasPrefix("INC"))
+            // Its comment, written by the same statement, once.
+            let entries: SQLFragment = "SELECT COUNT(*) FROM sys_journal_field WHERE element_id = " + .bind(lost)
+            #expect(try await a.storage.read { db in try await db.integer(entries) } == 1)
             try await b.catchUp()
             #expect(try await b.get(lost, in: "incident", caller: Callers.admin).record["number"] == row["number"])
             // Its event reaches A's followers once, from the log, before a later write's.
