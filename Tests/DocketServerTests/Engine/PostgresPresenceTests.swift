@@ -56,24 +56,23 @@ struct PostgresPresenceTests {
     /// Runs `body`, then closes `storage` however it ended: postgres-nio stops the process when a connection is released
     /// open, so a failed expectation must not skip the close.
     static func closing(_ storage: any Storage, _ body: () async throws -> Void) async throws {
-        do {
-            try await body()
-        } catch {
-            try? await storage.close()
-            throw error
-        }
-        try await storage.close()
+        try await running(body, then: { try await storage.close() })
     }
 
     /// Runs `body`, then closes `connection` however it ended.
     static func closing(connection: PostgresConnection, _ body: () async throws -> Void) async throws {
+        try await running(body, then: { try await connection.close() })
+    }
+
+    /// Runs `body`, then `close`, also when `body` throws (whose error is then the one thrown).
+    private static func running(_ body: () async throws -> Void, then close: () async throws -> Void) async throws {
         do {
             try await body()
         } catch {
-            try? await connection.close()
+            try? await close()
             throw error
         }
-        try await connection.close()
+        try await close()
     }
 
     /// A connection of the test's own to the server, with the schema as its search path.
