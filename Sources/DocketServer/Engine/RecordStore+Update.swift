@@ -136,7 +136,7 @@ extension RecordStore {
         for entry in prepared.journals { after[entry.field] = entry.text }
         let event = Self.event(
             table: concrete, sysID: sysID, operation: .update, fields: changed.sorted() + prepared.journals.map(\.field),
-            values: after, previous: changed.reduce(into: [:]) { $0[$1] = current[$1] }, caller: caller, now: now
+            values: after, previous: changed.reduce(into: [:]) { $0[$1] = current[$1, default: ""] }, caller: caller, now: now
         )
         return PlannedUpdate(values: values, changed: changed, assignments: assignments, event: event, run: run)
     }
