@@ -272,7 +272,7 @@ extension RecordStore {
             let whereClause: SQLFragment = conditions.isEmpty ? "" : " WHERE " + conditions.joined(" AND ")
             var records: [Record] = []
             if limit > 0 {
-                let lock: SQLFragment = locking && db.dialect == .postgres ? " FOR UPDATE OF " + .identifier(alias) : ""
+                let lock: SQLFragment = locking ? db.dialect.lockingRows(of: alias) : ""
                 let rows = try await db.rows(
                     select + whereClause + " " + order + " LIMIT " + .bind(limit) + " OFFSET " + .bind(offset) + lock
                 )
@@ -285,13 +285,14 @@ extension RecordStore {
             return RecordPage(columns: columns, records: records, total: total)
         }
 
-        /// The record `sysID` and its row's version, PostgreSQL's `xmin` (the transaction that wrote the row as it is
-        /// now: every change of the row renews it), as text; nil when the caller does not see the record. PostgreSQL only.
+        /// The record `sysID` and its row's version (``StorageDialect/rowVersion(of:)``); nil when the caller does not
+        /// see the record, or where the storage keeps no version.
         func rowWithVersion(_ sysID: String, db: SQLExecutor) async throws -> (record: Record, version: String)? {
+            guard let rowVersion = db.dialect.rowVersion(of: alias) else { return nil }
             let conditions = [sysIDColumn + " = " + .bind(sysID)] + self.conditions
             let rows = try await db.rows(
-                "SELECT " + .identifier(alias) + ".xmin::text AS " + .identifier("_version") + ", " + expressions + " FROM "
-                    + from + " WHERE " + conditions.joined(" AND ") + " LIMIT 1"
+                "SELECT " + rowVersion + " AS " + .identifier("_version") + ", " + expressions + " FROM " + from + " WHERE "
+                    + conditions.joined(" AND ") + " LIMIT 1"
             )
             guard let row = rows.first, let record = try records([row]).first,
                 let version = try row.value(at: "_version", kind: .text).text, !version.isEmpty

@@ -281,7 +281,7 @@ extension RecordStore {
         let returning = db.dialect.writeAppendsEvent ? answer?.plan.returning : nil
         let update: SQLFragment = "UPDATE " + .identifier(table.physicalTable)
             + (returning.map { " AS " + .identifier($0.alias) } ?? "") + " SET " + assignments.joined(", ")
-            + " WHERE sys_id = " + .bind(sysID) + (version.map { " AND xmin = " + .bind($0) + "::xid" } ?? "")
+            + " WHERE sys_id = " + .bind(sysID) + (version.map { " AND " + db.dialect.rowIsAt($0) } ?? "")
             + (returning.map { " RETURNING " + $0.columns } ?? "")
         let journals = Self.journalInserts(
             write.prepared.journals, to: sysID, table: table, caller: write.caller, now: write.now, from: .updated

@@ -293,6 +293,31 @@ enum StorageDialect: Sendable {
         "CAST(" + expression + " AS TEXT)"
     }
 
+    /// What makes a read of a write's transaction lock the rows it reads of the table under `alias` until the
+    /// transaction ends (`FOR UPDATE OF`, never a joined table's), reading them as their newest committed version.
+    /// Nothing on SQLite, whose one writer has every row to itself.
+    func lockingRows(of alias: String) -> SQLFragment {
+        switch self {
+        case .sqlite: return ""
+        case .postgres: return " FOR UPDATE OF " + .identifier(alias)
+        }
+    }
+
+    /// The version of the row of the table under `alias`, as text, which every change of the row renews: PostgreSQL's
+    /// `xmin` (the transaction that wrote the row as it is; a lock does not change it, freezing keeps it). Nil on
+    /// SQLite, whose one writer needs none.
+    func rowVersion(of alias: String) -> SQLFragment? {
+        switch self {
+        case .sqlite: return nil
+        case .postgres: return .identifier(alias) + ".xmin::text"
+        }
+    }
+
+    /// The condition that the row written is still at `version` (``rowVersion(of:)``).
+    func rowIsAt(_ version: String) -> SQLFragment {
+        "xmin = " + .bind(version) + "::xid"
+    }
+
     /// Whether `error` is a serialization failure (SQLSTATE 40001): on PostgreSQL under an isolation stricter than
     /// READ COMMITTED (a server whose default is REPEATABLE READ), what a statement that meets a row changed since its
     /// snapshot gets.

@@ -24,6 +24,22 @@ struct PostgresRecordWriteTests {
         }
     }
 
+    /// An update as the Table API makes it, its answer the record as `caller` reads it through `table` (every field):
+    /// the statements `store` ran for it, and the answer.
+    static func answeredUpdate(
+        _ store: RecordStore, _ sysID: String, in table: String, values: [String: String], caller: Caller = Callers.admin,
+        options: WriteOptions = .init()
+    ) async throws -> (statements: [String], answer: CommittedRow) {
+        let plan = try CommittedRow.Plan(table: try store.table(table), fields: nil, store: store, caller: caller)
+        let answer = CommittedRow()
+        let statements = try await statements(of: store) {
+            try await store.update(
+                sysID, in: table, values: values, caller: caller, options: options, answer: CommittedRow.Answer(row: answer, plan: plan)
+            )
+        }
+        return (statements, answer)
+    }
+
     /// How many journal entries of the record hold `text`.
     static func journalEntries(of sysID: String, text: String, in store: RecordStore) async throws -> Int {
         try await store.storage.read { db in
@@ -36,21 +52,15 @@ struct PostgresRecordWriteTests {
     @Test("an update: its read with the row's version, then one statement that updates that version, adds its journal entries, appends its event and answers")
     func updateInTwoStatements() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, b in
-            let incident = try a.table("incident")
             let id = DemoData.id("incident", 4)
             // The first update of a process reads what later ones keep (the business rules).
             try await a.update(DemoData.id("incident", 6), in: "incident", values: ["short_description": "first"], caller: Callers.admin)
             let old = try await a.get(id, in: "incident", caller: Callers.admin).record
             let urgency = old["urgency"] == "1" ? "3" : "1"
             let head = try await a.storage.latestEventSequence()
-            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
-            let committed = CommittedRow()
-            let update = try await Self.statements(of: a) {
-                try await a.update(
-                    id, in: "incident", values: ["short_description": "patched in one", "urgency": urgency], caller: Callers.admin,
-                    answer: CommittedRow.Answer(row: committed, plan: plan)
-                )
-            }
+            let (update, committed) = try await Self.answeredUpdate(
+                a, id, in: "incident", values: ["short_description": "patched in one", "urgency": urgency]
+            )
             #expect(update.count == 2, "\(update)")
             #expect(update.first?.contains(".xmin::text") == true && update.first?.contains("FOR UPDATE") == false, "\(update)")
             #expect(update.last?.hasPrefix("WITH docket_updated AS (UPDATE") == true && update.last?.contains("AND xmin = ") == true, "\(update)")
@@ -119,7 +129,6 @@ struct PostgresRecordWriteTests {
     @Test("which updates run without a transaction: a caller whose access has conditions, a change of nothing (answered from the read); which run locked: users, imports keeping system fields, answers the update cannot give")
     func unlockedOrLocked() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, _ in
-            let incident = try a.table("incident")
             let his = try await a.insert(
                 into: "incident", values: ["short_description": "Abel's", "caller_id": DemoData.userID("abel.tuter")],
                 caller: Callers.admin
@@ -134,27 +143,15 @@ struct PostgresRecordWriteTests {
             #expect(!comment.contains("BEGIN ISOLATION LEVEL READ COMMITTED"))
             #expect(try await Self.journalEntries(of: his, text: "from Abel", in: a) == 1)
             // His answer cannot come from the update (his read access has conditions): locked, read back in it.
-            let abelsPlan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.abel)
-            let abelsAnswer = CommittedRow()
-            let answered = try await Self.statements(of: a) {
-                try await a.update(
-                    his, in: "incident", values: ["comments": "answered"], caller: Callers.abel,
-                    answer: CommittedRow.Answer(row: abelsAnswer, plan: abelsPlan)
-                )
-            }
+            let (answered, abelsAnswer) = try await Self.answeredUpdate(
+                a, his, in: "incident", values: ["comments": "answered"], caller: Callers.abel
+            )
             #expect(answered.first == "BEGIN ISOLATION LEVEL READ COMMITTED", "\(answered)")
             #expect(abelsAnswer.value?.record.sysID == his)
             #expect(abelsAnswer.version == (try await a.get(his, in: "incident", caller: Callers.admin).record["sys_mod_count"]))
             // A change of nothing: the read, answered from it.
             let current = try await a.get(his, in: "incident", caller: Callers.admin).record
-            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
-            let same = CommittedRow()
-            let unchanged = try await Self.statements(of: a) {
-                try await a.update(
-                    his, in: "incident", values: ["short_description": "Abel's"], caller: Callers.admin,
-                    answer: CommittedRow.Answer(row: same, plan: plan)
-                )
-            }
+            let (unchanged, same) = try await Self.answeredUpdate(a, his, in: "incident", values: ["short_description": "Abel's"])
             #expect(unchanged.count == 2 && unchanged.allSatisfy { $0.hasPrefix("SELECT") }, "\(unchanged)")
             #expect(same.value?.record.values == current.values)
             #expect(same.version == current["sys_mod_count"])
@@ -180,16 +177,10 @@ struct PostgresRecordWriteTests {
     func updateThroughParent() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, _ in
             try await a.update(DemoData.id("incident", 6), in: "task", values: ["short_description": "first"], caller: Callers.admin)
-            let task = try a.table("task")
             let id = DemoData.id("incident", 5)
-            let plan = try CommittedRow.Plan(table: task, fields: nil, store: a, caller: Callers.admin)
-            let committed = CommittedRow()
-            let update = try await Self.statements(of: a) {
-                try await a.update(
-                    id, in: "task", values: ["short_description": "through task", "urgency": "2"], caller: Callers.admin,
-                    answer: CommittedRow.Answer(row: committed, plan: plan)
-                )
-            }
+            let (update, committed) = try await Self.answeredUpdate(
+                a, id, in: "task", values: ["short_description": "through task", "urgency": "2"]
+            )
             // The class's read, outside the transaction; then BEGIN.
             #expect(update.first?.hasPrefix("SELECT") == true && update.first?.contains("FOR UPDATE") == false, "\(update)")
             #expect(update.dropFirst().first == "BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -327,10 +318,7 @@ struct PostgresRecordWriteTests {
     @Test("an update that lost its commit runs again, and answers the row as finally committed, not the one rolled back")
     func retriedUpdateForgetsItsFirstRun() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, b in
-            let incident = try a.table("incident")
             let id = try await a.insert(into: "incident", values: ["short_description": "before"], caller: Callers.admin)
-            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
-            let committed = CommittedRow()
             // With an idempotency key the update runs in a transaction. A's first run updates and takes its answer from
             // the update; its COMMIT fails as a serialization failure would; while its ROLLBACK's answer is on its way,
             // Beth writes the same value through B. A's second run then finds nothing to change: its answer is Beth's
@@ -345,10 +333,7 @@ struct PostgresRecordWriteTests {
             }
             var options = WriteOptions()
             options.idempotency = IdempotencyClaim(userID: Callers.admin.userID, key: "retried-\(id)", fingerprint: "retried")
-            try await a.update(
-                id, in: "incident", values: ["short_description": "after"], caller: Callers.admin, options: options,
-                answer: CommittedRow.Answer(row: committed, plan: plan)
-            )
+            let (_, committed) = try await Self.answeredUpdate(a, id, in: "incident", values: ["short_description": "after"], options: options)
             let read = try await a.get(id, in: "incident", caller: Callers.admin).record
             #expect(read["sys_updated_by"] == "beth.anglin")
             #expect(read["sys_mod_count"] == "1")
@@ -360,11 +345,8 @@ struct PostgresRecordWriteTests {
     @Test("an update whose row changes between its read and its statement writes nothing there, and runs again locked: both changes are kept")
     func changedBetweenReadAndWrite() async throws {
         try await SharedDatabaseTests.withTwoInstances { a, b in
-            let incident = try a.table("incident")
             let id = try await a.insert(into: "incident", values: ["short_description": "read", "impact": "3"], caller: Callers.admin)
             let head = try await a.storage.latestEventSequence()
-            let plan = try CommittedRow.Plan(table: incident, fields: nil, store: a, caller: Callers.admin)
-            let committed = CommittedRow()
             // While A's read of the row (with its version) is on its way back, Beth changes another field through B.
             a.storage.faults.holdAnswerOfNext({ $0.contains(".xmin::text") }) {
                 do {
@@ -373,12 +355,9 @@ struct PostgresRecordWriteTests {
                     Issue.record("Beth's write failed: \(error)")
                 }
             }
-            let statements = try await Self.statements(of: a) {
-                try await a.update(
-                    id, in: "incident", values: ["short_description": "written after Beth", "comments": "once"],
-                    caller: Callers.admin, answer: CommittedRow.Answer(row: committed, plan: plan)
-                )
-            }
+            let (statements, committed) = try await Self.answeredUpdate(
+                a, id, in: "incident", values: ["short_description": "written after Beth", "comments": "once"]
+            )
             // The version did not match: the statement wrote nothing, and the locked update ran.
             #expect(statements.contains { $0.contains("AND xmin = ") }, "\(statements)")
             #expect(statements.contains("BEGIN ISOLATION LEVEL READ COMMITTED"), "\(statements)")
